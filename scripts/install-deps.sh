@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Installs the Debian (bookworm/main) packages gpusched needs to build, test and lint.
+# Idempotent: when every package is already installed it only prints a line and exits, without
+# touching the network (no apt-get update). Otherwise it runs `apt-get update` once and installs
+# only the missing packages. Uses sudo only when not root (non-interactive sudo -n without a TTY).
+#
+# Usage: scripts/install-deps.sh [--check]
+#   --check   list the missing packages and exit 1 if any are missing; install nothing.
+# See ../shared/design/dependencies.md for why each library was chosen.
+set -euo pipefail
+
+PACKAGES=(
+  # build tools: CMakeLists.txt, CMakePresets.json (Ninja generator), pkg_check_modules, compiler cache
+  cmake ninja-build pkg-config ccache g++ make
+  # repo scripts: check-format.sh (git ls-files), check-layering.py, .ci/run
+  git python3
+  # lint: scripts/check-format.sh, the `tidy` preset (.clang-format, .clang-tidy)
+  clang-format clang-tidy
+  # plot/: PNG and SVG charts
+  libcairo2-dev
+  # tests and benchmarks: gpusched_test / gpusched_benchmark in cmake/gpusched.cmake, property tests
+  libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
+  # cli/: flags (CLI11), logging and formatting (spdlog + fmt; GCC 12 has no <format>)
+  libcli11-dev libspdlog-dev libfmt-dev
+  # JSON: configs, annotations, extender wire format, reports
+  nlohmann-json3-dev
+)
+
+check_only=0
+case "${1:-}" in
+  --check) check_only=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--check]" >&2; exit 2 ;;
+esac
+
+is_installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  if ! is_installed "$pkg"; then
+    missing+=("$pkg")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: missing ${#missing[@]} of ${#PACKAGES[@]}: ${missing[*]}"
+if ((check_only)); then
+  exit 1
+fi
+
+sudo_cmd=()
+if ((EUID != 0)); then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "install-deps: not root and sudo is not installed; install as root: apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  if [[ -t 0 ]]; then
+    sudo_cmd=(sudo)
+  else
+    sudo_cmd=(sudo -n)  # no TTY (CI): fail instead of waiting for a password
+  fi
+fi
+
+"${sudo_cmd[@]}" apt-get update
+"${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y --no-install-recommends "${missing[@]}"
+
+still_missing=()
+for pkg in "${missing[@]}"; do
+  if ! is_installed "$pkg"; then
+    still_missing+=("$pkg")
+  fi
+done
+if ((${#still_missing[@]} > 0)); then
+  echo "install-deps: still missing after install: ${still_missing[*]}" >&2
+  exit 1
+fi
+echo "install-deps: installed ${missing[*]}; all ${#PACKAGES[@]} packages present"

@@ -1,0 +1,183 @@
+#include "gpusched/cli/simulate_command.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "gpusched/policy/registry.h"
+#include "gpusched/sim/builtin_workload.h"
+#include "gpusched/sim/report.h"
+#include "gpusched/sim/simulator.h"
+#include "gpusched/sim/trace_reader.h"
+
+namespace gpusched::cli {
+
+std::string ParseSeeds(const std::string& text, std::vector<unsigned long long>& out) {
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    if (part.empty()) {
+      return "--seeds: empty item in '" + text + "'";
+    }
+    try {
+      const size_t dash = part.find('-');
+      size_t used = 0;
+      if (dash == std::string::npos) {
+        out.push_back(std::stoull(part, &used));
+        if (used != part.size()) {
+          throw std::invalid_argument(part);
+        }
+      } else {
+        const auto lo = std::stoull(part.substr(0, dash), &used);
+        if (used != dash) {
+          throw std::invalid_argument(part);
+        }
+        const std::string rest = part.substr(dash + 1);
+        const auto hi = std::stoull(rest, &used);
+        if (used != rest.size() || hi < lo || hi - lo > 100000) {
+          throw std::invalid_argument(part);
+        }
+        for (auto s = lo; s <= hi; ++s) {
+          out.push_back(s);
+        }
+      }
+    } catch (const std::exception&) {
+      return "--seeds: '" + part + "' is not a seed or a range like 42-51";
+    }
+  }
+  if (out.empty()) {
+    return "--seeds: no seeds in '" + text + "'";
+  }
+  return "";
+}
+
+namespace {
+
+int RunSimulate(const SimulateFlags& f) {
+  std::vector<unsigned long long> seeds;
+  if (auto err = ParseSeeds(f.seeds, seeds); !err.empty()) {
+    std::cerr << "gpusched simulate: " << err << "\n";
+    return 2;
+  }
+  std::vector<std::string> policies = f.policies.empty() ? policy::BenchmarkPolicyNames() : f.policies;
+  const std::vector<std::string> known = policy::PolicyNames();
+  for (const auto& p : policies) {
+    if (std::find(known.begin(), known.end(), p) == known.end()) {
+      std::cerr << "gpusched simulate: --policies: unknown policy '" << p << "'\n";
+      return 2;
+    }
+  }
+
+  sim::Cluster cluster;
+  std::vector<sim::Workload> workloads;
+  if (f.trace_dir.empty()) {
+    if (!f.workloads.empty()) {
+      std::cerr << "gpusched simulate: --workloads needs --trace-dir (the folder with the openb CSV files)\n";
+      return 2;
+    }
+    cluster = sim::BuiltinCluster();
+    workloads.push_back(sim::BuiltinWorkload());
+  } else {
+    auto nodes = sim::ReadNodeList(f.trace_dir + "/" + f.node_list + ".csv");
+    if (!nodes.ok()) {
+      std::cerr << "gpusched simulate: " << nodes.status().message() << "\n";
+      return 1;
+    }
+    cluster.name = f.node_list;
+    for (const auto& n : nodes.value()) {
+      cluster.nodes.push_back(sim::ToNode(n));
+    }
+    const std::vector<std::string> stems =
+        f.workloads.empty() ? std::vector<std::string>{"openb_pod_list_default"} : f.workloads;
+    for (const auto& stem : stems) {
+      auto pods = sim::ReadPodList(f.trace_dir + "/" + stem + ".csv");
+      if (!pods.ok()) {
+        std::cerr << "gpusched simulate: " << pods.status().message() << "\n";
+        return 1;
+      }
+      sim::Workload w{.name = stem};
+      for (const auto& p : pods.value()) {
+        w.pods.push_back(sim::ToPodRequest(p));
+      }
+      w.target = std::make_shared<const policy::TargetWorkload>(policy::TypicalPods(w.pods));
+      workloads.push_back(std::move(w));
+    }
+  }
+
+  std::vector<sim::RunRequest> requests;
+  for (const auto& w : workloads) {
+    for (const auto& p : policies) {
+      for (auto s : seeds) {
+        requests.push_back(
+            sim::RunRequest{.workload = &w, .spec = sim::RunSpec{.policy = p, .seed = s, .tune = f.tune}});
+      }
+    }
+  }
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto runs = sim::RunMany(cluster, requests, f.jobs, [&](size_t done, size_t total) {
+    if (!tty) {
+      return;
+    }
+    constexpr int kWidth = 40;
+    const int filled = static_cast<int>(kWidth * done / total);
+    std::fprintf(stderr, "\r[%s%s] %zu/%zu runs", std::string(static_cast<size_t>(filled), '#').c_str(),
+                 std::string(static_cast<size_t>(kWidth - filled), '.').c_str(), done, total);
+    if (done == total) {
+      std::fprintf(stderr, "\n");
+    }
+  });
+  if (!runs.ok()) {
+    std::cerr << "gpusched simulate: " << runs.status().message() << "\n";
+    return 1;
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "cluster " << cluster.name << ": " << cluster.nodes.size() << " nodes, " << runs->front().total_gpus
+            << " GPUs; " << requests.size() << " runs, tune " << f.tune << ", jobs " << f.jobs << "\n";
+  sim::PrintSummary(std::cout, runs.value());
+  std::cout << "total wall time " << wall << " s\n";
+  if (!f.out.empty()) {
+    common::Status written = sim::WriteReport(f.out, runs.value());
+    if (!written.ok()) {
+      std::cerr << "gpusched simulate: " << written.message() << "\n";
+      return 1;
+    }
+    std::cout << "wrote " << f.out << "/{alloc.csv,frag_amount.csv,frag_ratio.csv,unallocated.svg,unallocated.png}\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code) {
+  CLI::App* cmd =
+      app.add_subcommand("simulate",
+                         "Replay a cluster trace through the scheduling code (FGD benchmark protocol); with no trace "
+                         "options, the built-in cluster and workload");
+  cmd->add_option("--trace-dir", flags.trace_dir, "Folder with the openb CSV files")->check(CLI::ExistingDirectory);
+  cmd->add_option("--node-list", flags.node_list, "Node list file stem in --trace-dir")->capture_default_str();
+  cmd->add_option("--workloads", flags.workloads, "Pod list file stems (default openb_pod_list_default)")
+      ->delimiter(',');
+  std::string names;
+  for (const auto& n : policy::PolicyNames()) {
+    names += (names.empty() ? "" : ", ") + n;
+  }
+  cmd->add_option("--policies", flags.policies,
+                  "Comma list of policies (default: the six FGD-paper ones). Known: " + names)
+      ->delimiter(',');
+  cmd->add_option("--seeds", flags.seeds, "Seeds, e.g. 42-51 or 42,43")->capture_default_str();
+  cmd->add_option("--tune", flags.tune, "Inflate the workload to this ratio of cluster GPUs")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--jobs", flags.jobs, "Runs in parallel")->capture_default_str()->check(CLI::Range(1, 1024));
+  cmd->add_option("--out", flags.out, "Write CSVs and plots to this folder");
+  cmd->callback([&flags, &exit_code] { exit_code = RunSimulate(flags); });
+}
+
+}  // namespace gpusched::cli

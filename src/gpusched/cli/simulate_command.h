@@ -1,0 +1,30 @@
+#pragma once
+
+// `gpusched simulate`: flags, loading the traces, running, reporting. Wiring only.
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace gpusched::cli {
+
+struct SimulateFlags {
+  std::string trace_dir;
+  std::string node_list = "openb_node_list_gpu_node";
+  std::vector<std::string> workloads;
+  std::vector<std::string> policies;
+  std::string seeds = "42";
+  double tune = 1.3;
+  int jobs = 1;
+  std::string out;
+};
+
+void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code);
+
+// "42-51" or "42,43,50" -> seeds; an InvalidArgument message on bad input (empty string on success).
+std::string ParseSeeds(const std::string& text, std::vector<unsigned long long>& out);
+
+}  // namespace gpusched::cli

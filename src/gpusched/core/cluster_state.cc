@@ -1,0 +1,359 @@
+#include "gpusched/core/cluster_state.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+
+namespace gpusched::core {
+
+using common::Status;
+
+namespace {
+
+std::string Fmt(int64_t v) { return std::to_string(v); }
+
+void AddShape(std::vector<std::pair<int32_t, int32_t>>& counts, int32_t tag, int32_t delta) {
+  if (tag < 0) {
+    return;
+  }
+  auto it = std::lower_bound(counts.begin(), counts.end(), std::pair<int32_t, int32_t>{tag, INT32_MIN});
+  if (it != counts.end() && it->first == tag) {
+    it->second += delta;
+    if (it->second == 0) {
+      counts.erase(it);
+    }
+  } else {
+    counts.insert(it, {tag, delta});
+  }
+}
+
+}  // namespace
+
+Status ClusterState::AddNode(Node node) {
+  if (node.name.empty()) {
+    return common::InvalidArgument("node has no name");
+  }
+  if (index_.contains(node.name)) {
+    return common::AlreadyExists("node " + node.name.str() + " already exists");
+  }
+  if (node.cpu.value() < 0 || node.memory.value() < 0) {
+    return common::InvalidArgument("node " + node.name.str() + " has negative capacity");
+  }
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    if (node.gpus[i].index != static_cast<int32_t>(i)) {
+      return common::InvalidArgument("node " + node.name.str() + ": GPU at position " + Fmt(static_cast<int64_t>(i)) +
+                                     " has index " + Fmt(node.gpus[i].index));
+    }
+    if (node.gpus[i].memory.value() < 0) {
+      return common::InvalidArgument("node " + node.name.str() + ": GPU " + Fmt(static_cast<int64_t>(i)) +
+                                     " has negative memory");
+    }
+  }
+  size_t slot_index = 0;
+  if (!free_slots_.empty()) {
+    slot_index = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    slot_index = slots_.size();
+    slots_.emplace_back();
+  }
+  Slot& slot = slots_[slot_index];
+  const auto name = node.name;
+  capacity_milli_ += common::kGpuMilli * static_cast<int64_t>(node.gpus.size());
+  slot.view = NodeView::Empty(std::make_shared<const Node>(std::move(node)));
+  slot.pods.clear();
+  slot.live = true;
+  Touch(slot);
+  index_.emplace(name, slot_index);
+  return Status::Ok();
+}
+
+Status ClusterState::RemoveNode(const common::NodeName& name) {
+  auto it = index_.find(name);
+  if (it == index_.end()) {
+    return common::NotFound("node " + name.str() + " not found");
+  }
+  Slot& slot = slots_[it->second];
+  for (const auto& pod : slot.pods) {
+    auto a = allocations_.find(pod);
+    allocated_milli_ -= a->second.allocation.TotalMilli();
+    allocations_.erase(a);
+  }
+  capacity_milli_ -= common::kGpuMilli * static_cast<int64_t>(slot.view.gpus.size());
+  slot.pods.clear();
+  slot.live = false;
+  slot.view = NodeView{};
+  Touch(slot);
+  free_slots_.push_back(it->second);
+  index_.erase(it);
+  return Status::Ok();
+}
+
+Status ClusterState::Validate(const Allocation& a, const Slot& slot) const {
+  const NodeView& v = slot.view;
+  const std::string where = "pod " + a.pod.str() + " on node " + a.node.str() + ": ";
+  if (a.cpu.value() < 0 || a.memory.value() < 0) {
+    return common::InvalidArgument(where + "negative CPU or memory request");
+  }
+  if (a.cpu > v.cpu_free) {
+    return common::ResourceExhausted(where + "needs " + Fmt(a.cpu.value()) + " milli-CPU, " + Fmt(v.cpu_free.value()) +
+                                     " free");
+  }
+  if (a.memory > v.memory_free) {
+    return common::ResourceExhausted(where + "needs " + Fmt(a.memory.value()) + " MiB of memory, " +
+                                     Fmt(v.memory_free.value()) + " free");
+  }
+  // Sum the shares per GPU first: two containers may share one GPU.
+  std::map<int32_t, GpuShare> per_gpu;
+  for (const auto& c : a.containers) {
+    for (const auto& s : c.gpus) {
+      if (s.index < 0 || static_cast<size_t>(s.index) >= v.gpus.size()) {
+        return common::InvalidArgument(where + "GPU index " + Fmt(s.index) + " out of range (node has " +
+                                       Fmt(static_cast<int64_t>(v.gpus.size())) + ")");
+      }
+      const Gpu& gpu = v.node->gpus[static_cast<size_t>(s.index)];
+      if (!s.uuid.empty() && s.uuid != gpu.uuid) {
+        return common::InvalidArgument(where + "GPU " + Fmt(s.index) + " has UUID " + gpu.uuid.str() + ", not " +
+                                       s.uuid.str());
+      }
+      if (s.milli.value() < 0 || s.memory.value() < 0 || (s.milli.value() == 0 && s.memory.value() == 0)) {
+        return common::InvalidArgument(where + "GPU " + Fmt(s.index) + ": a share needs positive milli or memory");
+      }
+      auto [it, inserted] = per_gpu.try_emplace(s.index, s);
+      if (!inserted) {
+        if (s.exclusive || it->second.exclusive) {
+          return common::InvalidArgument(where + "GPU " + Fmt(s.index) + " is named twice with an exclusive share");
+        }
+        it->second.milli += s.milli;
+        it->second.memory += s.memory;
+      }
+    }
+  }
+  for (const auto& [index, s] : per_gpu) {
+    const GpuState& g = v.gpus[static_cast<size_t>(index)];
+    const Gpu& gpu = v.node->gpus[static_cast<size_t>(index)];
+    const std::string gname = "GPU " + Fmt(index) + " (" + gpu.model + ")";
+    if (g.exclusive) {
+      return common::ResourceExhausted(where + gname + " is held exclusively");
+    }
+    if (s.exclusive && g.holders > 0) {
+      return common::ResourceExhausted(where + gname + " is shared by " + Fmt(g.holders) +
+                                       " pods, an exclusive share needs it idle");
+    }
+    if (s.milli > g.free) {
+      return common::ResourceExhausted(where + gname + " has " + Fmt(g.free.value()) + " milli free, needs " +
+                                       Fmt(s.milli.value()));
+    }
+    if (s.memory > g.memory_free) {
+      return common::ResourceExhausted(where + gname + " has " + Fmt(g.memory_free.value()) + " MiB free, needs " +
+                                       Fmt(s.memory.value()) + " MiB");
+    }
+  }
+  return Status::Ok();
+}
+
+void ClusterState::Apply(const Allocation& a, Slot& slot, int sign) {
+  NodeView& v = slot.view;
+  v.cpu_free -= a.cpu * sign;
+  v.memory_free -= a.memory * sign;
+  for (const auto& c : a.containers) {
+    for (const auto& s : c.gpus) {
+      GpuState& g = v.gpus[static_cast<size_t>(s.index)];
+      g.free -= s.milli * sign;
+      g.memory_free -= s.memory * sign;
+      g.holders += sign;
+      if (s.exclusive) {
+        g.exclusive = sign > 0;
+      }
+    }
+  }
+  v.pods += sign;
+  AddShape(v.shape_counts, a.ShapeTag(), sign);
+  allocated_milli_ += a.TotalMilli() * sign;
+  Touch(slot);
+}
+
+Status ClusterState::Assume(Allocation allocation) {
+  if (allocation.pod.empty()) {
+    return common::InvalidArgument("allocation has no pod");
+  }
+  if (allocations_.contains(allocation.pod)) {
+    return common::AlreadyExists("pod " + allocation.pod.str() + " already holds an allocation");
+  }
+  auto it = index_.find(allocation.node);
+  if (it == index_.end()) {
+    return common::NotFound("pod " + allocation.pod.str() + ": node " + allocation.node.str() + " not found");
+  }
+  Slot& slot = slots_[it->second];
+  GPUSCHED_RETURN_IF_ERROR(Validate(allocation, slot));
+  Apply(allocation, slot, +1);
+  slot.pods.push_back(allocation.pod);
+  const auto pod = allocation.pod;
+  allocations_.emplace(pod, Entry{.allocation = std::move(allocation), .slot = it->second});
+  return Status::Ok();
+}
+
+Status ClusterState::Confirm(const common::PodUid& pod) {
+  auto it = allocations_.find(pod);
+  if (it == allocations_.end()) {
+    return common::NotFound("pod " + pod.str() + " holds no allocation to confirm");
+  }
+  if (it->second.confirmed) {
+    return common::FailedPrecondition("pod " + pod.str() + " is already confirmed");
+  }
+  it->second.confirmed = true;
+  return Status::Ok();
+}
+
+Status ClusterState::Forget(const common::PodUid& pod) {
+  auto it = allocations_.find(pod);
+  if (it == allocations_.end()) {
+    return common::NotFound("pod " + pod.str() + " holds no allocation to forget");
+  }
+  if (it->second.confirmed) {
+    return common::FailedPrecondition("pod " + pod.str() + " is confirmed; release it instead of forgetting");
+  }
+  return Release(pod);
+}
+
+Status ClusterState::Release(const common::PodUid& pod) {
+  auto it = allocations_.find(pod);
+  if (it == allocations_.end()) {
+    return common::NotFound("pod " + pod.str() + " holds no allocation to release");
+  }
+  Slot& slot = slots_[it->second.slot];
+  Apply(it->second.allocation, slot, -1);
+  auto p = std::find(slot.pods.begin(), slot.pods.end(), pod);
+  GPUSCHED_CHECK(p != slot.pods.end(), "allocation missing from its node's pod list");
+  *p = std::move(slot.pods.back());
+  slot.pods.pop_back();
+  allocations_.erase(it);
+  return Status::Ok();
+}
+
+const NodeView* ClusterState::Find(const common::NodeName& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &slots_[it->second].view;
+}
+
+std::optional<size_t> ClusterState::SlotOf(const common::NodeName& name) const {
+  auto it = index_.find(name);
+  if (it == index_.end()) {
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+const Allocation* ClusterState::FindAllocation(const common::PodUid& pod) const {
+  auto it = allocations_.find(pod);
+  return it == allocations_.end() ? nullptr : &it->second.allocation;
+}
+
+bool ClusterState::IsConfirmed(const common::PodUid& pod) const {
+  auto it = allocations_.find(pod);
+  return it != allocations_.end() && it->second.confirmed;
+}
+
+std::vector<common::PodUid> ClusterState::PodsOn(const common::NodeName& name) const {
+  auto it = index_.find(name);
+  if (it == index_.end()) {
+    return {};
+  }
+  return slots_[it->second].pods;
+}
+
+Status ClusterState::CheckSlot(const Slot& slot) const {
+  const NodeView& v = slot.view;
+  const Node& node = *v.node;
+  NodeView want = NodeView::Empty(v.node);
+  want.generation = v.generation;
+  for (const auto& pod : slot.pods) {
+    auto it = allocations_.find(pod);
+    if (it == allocations_.end()) {
+      return common::Internal("node " + node.name.str() + " lists pod " + pod.str() + " with no allocation");
+    }
+    const Allocation& a = it->second.allocation;
+    want.cpu_free -= a.cpu;
+    want.memory_free -= a.memory;
+    for (const auto& c : a.containers) {
+      for (const auto& s : c.gpus) {
+        GpuState& g = want.gpus[static_cast<size_t>(s.index)];
+        g.free -= s.milli;
+        g.memory_free -= s.memory;
+        g.holders += 1;
+        if (s.exclusive) {
+          if (g.exclusive) {
+            return common::Internal("node " + node.name.str() + " GPU " + Fmt(s.index) + " held exclusively twice");
+          }
+          g.exclusive = true;
+        }
+      }
+    }
+    want.pods += 1;
+    AddShape(want.shape_counts, a.ShapeTag(), 1);
+  }
+  const std::string n = "node " + node.name.str() + ": ";
+  if (want.cpu_free.value() < 0 || want.memory_free.value() < 0) {
+    return common::Internal(n + "CPU or memory overcommitted");
+  }
+  if (want.cpu_free != v.cpu_free || want.memory_free != v.memory_free) {
+    return common::Internal(n + "free CPU/memory disagree with allocations");
+  }
+  if (want.pods != v.pods || want.shape_counts != v.shape_counts) {
+    return common::Internal(n + "pod count or shapes disagree with allocations");
+  }
+  for (size_t i = 0; i < want.gpus.size(); ++i) {
+    const GpuState& w = want.gpus[i];
+    const GpuState& g = v.gpus[i];
+    const std::string gname = n + "GPU " + Fmt(static_cast<int64_t>(i)) + ": ";
+    if (w.free.value() < 0 || w.free > common::kGpuMilli) {
+      return common::Internal(gname + "more than 1000 milli allocated");
+    }
+    if (w.memory_free.value() < 0) {
+      return common::Internal(gname + "more than its memory allocated");
+    }
+    if (w.exclusive && w.holders != 1) {
+      return common::Internal(gname + "exclusive GPU is shared");
+    }
+    if (w.free != g.free || w.memory_free != g.memory_free || w.holders != g.holders || w.exclusive != g.exclusive) {
+      return common::Internal(gname + "state disagrees with allocations");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ClusterState::CheckNodeInvariants(const common::NodeName& name) const {
+  auto it = index_.find(name);
+  if (it == index_.end()) {
+    return common::NotFound("node " + name.str() + " not found");
+  }
+  return CheckSlot(slots_[it->second]);
+}
+
+Status ClusterState::CheckInvariants() const {
+  common::MilliGpu allocated{0};
+  common::MilliGpu capacity{0};
+  size_t pods = 0;
+  for (const auto& slot : slots_) {
+    if (!slot.live) {
+      continue;
+    }
+    GPUSCHED_RETURN_IF_ERROR(CheckSlot(slot));
+    pods += slot.pods.size();
+    capacity += common::kGpuMilli * static_cast<int64_t>(slot.view.gpus.size());
+    for (const auto& g : slot.view.gpus) {
+      allocated += common::kGpuMilli - g.free;
+    }
+  }
+  if (pods != allocations_.size()) {
+    return common::Internal("allocations on nodes (" + Fmt(static_cast<int64_t>(pods)) + ") != allocations (" +
+                            Fmt(static_cast<int64_t>(allocations_.size())) + ")");
+  }
+  if (allocated != allocated_milli_ || capacity != capacity_milli_) {
+    return common::Internal("cluster totals disagree with nodes");
+  }
+  return Status::Ok();
+}
+
+}  // namespace gpusched::core

@@ -1,0 +1,103 @@
+#pragma once
+
+// ClusterState: the nodes and the allocations on them, and the only thing that changes either.
+//
+// Life of an allocation: Assume (tentative, before the bind is known to have landed) -> Confirm (bound), or
+// Forget (the bind failed; capacity comes back). Release frees a pod's capacity whether assumed or confirmed
+// (the pod ended or was deleted).
+//
+// Invariant (CheckInvariants): for every node, what its NodeView says is free equals its capacity minus the sum
+// of its allocations; no GPU has more than 1000 milli or more than its memory allocated; an exclusive GPU has
+// exactly one holder; CPU and memory of a node are never overcommitted. Every mutating call validates first and
+// changes nothing when it returns an error.
+//
+// Node slots are stable: a removed node leaves a dead slot that a later AddNode may reuse, so an index into
+// nodes() stays valid for the node's lifetime. Not thread-safe: callers serialise access (the scheduler holds
+// one lock around the cycle; each simulator run owns its ClusterState).
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "gpusched/common/ids.h"
+#include "gpusched/common/status.h"
+#include "gpusched/core/allocation.h"
+#include "gpusched/core/node.h"
+#include "gpusched/core/node_view.h"
+
+namespace gpusched::core {
+
+class ClusterState {
+ public:
+  ClusterState() = default;
+  ClusterState(const ClusterState&) = delete;
+  ClusterState& operator=(const ClusterState&) = delete;
+  ClusterState(ClusterState&&) = default;
+  ClusterState& operator=(ClusterState&&) = default;
+
+  // Fails if a node of that name exists or the description is inconsistent (GPU index != position, negative
+  // capacity).
+  common::Status AddNode(Node node);
+  // Removes the node and every allocation on it (its pods are gone with it).
+  common::Status RemoveNode(const common::NodeName& name);
+
+  // Charges the allocation to its node. Fails (changing nothing) if the pod already holds an allocation, the
+  // node is unknown, or any share does not fit: more milli or memory than free, an exclusive share on a GPU that
+  // others hold, a share on an exclusively held GPU, a UUID that does not match the node's GPU.
+  common::Status Assume(Allocation allocation);
+  common::Status Confirm(const common::PodUid& pod);
+  common::Status Forget(const common::PodUid& pod);   // only for an assumed (unconfirmed) allocation
+  common::Status Release(const common::PodUid& pod);  // assumed or confirmed
+
+  // Slots, dead ones included (IsLive tells). Index i is stable while the node lives.
+  [[nodiscard]] size_t SlotCount() const { return slots_.size(); }
+  [[nodiscard]] bool IsLive(size_t i) const { return slots_[i].live; }
+  [[nodiscard]] const NodeView& View(size_t i) const { return slots_[i].view; }
+  [[nodiscard]] const NodeView* Find(const common::NodeName& name) const;
+  [[nodiscard]] std::optional<size_t> SlotOf(const common::NodeName& name) const;
+  [[nodiscard]] size_t NodeCount() const { return index_.size(); }
+
+  [[nodiscard]] const Allocation* FindAllocation(const common::PodUid& pod) const;
+  [[nodiscard]] bool IsConfirmed(const common::PodUid& pod) const;
+  [[nodiscard]] size_t AllocationCount() const { return allocations_.size(); }
+  // Pods holding allocations on the node.
+  [[nodiscard]] std::vector<common::PodUid> PodsOn(const common::NodeName& name) const;
+
+  // Cluster totals, kept incrementally.
+  [[nodiscard]] common::MilliGpu AllocatedMilli() const { return allocated_milli_; }
+  [[nodiscard]] common::MilliGpu CapacityMilli() const { return capacity_milli_; }
+
+  // Recomputes every node from its allocations and compares; returns the first violation found.
+  [[nodiscard]] common::Status CheckInvariants() const;
+  // The same for one node.
+  [[nodiscard]] common::Status CheckNodeInvariants(const common::NodeName& name) const;
+
+ private:
+  struct Slot {
+    NodeView view;
+    std::vector<common::PodUid> pods;
+    bool live = false;
+  };
+  struct Entry {
+    Allocation allocation;
+    size_t slot = 0;
+    bool confirmed = false;
+  };
+
+  common::Status Validate(const Allocation& a, const Slot& slot) const;
+  void Apply(const Allocation& a, Slot& slot, int sign);
+  void Touch(Slot& slot) { slot.view.generation = ++generation_; }
+  common::Status CheckSlot(const Slot& slot) const;
+
+  std::vector<Slot> slots_;
+  std::vector<size_t> free_slots_;
+  std::unordered_map<common::NodeName, size_t> index_;
+  std::unordered_map<common::PodUid, Entry> allocations_;
+  uint64_t generation_ = 0;
+  common::MilliGpu allocated_milli_{0};
+  common::MilliGpu capacity_milli_{0};
+};
+
+}  // namespace gpusched::core

@@ -1,0 +1,59 @@
+#pragma once
+
+// What a pod asks for. A GpuRequest is one container's GPU demand; a PodRequest is the pod's node resources plus
+// the GpuRequests of its containers that want GPUs (containers without GPUs are folded into cpu/memory).
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpusched/common/ids.h"
+#include "gpusched/common/units.h"
+
+namespace gpusched::core {
+
+struct GpuRequest {
+  std::string container;
+  int32_t count = 0;                  // number of GPUs
+  common::MilliGpu milli_per_gpu{0};  // compute per GPU, 1..1000
+  common::MiB memory_per_gpu{0};      // memory per GPU; 0 = no memory demand
+  bool exclusive = false;             // whole GPUs that nobody else may share
+  std::vector<std::string> models;    // allowed GPU models; empty = any
+
+  // A fraction of one GPU that others may share (the FGD paper's "GPU-sharing pod").
+  [[nodiscard]] bool IsSharing() const { return count == 1 && !exclusive && milli_per_gpu < common::kGpuMilli; }
+  [[nodiscard]] bool AllowsModel(std::string_view model) const;
+};
+
+struct PodRequest {
+  common::PodUid uid;
+  std::string name;  // namespace/name, for messages
+  common::MilliCpu cpu{0};
+  common::MiB memory{0};
+  std::vector<GpuRequest> containers;  // only the containers that request GPUs
+  int32_t priority = 0;
+
+  [[nodiscard]] bool RequestsGpu() const { return !containers.empty(); }
+  // Σ count over containers.
+  [[nodiscard]] int32_t GpuCount() const;
+  // Σ count × milli over containers: the pod's total GPU compute.
+  [[nodiscard]] common::MilliGpu TotalGpuMilli() const;
+};
+
+// The pod reduced to the FGD paper's shape {cpu, gpu_count, gpu_milli, models}: what the benchmark policies score
+// on. For a pod with one GPU container this is exact; several GPU containers are summed (count) and take the
+// largest per-GPU share.
+struct PodShape {
+  common::MilliCpu cpu{0};
+  int32_t gpu_count = 0;
+  common::MilliGpu gpu_milli{0};
+  const std::vector<std::string>* models = nullptr;  // null or empty = any
+
+  [[nodiscard]] bool IsSharing() const { return gpu_count == 1 && gpu_milli < common::kGpuMilli; }
+  [[nodiscard]] bool AllowsModel(std::string_view model) const;
+};
+
+PodShape ShapeOf(const PodRequest& pod);
+
+}  // namespace gpusched::core

@@ -1,0 +1,230 @@
+#include "gpusched/policy/gpu_fit.h"
+
+#include <algorithm>
+#include <string>
+
+#include "gpusched/common/check.h"
+
+namespace gpusched::policy {
+
+using common::kGpuMilli;
+
+namespace {
+
+bool WantsWhole(const core::GpuRequest& c) { return c.exclusive || c.milli_per_gpu >= kGpuMilli; }
+
+std::string GpuName(const core::NodeView& node, size_t i) {
+  return "GPU " + std::to_string(i) + " (" + node.node->gpus[i].model + ")";
+}
+
+std::string ModelList(const std::vector<std::string>& models) {
+  std::string s;
+  for (const auto& m : models) {
+    s += (s.empty() ? "" : "|") + m;
+  }
+  return s;
+}
+
+// Why container c does not fit; the states are those it would see.
+Fit Explain(const core::GpuRequest& c, const core::NodeView& node, std::span<const core::GpuState> gpus) {
+  // Could an empty node host it? If not, nothing on this node could make it fit.
+  int32_t could = 0;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const core::Gpu& spec = node.node->gpus[i];
+    if (spec.healthy && c.AllowsModel(spec.model) && spec.memory >= c.memory_per_gpu) {
+      ++could;
+    }
+  }
+  const std::string who = "container " + c.container + ": ";
+  if (could < c.count) {
+    std::string what = std::to_string(c.count) + " GPU(s)";
+    if (!c.models.empty()) {
+      what += " of model " + ModelList(c.models);
+    }
+    if (c.memory_per_gpu.value() > 0) {
+      what += " with " + std::to_string(c.memory_per_gpu.value()) + " MiB";
+    }
+    std::string have = std::to_string(gpus.size()) + " GPU(s)";
+    if (!gpus.empty()) {
+      have += " (" + node.node->gpus[0].model + ", " + std::to_string(node.node->gpus[0].memory.value()) + " MiB)";
+    }
+    return Fit::Unresolvable(who + "needs " + what + ", node has " + have + ", " + std::to_string(could) + " usable");
+  }
+  if (WantsWhole(c)) {
+    int32_t free = 0;
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      free += GpuCanHost(c, node, gpus, i) ? 1 : 0;
+    }
+    return Fit::Unschedulable(who + "needs " + std::to_string(c.count) + " fully free GPU(s), " + std::to_string(free) +
+                              " of " + std::to_string(gpus.size()) + " free");
+  }
+  // A share: name the GPU that came closest.
+  size_t best = gpus.size();
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const core::Gpu& spec = node.node->gpus[i];
+    if (!spec.healthy || gpus[i].exclusive || !c.AllowsModel(spec.model)) {
+      continue;
+    }
+    if (best == gpus.size() || gpus[i].free > gpus[best].free) {
+      best = i;
+    }
+  }
+  std::string need = std::to_string(c.milli_per_gpu.value()) + " milli";
+  if (c.memory_per_gpu.value() > 0) {
+    need += " and " + std::to_string(c.memory_per_gpu.value()) + " MiB";
+  }
+  if (best == gpus.size()) {
+    return Fit::Unschedulable(who + "needs " + need + " on " + std::to_string(c.count) +
+                              " GPU(s); every usable GPU is held exclusively");
+  }
+  return Fit::Unschedulable(who + "needs " + need + " on " + std::to_string(c.count) + " GPU(s); most free is " +
+                            GpuName(node, best) + " with " + std::to_string(gpus[best].free.value()) + " milli and " +
+                            std::to_string(gpus[best].memory_free.value()) + " MiB free");
+}
+
+void Take(const core::GpuRequest& c, const core::NodeView& node, std::span<core::GpuState> gpus, size_t i,
+          core::ContainerAllocation& out) {
+  core::GpuState& g = gpus[i];
+  const core::Gpu& spec = node.node->gpus[i];
+  core::GpuShare share{.index = static_cast<int32_t>(i), .uuid = spec.uuid};
+  if (WantsWhole(c)) {
+    share.milli = kGpuMilli;
+    share.memory = g.memory_free;  // an exclusive GPU is charged whole
+    share.exclusive = true;
+  } else {
+    share.milli = c.milli_per_gpu;
+    share.memory = c.memory_per_gpu;
+  }
+  g.free -= share.milli;
+  g.memory_free -= share.memory;
+  g.holders += 1;
+  g.exclusive = share.exclusive;
+  out.gpus.push_back(std::move(share));
+}
+
+}  // namespace
+
+bool GpuCanHost(const core::GpuRequest& c, const core::NodeView& node, std::span<const core::GpuState> gpus, size_t i) {
+  const core::Gpu& spec = node.node->gpus[i];
+  const core::GpuState& g = gpus[i];
+  if (!spec.healthy || g.exclusive || !c.AllowsModel(spec.model)) {
+    return false;
+  }
+  if (WantsWhole(c)) {
+    return g.holders == 0 && g.free >= kGpuMilli && g.memory_free >= c.memory_per_gpu;
+  }
+  return g.free >= c.milli_per_gpu && g.memory_free >= c.memory_per_gpu;
+}
+
+Fit FitGpus(const core::PodRequest& pod, const core::NodeView& node) {
+  if (pod.containers.size() == 1) {  // the common case, without copying the GPU states
+    const auto& c = pod.containers.front();
+    int32_t n = 0;
+    for (size_t i = 0; i < node.gpus.size() && n < c.count; ++i) {
+      n += GpuCanHost(c, node, node.gpus, i) ? 1 : 0;
+    }
+    return n >= c.count ? Fit::Fits() : Explain(c, node, node.gpus);
+  }
+  std::vector<core::GpuState> gpus = node.gpus;
+  for (const auto& c : pod.containers) {
+    std::vector<size_t> candidates;
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      if (GpuCanHost(c, node, gpus, i)) {
+        candidates.push_back(i);
+      }
+    }
+    if (static_cast<int32_t>(candidates.size()) < c.count) {
+      return Explain(c, node, gpus);
+    }
+    if (!WantsWhole(c)) {
+      std::stable_sort(candidates.begin(), candidates.end(),
+                       [&](size_t a, size_t b) { return gpus[a].free < gpus[b].free; });
+    }
+    core::ContainerAllocation scratch;
+    for (int32_t k = 0; k < c.count; ++k) {
+      Take(c, node, gpus, candidates[static_cast<size_t>(k)], scratch);
+    }
+  }
+  return Fit::Fits();
+}
+
+std::vector<core::ContainerAllocation> SelectGpusWith(const core::PodRequest& pod, const core::NodeView& node,
+                                                      const ShareChooser& choose) {
+  std::vector<core::ContainerAllocation> out;
+  out.reserve(pod.containers.size());
+  std::vector<core::GpuState> gpus = node.gpus;
+  std::vector<size_t> candidates;
+  for (const auto& c : pod.containers) {
+    candidates.clear();
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      if (GpuCanHost(c, node, gpus, i)) {
+        candidates.push_back(i);
+      }
+    }
+    GPUSCHED_CHECK(static_cast<int32_t>(candidates.size()) >= c.count, "SelectGpus on a node that does not fit");
+    core::ContainerAllocation& alloc = out.emplace_back();
+    alloc.container = c.container;
+    if (WantsWhole(c)) {
+      for (int32_t k = 0; k < c.count; ++k) {
+        Take(c, node, gpus, candidates[static_cast<size_t>(k)], alloc);
+      }
+    } else if (c.count == 1) {
+      const size_t pick = choose(c, node, gpus, candidates);
+      Take(c, node, gpus, pick, alloc);
+    } else {
+      std::stable_sort(candidates.begin(), candidates.end(),
+                       [&](size_t a, size_t b) { return gpus[a].free < gpus[b].free; });
+      for (int32_t k = 0; k < c.count; ++k) {
+        Take(c, node, gpus, candidates[static_cast<size_t>(k)], alloc);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<core::ContainerAllocation> SelectGpusBest(const core::PodRequest& pod, const core::NodeView& node) {
+  return SelectGpusWith(pod, node,
+                        [](const core::GpuRequest&, const core::NodeView&, std::span<const core::GpuState> gpus,
+                           std::span<const size_t> candidates) {
+                          size_t best = candidates[0];
+                          for (size_t i : candidates) {
+                            if (gpus[i].free < gpus[best].free) {
+                              best = i;
+                            }
+                          }
+                          return best;
+                        });
+}
+
+std::vector<core::ContainerAllocation> SelectGpusWorst(const core::PodRequest& pod, const core::NodeView& node) {
+  return SelectGpusWith(pod, node,
+                        [](const core::GpuRequest&, const core::NodeView&, std::span<const core::GpuState> gpus,
+                           std::span<const size_t> candidates) {
+                          size_t best = candidates[0];
+                          for (size_t i : candidates) {
+                            if (gpus[i].free > gpus[best].free) {
+                              best = i;
+                            }
+                          }
+                          return best;
+                        });
+}
+
+std::vector<core::ContainerAllocation> SelectGpusRandom(const core::PodRequest& pod, const core::NodeView& node,
+                                                        common::Rng& rng) {
+  return SelectGpusWith(
+      pod, node,
+      [&rng](const core::GpuRequest&, const core::NodeView&, std::span<const core::GpuState>,
+             std::span<const size_t> candidates) { return candidates[rng.Uniform(candidates.size())]; });
+}
+
+Fit PlacementPolicy::Filter(const core::PodRequest& pod, const core::NodeView& node) const {
+  return FitGpus(pod, node);
+}
+
+std::vector<core::ContainerAllocation> PlacementPolicy::SelectGpus(const core::PodRequest& pod,
+                                                                   const core::NodeView& node, common::Rng&) const {
+  return SelectGpusBest(pod, node);
+}
+
+}  // namespace gpusched::policy

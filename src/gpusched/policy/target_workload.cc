@@ -1,0 +1,85 @@
+#include "gpusched/policy/target_workload.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace gpusched::policy {
+
+TargetWorkload TypicalPods(std::span<const core::PodRequest> pods, const TypicalPodsOptions& options) {
+  using Key = std::tuple<int64_t, int64_t, int32_t, std::vector<std::string>>;  // cpu, milli, count, models
+  std::map<Key, int64_t> groups;
+  for (const auto& pod : pods) {
+    const core::PodShape s = core::ShapeOf(pod);
+    std::vector<std::string> models = s.models != nullptr ? *s.models : std::vector<std::string>{};
+    groups[Key{s.cpu.value(), s.gpu_milli.value(), s.gpu_count, std::move(models)}] += 1;
+  }
+  std::vector<std::pair<Key, int64_t>> sorted(groups.begin(), groups.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+
+  TargetWorkload m;
+  m.distinct_classes = static_cast<int64_t>(sorted.size());
+  m.total_pods = static_cast<int64_t>(pods.size());
+  const auto needed = static_cast<double>(m.total_pods) * options.coverage;
+  for (const auto& [key, count] : sorted) {
+    if (static_cast<double>(m.covered_pods) >= needed) {
+      break;
+    }
+    m.classes.push_back(TaskClass{.cpu = common::MilliCpu{std::get<0>(key)},
+                                  .gpu_count = std::get<2>(key),
+                                  .gpu_milli = common::MilliGpu{std::get<1>(key)},
+                                  .models = std::get<3>(key),
+                                  .pods = count});
+    m.covered_pods += count;
+  }
+  for (auto& c : m.classes) {
+    c.weight = static_cast<double>(c.pods) / static_cast<double>(m.covered_pods);
+  }
+  return m;
+}
+
+double Fragmentation(const TargetWorkload& m, const core::NodeView& node, common::MilliCpu cpu_free,
+                     std::span<const int64_t> free_milli) {
+  const auto& gpus = node.node->gpus;
+  int64_t idle = 0;
+  for (size_t i = 0; i < free_milli.size(); ++i) {
+    if (gpus[i].healthy) {
+      idle += free_milli[i];
+    }
+  }
+  double f = 0;
+  for (const TaskClass& c : m.classes) {
+    if (c.gpu_count == 0) {
+      f += c.weight * static_cast<double>(idle);
+      continue;
+    }
+    int32_t fit = 0;
+    int64_t small = 0;
+    const int64_t need = c.gpu_milli.value();
+    for (size_t i = 0; i < free_milli.size(); ++i) {
+      if (!gpus[i].healthy) {
+        continue;
+      }
+      const bool usable =
+          c.models.empty() || std::find(c.models.begin(), c.models.end(), gpus[i].model) != c.models.end();
+      if (usable && free_milli[i] >= need) {
+        ++fit;
+      } else {
+        small += free_milli[i];
+      }
+    }
+    const bool q3 = fit >= c.gpu_count && cpu_free >= c.cpu;
+    f += c.weight * static_cast<double>(q3 ? small : idle);
+  }
+  return f;
+}
+
+double NodeFragmentation(const TargetWorkload& m, const core::NodeView& node) {
+  std::vector<int64_t> free(node.gpus.size());
+  for (size_t i = 0; i < free.size(); ++i) {
+    free[i] = node.gpus[i].free.value();
+  }
+  return Fragmentation(m, node, node.cpu_free, free);
+}
+
+}  // namespace gpusched::policy

@@ -1,0 +1,213 @@
+#include "gpusched/sched/cycle_runner.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+namespace gpusched::sched {
+
+policy::Fit FitNodeResources(const core::PodRequest& pod, const core::NodeView& node) {
+  if (pod.cpu > node.cpu_free) {
+    const std::string msg = "Insufficient cpu: needs " + std::to_string(pod.cpu.value()) + "m, " +
+                            std::to_string(node.cpu_free.value()) + "m free";
+    return pod.cpu > node.node->cpu ? policy::Fit::Unresolvable(msg) : policy::Fit::Unschedulable(msg);
+  }
+  if (pod.memory > node.memory_free) {
+    const std::string msg = "Insufficient memory: needs " + std::to_string(pod.memory.value()) + " MiB, " +
+                            std::to_string(node.memory_free.value()) + " MiB free";
+    return pod.memory > node.node->memory ? policy::Fit::Unresolvable(msg) : policy::Fit::Unschedulable(msg);
+  }
+  return policy::Fit::Fits();
+}
+
+void NormalizeScores(std::span<int64_t> scores) {
+  if (scores.empty()) {
+    return;
+  }
+  int64_t hi = std::numeric_limits<int64_t>::min();
+  int64_t lo = std::numeric_limits<int64_t>::max();
+  for (int64_t s : scores) {
+    hi = std::max(hi, s);
+    lo = std::min(lo, s);
+  }
+  if (hi == lo) {
+    --lo;
+  }
+  for (int64_t& s : scores) {
+    s = (s - lo) * policy::kMaxScore / (hi - lo);
+  }
+}
+
+std::string CycleResult::Summary() const {
+  std::map<std::string, int> counts;
+  for (const auto& [node, fit] : rejections) {
+    counts[fit.reason] += 1;
+  }
+  std::string s = std::to_string(feasible_nodes) + "/" + std::to_string(considered_nodes) + " nodes are available";
+  std::string sep = ": ";
+  for (const auto& [reason, n] : counts) {
+    s += sep + std::to_string(n) + " x " + reason;
+    sep = ", ";
+  }
+  return s;
+}
+
+CycleRunner::CycleRunner(const policy::PlacementPolicy& policy, CycleOptions options)
+    : policy_(policy), options_(options) {}
+
+policy::Fit CycleRunner::Filter(const core::PodRequest& pod, const core::NodeView& node) const {
+  if (options_.check_node_resources) {
+    policy::Fit fit = FitNodeResources(pod, node);
+    if (!fit.fits()) {
+      return fit;
+    }
+  }
+  return policy_.Filter(pod, node);
+}
+
+std::vector<int64_t> CycleRunner::ScoreNodes(const core::PodRequest& pod, std::span<const core::NodeView* const> nodes,
+                                             const policy::Snapshot& snapshot) const {
+  std::vector<int64_t> scores;
+  scores.reserve(nodes.size());
+  for (const core::NodeView* n : nodes) {
+    scores.push_back(policy_.Score(pod, *n, snapshot));
+  }
+  if (policy_.NormalizesScores()) {
+    NormalizeScores(scores);
+  }
+  return scores;
+}
+
+uint32_t CycleRunner::Signature(const core::PodRequest& pod) {
+  std::string key = std::to_string(pod.cpu.value()) + "/" + std::to_string(pod.memory.value());
+  for (const auto& c : pod.containers) {
+    key += "|" + std::to_string(c.count) + "x" + std::to_string(c.milli_per_gpu.value()) + "m" +
+           std::to_string(c.memory_per_gpu.value()) + (c.exclusive ? "e" : "s");
+    for (const auto& m : c.models) {
+      key += ":" + m;
+    }
+  }
+  if (signatures_.size() >= kMaxSignatures && !signatures_.contains(key)) {
+    signatures_.clear();
+    cache_.clear();
+  }
+  auto [it, inserted] = signatures_.try_emplace(std::move(key), static_cast<uint32_t>(signatures_.size()));
+  return it->second;
+}
+
+CycleRunner::Entry CycleRunner::Evaluate(const core::PodRequest& pod, const core::NodeView& node,
+                                         const policy::Snapshot& snapshot) const {
+  Entry e{.generation = node.generation, .fits = Filter(pod, node).fits()};
+  if (e.fits) {
+    e.score = policy_.Score(pod, node, snapshot);
+  }
+  return e;
+}
+
+common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, core::ClusterState& state,
+                                                  const policy::Snapshot& snapshot, common::Rng& rng) {
+  CycleResult result;
+  const size_t slots = state.SlotCount();
+  const uint32_t sig = options_.use_score_cache ? Signature(pod) : 0;
+  if (options_.use_score_cache && cache_.size() < slots) {
+    cache_.resize(slots);
+  }
+  feasible_.clear();
+  for (size_t slot = 0; slot < slots; ++slot) {
+    if (!state.IsLive(slot)) {
+      continue;
+    }
+    ++result.considered_nodes;
+    const core::NodeView& view = state.View(slot);
+    Entry e;
+    if (options_.use_score_cache) {
+      std::vector<Entry>& row = cache_[slot];
+      if (row.size() <= sig) {
+        row.resize(sig + 1);
+      }
+      if (row[sig].generation != view.generation) {
+        row[sig] = Evaluate(pod, view, snapshot);
+      }
+      e = row[sig];
+    } else {
+      e = Evaluate(pod, view, snapshot);
+    }
+    if (e.fits) {
+      feasible_.emplace_back(slot, e.score);
+    }
+  }
+  result.feasible_nodes = feasible_.size();
+  if (feasible_.empty()) {
+    if (options_.collect_reasons) {
+      for (size_t slot = 0; slot < slots; ++slot) {
+        if (state.IsLive(slot)) {
+          result.rejections.emplace_back(state.View(slot).name(), Filter(pod, state.View(slot)));
+        }
+      }
+    }
+    return result;
+  }
+  if (policy_.NormalizesScores()) {
+    scores_.clear();
+    for (const auto& [slot, score] : feasible_) {
+      scores_.push_back(score);
+    }
+    NormalizeScores(scores_);
+    for (size_t i = 0; i < feasible_.size(); ++i) {
+      feasible_[i].second = scores_[i];
+    }
+  }
+  int64_t best = std::numeric_limits<int64_t>::min();
+  ties_.clear();
+  for (const auto& [slot, score] : feasible_) {
+    if (score > best) {
+      best = score;
+      ties_.clear();
+    }
+    if (score == best) {
+      ties_.push_back(slot);
+    }
+  }
+  size_t chosen = ties_.front();
+  if (ties_.size() > 1) {
+    if (options_.tie_rank.empty() || policy_.ChoosesNodeAtRandom()) {
+      chosen = ties_[rng.Uniform(ties_.size())];
+    } else {
+      for (size_t slot : ties_) {
+        const uint32_t rank = slot < options_.tie_rank.size() ? options_.tie_rank[slot] : UINT32_MAX;
+        const uint32_t best_rank = chosen < options_.tie_rank.size() ? options_.tie_rank[chosen] : UINT32_MAX;
+        if (rank < best_rank) {
+          chosen = slot;
+        }
+      }
+    }
+  }
+  const core::NodeView& view = state.View(chosen);
+  core::Allocation allocation{.pod = pod.uid,
+                              .node = view.name(),
+                              .cpu = pod.cpu,
+                              .memory = pod.memory,
+                              .containers = policy_.SelectGpus(pod, view, rng)};
+  common::Status reserved = state.Assume(allocation);
+  if (!reserved.ok()) {
+    return common::Internal("policy " + std::string(policy_.Name()) +
+                            " chose GPUs that do not fit: " + reserved.message());
+  }
+  result.allocation = std::move(allocation);
+  return result;
+}
+
+common::Status CycleRunner::Bind(core::ClusterState& state, ports::Binder& binder, const core::PodRequest& pod,
+                                 const core::Allocation& allocation) {
+  common::Status bound = binder.Bind(pod, allocation);
+  if (!bound.ok()) {
+    common::Status forgot = state.Forget(allocation.pod);
+    if (!forgot.ok()) {
+      return common::Internal("bind failed (" + bound.message() + ") and forget failed: " + forgot.message());
+    }
+    return bound;
+  }
+  return state.Confirm(allocation.pod);
+}
+
+}  // namespace gpusched::sched

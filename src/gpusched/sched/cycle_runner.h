@@ -1,0 +1,106 @@
+#pragma once
+
+// The scheduling cycle every front end runs (simulator, extender, standalone scheduler), with the Kubernetes
+// phase names:
+//   Filter          node predicates (CPU and memory fit, as kube-scheduler's NodeResourcesFit) + policy Filter
+//   Score           policy Score on the feasible nodes
+//   NormalizeScore  min-max to 0..100 when the policy asks (KSS's integer formula)
+//   pick            the highest score; ties broken uniformly at random with the injected generator, or, when a
+//                   tie rank is given, by the lowest rank (the FGD benchmark's simulator picks the tied node with
+//                   the smallest name, and names carry a random prefix: a fixed random order per run)
+//   SelectGpus      the policy chooses GPUs on the chosen node
+//   Reserve         ClusterState::Assume;  Unreserve = Forget
+//   Bind            ports::Binder, then Confirm (or Forget on failure)
+//
+// Score cache: a policy's Filter and Score are pure functions of (request, node view), so the runner remembers
+// them per (node slot, node generation, request signature). A node's generation changes whenever anything on it
+// changes, so an entry is never stale; a cycle then costs one lookup per unchanged node. With many distinct
+// request signatures the cache is simply cleared and refilled.
+//
+// Thread-safety: a CycleRunner is used by one thread at a time (it owns the cache); the policy is shared.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "gpusched/common/rng.h"
+#include "gpusched/common/status.h"
+#include "gpusched/core/cluster_state.h"
+#include "gpusched/policy/placement_policy.h"
+#include "gpusched/ports/binder.h"
+
+namespace gpusched::sched {
+
+struct CycleOptions {
+  bool check_node_resources = true;  // CPU and memory predicates; off when kube-scheduler already checked them
+  bool collect_reasons = true;       // per-node reasons when a pod fits nowhere (the simulator turns this off)
+  bool use_score_cache = true;
+  // Optional rank per node slot for breaking ties (lowest wins); empty = uniformly random ties.
+  std::span<const uint32_t> tie_rank;
+};
+
+struct CycleResult {
+  std::optional<core::Allocation> allocation;  // the reserved allocation, unset when nothing fits
+  size_t feasible_nodes = 0;
+  size_t considered_nodes = 0;
+  // Why each node was rejected, when the pod fits nowhere and reasons are collected.
+  std::vector<std::pair<common::NodeName, policy::Fit>> rejections;
+
+  // "0/5 nodes are available: 3 x <reason>, 2 x <reason>" (grouped like kube-scheduler's message).
+  [[nodiscard]] std::string Summary() const;
+};
+
+// kube-scheduler's NodeResourcesFit for CPU and memory.
+[[nodiscard]] policy::Fit FitNodeResources(const core::PodRequest& pod, const core::NodeView& node);
+
+// KSS's NormalizeScore: (s − min) · 100 / (max − min) with integer division; when all are equal, all become 100.
+void NormalizeScores(std::span<int64_t> scores);
+
+class CycleRunner {
+ public:
+  CycleRunner(const policy::PlacementPolicy& policy, CycleOptions options);
+
+  [[nodiscard]] const policy::PlacementPolicy& policy() const { return policy_; }
+
+  // Node predicates, then the policy's Filter.
+  [[nodiscard]] policy::Fit Filter(const core::PodRequest& pod, const core::NodeView& node) const;
+
+  // Scores of feasible nodes (each must have passed Filter), normalised when the policy asks.
+  [[nodiscard]] std::vector<int64_t> ScoreNodes(const core::PodRequest& pod,
+                                                std::span<const core::NodeView* const> nodes,
+                                                const policy::Snapshot& snapshot) const;
+
+  // One whole cycle over every live node of `state`, ending with Reserve. Errors only for broken state
+  // (a policy choosing GPUs that do not fit); "fits nowhere" is a result without allocation.
+  [[nodiscard]] common::Result<CycleResult> Schedule(const core::PodRequest& pod, core::ClusterState& state,
+                                                     const policy::Snapshot& snapshot, common::Rng& rng);
+
+  // Bind a reserved allocation; Confirm on success, Forget on failure (the bind error is returned).
+  [[nodiscard]] static common::Status Bind(core::ClusterState& state, ports::Binder& binder,
+                                           const core::PodRequest& pod, const core::Allocation& allocation);
+
+ private:
+  struct Entry {
+    uint64_t generation = 0;  // 0 = empty (generations start at 1)
+    bool fits = false;
+    int64_t score = 0;
+  };
+  uint32_t Signature(const core::PodRequest& pod);
+  Entry Evaluate(const core::PodRequest& pod, const core::NodeView& node, const policy::Snapshot& snapshot) const;
+
+  static constexpr size_t kMaxSignatures = 1024;
+
+  const policy::PlacementPolicy& policy_;
+  CycleOptions options_;
+  std::unordered_map<std::string, uint32_t> signatures_;
+  std::vector<std::vector<Entry>> cache_;  // [slot][signature]
+  std::vector<size_t> ties_;
+  std::vector<std::pair<size_t, int64_t>> feasible_;
+  std::vector<int64_t> scores_;
+};
+
+}  // namespace gpusched::sched
