@@ -41,7 +41,9 @@ build: deps
 	@test -f build/$(RELEASE_PRESET)/CMakeCache.txt || cmake --preset $(RELEASE_PRESET)
 	cmake --build --preset $(RELEASE_PRESET) --parallel $(JOBS)
 
-demo: build
+demo: deps
+	@test -f build/$(RELEASE_PRESET)/CMakeCache.txt || cmake --preset $(RELEASE_PRESET)
+	cmake --build --preset $(RELEASE_PRESET) --parallel $(JOBS) --target gpusched
 	$(GPUSCHED_BIN) simulate --out $(DEMO_OUT)
 
 test: deps
@@ -56,6 +58,7 @@ endif
 
 bench: build
 	bash bench/sim-speed.sh
+	bash bench/fidelity.sh
 
 format:
 	bash scripts/format.sh

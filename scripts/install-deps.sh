@@ -17,7 +17,9 @@ PACKAGES=(
   # lint: scripts/check-format.sh, the `tidy` preset (.clang-format, .clang-tidy)
   clang-format clang-tidy
   # plot/: PNG and SVG charts
-  libcairo2-dev
+  libcairo2-dev fonts-dejavu-core
+  # bench/ scripts: arithmetic on timings
+  bc
   # tests and benchmarks: gpusched_test / gpusched_benchmark in cmake/gpusched.cmake, property tests
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   # cli/: flags (CLI11), logging and formatting (spdlog + fmt; GCC 12 has no <format>)

@@ -102,6 +102,44 @@ void Take(const core::GpuRequest& c, const core::NodeView& node, std::span<core:
   out.gpus.push_back(std::move(share));
 }
 
+// The fitting candidate with the least free milli, lowest index on ties: the "best" choice, and the GPU FitFrom
+// gives a single shared GPU.
+size_t Tightest(std::span<const core::GpuState> gpus, std::span<const size_t> candidates) {
+  size_t best = candidates[0];
+  for (size_t i : candidates) {
+    if (gpus[i].free < gpus[best].free) {
+      best = i;
+    }
+  }
+  return best;
+}
+
+// Places containers [first, end) one after another on `gpus`: whole GPUs at the lowest indices, shares on the
+// tightest fitting GPUs (ascending free milli, then index). Explains the first container that does not fit.
+Fit FitFrom(const core::PodRequest& pod, const core::NodeView& node, std::vector<core::GpuState> gpus, size_t first) {
+  for (size_t k = first; k < pod.containers.size(); ++k) {
+    const core::GpuRequest& c = pod.containers[k];
+    std::vector<size_t> candidates;
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      if (GpuCanHost(c, node, gpus, i)) {
+        candidates.push_back(i);
+      }
+    }
+    if (static_cast<int32_t>(candidates.size()) < c.count) {
+      return Explain(c, node, gpus);
+    }
+    if (!WantsWhole(c)) {
+      std::stable_sort(candidates.begin(), candidates.end(),
+                       [&](size_t a, size_t b) { return gpus[a].free < gpus[b].free; });
+    }
+    core::ContainerAllocation scratch;
+    for (int32_t n = 0; n < c.count; ++n) {
+      Take(c, node, gpus, candidates[static_cast<size_t>(n)], scratch);
+    }
+  }
+  return Fit::Fits();
+}
+
 }  // namespace
 
 bool GpuCanHost(const core::GpuRequest& c, const core::NodeView& node, std::span<const core::GpuState> gpus, size_t i) {
@@ -125,27 +163,7 @@ Fit FitGpus(const core::PodRequest& pod, const core::NodeView& node) {
     }
     return n >= c.count ? Fit::Fits() : Explain(c, node, node.gpus);
   }
-  std::vector<core::GpuState> gpus = node.gpus;
-  for (const auto& c : pod.containers) {
-    std::vector<size_t> candidates;
-    for (size_t i = 0; i < gpus.size(); ++i) {
-      if (GpuCanHost(c, node, gpus, i)) {
-        candidates.push_back(i);
-      }
-    }
-    if (static_cast<int32_t>(candidates.size()) < c.count) {
-      return Explain(c, node, gpus);
-    }
-    if (!WantsWhole(c)) {
-      std::stable_sort(candidates.begin(), candidates.end(),
-                       [&](size_t a, size_t b) { return gpus[a].free < gpus[b].free; });
-    }
-    core::ContainerAllocation scratch;
-    for (int32_t k = 0; k < c.count; ++k) {
-      Take(c, node, gpus, candidates[static_cast<size_t>(k)], scratch);
-    }
-  }
-  return Fit::Fits();
+  return FitFrom(pod, node, node.gpus, 0);
 }
 
 std::vector<core::ContainerAllocation> SelectGpusWith(const core::PodRequest& pod, const core::NodeView& node,
@@ -154,7 +172,8 @@ std::vector<core::ContainerAllocation> SelectGpusWith(const core::PodRequest& po
   out.reserve(pod.containers.size());
   std::vector<core::GpuState> gpus = node.gpus;
   std::vector<size_t> candidates;
-  for (const auto& c : pod.containers) {
+  for (size_t ci = 0; ci < pod.containers.size(); ++ci) {
+    const core::GpuRequest& c = pod.containers[ci];
     candidates.clear();
     for (size_t i = 0; i < gpus.size(); ++i) {
       if (GpuCanHost(c, node, gpus, i)) {
@@ -169,7 +188,18 @@ std::vector<core::ContainerAllocation> SelectGpusWith(const core::PodRequest& po
         Take(c, node, gpus, candidates[static_cast<size_t>(k)], alloc);
       }
     } else if (c.count == 1) {
-      const size_t pick = choose(c, node, gpus, candidates);
+      size_t pick = choose(c, node, gpus, candidates);
+      if (ci + 1 < pod.containers.size()) {
+        // FitGpus proved the pod fits with this share on the tightest GPU; another pick (worst, random) may starve
+        // a later container. Keep the pick only if the rest still fits, else take the tightest, which keeps
+        // FitGpus's placement of the rest available.
+        std::vector<core::GpuState> after = gpus;
+        core::ContainerAllocation scratch;
+        Take(c, node, after, pick, scratch);
+        if (!FitFrom(pod, node, std::move(after), ci + 1).fits()) {
+          pick = Tightest(gpus, candidates);
+        }
+      }
       Take(c, node, gpus, pick, alloc);
     } else {
       std::stable_sort(candidates.begin(), candidates.end(),
@@ -185,15 +215,7 @@ std::vector<core::ContainerAllocation> SelectGpusWith(const core::PodRequest& po
 std::vector<core::ContainerAllocation> SelectGpusBest(const core::PodRequest& pod, const core::NodeView& node) {
   return SelectGpusWith(pod, node,
                         [](const core::GpuRequest&, const core::NodeView&, std::span<const core::GpuState> gpus,
-                           std::span<const size_t> candidates) {
-                          size_t best = candidates[0];
-                          for (size_t i : candidates) {
-                            if (gpus[i].free < gpus[best].free) {
-                              best = i;
-                            }
-                          }
-                          return best;
-                        });
+                           std::span<const size_t> candidates) { return Tightest(gpus, candidates); });
 }
 
 std::vector<core::ContainerAllocation> SelectGpusWorst(const core::PodRequest& pod, const core::NodeView& node) {

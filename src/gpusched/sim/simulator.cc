@@ -69,11 +69,9 @@ common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& worklo
   const policy::TargetWorkload& m = *workload.target;
   std::vector<double> frag(state.SlotCount());
   double frag_sum = 0;
-  int64_t idle_sum = 0;
   for (size_t i = 0; i < state.SlotCount(); ++i) {
     frag[i] = policy::NodeFragmentation(m, state.View(i));
     frag_sum += frag[i];
-    idle_sum += state.View(i).IdleMilli().value();
   }
 
   // KSS breaks score ties by the smallest node name, and node names carry a random prefix: a fixed random rank
@@ -98,15 +96,13 @@ common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& worklo
     if (!cycle.ok()) {
       return cycle.status();
     }
-    if (cycle->allocation.has_value()) {
+    if (cycle->allocation.has_value()) {  // reserved (assumed) already; bind and confirm
       const core::Allocation& a = *cycle->allocation;
       const size_t slot = *state.SlotOf(a.node);
       const double f_before = frag[slot];
-      const int64_t idle_before = state.View(slot).IdleMilli().value();
       GPUSCHED_RETURN_IF_ERROR(sched::CycleRunner::Bind(state, memory, pod, a));
       frag[slot] = policy::NodeFragmentation(m, state.View(slot));
       frag_sum += frag[slot] - f_before;
-      idle_sum += state.View(slot).IdleMilli().value() - idle_before;
       ++out.pods_scheduled;
     } else {
       ++out.pods_failed;
@@ -114,7 +110,14 @@ common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& worklo
     out.events.push_back(Event{.arrived_milli = arrived,
                                .allocated_milli = state.AllocatedMilli().value(),
                                .frag_milli = frag_sum,
-                               .idle_milli = idle_sum});
+                               .idle_milli = (state.CapacityMilli() - state.AllocatedMilli()).value()});
+  }
+  if (spec.keep_allocations) {
+    auto bound = memory.ListAllocations();
+    if (!bound.ok()) {
+      return bound.status();
+    }
+    out.allocations = std::move(bound.value());
   }
   out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;

@@ -45,6 +45,7 @@ struct RunSpec {
   std::string policy;
   uint64_t seed = 42;
   double tune = 1.3;
+  bool keep_allocations = false;  // return every bound allocation (tests, what-if analysis)
 };
 
 struct Event {
@@ -63,6 +64,7 @@ struct RunOutcome {
   int64_t pods_scheduled = 0;
   int64_t pods_failed = 0;
   double wall_seconds = 0;
+  std::vector<core::Allocation> allocations;  // when spec.keep_allocations
 };
 
 // The simulator's cluster: the nodes it was given, and every bind recorded. Implements the ports the cycle

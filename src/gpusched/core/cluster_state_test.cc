@@ -1,0 +1,175 @@
+#include "gpusched/core/cluster_state.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "gpusched/testing/builders.h"
+
+namespace gpusched::core {
+namespace {
+
+using common::MiB;
+using common::MilliCpu;
+using common::MilliGpu;
+using ::testing::HasSubstr;
+
+Allocation Share(const std::string& pod, const std::string& node, int32_t gpu, int64_t milli, int64_t mib = 0,
+                 bool exclusive = false) {
+  return Allocation{
+      .pod = common::PodUid(pod),
+      .node = common::NodeName(node),
+      .cpu = MilliCpu{1000},
+      .memory = MiB{1024},
+      .containers = {ContainerAllocation{
+          .container = "main",
+          .gpus = {GpuShare{.index = gpu, .milli = MilliGpu{milli}, .memory = MiB{mib}, .exclusive = exclusive}}}}};
+}
+
+class ClusterStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(state_.AddNode(testing::Node("n1").Gpus(2, "A100", 40960).Cpu(8000).Memory(16384).Build()).ok());
+  }
+  ClusterState state_;
+};
+
+TEST_F(ClusterStateTest, AssumeChargesTheNodeAndReleaseGivesItBack) {
+  ASSERT_TRUE(state_.Assume(Share("p1", "n1", 1, 300, 4096)).ok());
+  const NodeView* v = state_.Find(common::NodeName("n1"));
+  EXPECT_EQ(v->gpus[1].free, MilliGpu{700});
+  EXPECT_EQ(v->gpus[1].memory_free, MiB{40960 - 4096});
+  EXPECT_EQ(v->cpu_free, MilliCpu{7000});
+  EXPECT_EQ(v->ShapeCount(0), 1);
+  EXPECT_EQ(state_.AllocatedMilli(), MilliGpu{300});
+  ASSERT_TRUE(state_.Release(common::PodUid("p1")).ok());
+  EXPECT_EQ(v->gpus[1].free, MilliGpu{1000});
+  EXPECT_FALSE(v->HasGpuPods());
+  EXPECT_TRUE(state_.CheckInvariants().ok());
+}
+
+TEST_F(ClusterStateTest, GenerationChangesOnEveryChange) {
+  const uint64_t g0 = state_.Find(common::NodeName("n1"))->generation;
+  ASSERT_TRUE(state_.Assume(Share("p1", "n1", 0, 100)).ok());
+  const uint64_t g1 = state_.Find(common::NodeName("n1"))->generation;
+  EXPECT_GT(g1, g0);
+  ASSERT_TRUE(state_.Confirm(common::PodUid("p1")).ok());  // bookkeeping only: capacity did not change
+  ASSERT_TRUE(state_.Release(common::PodUid("p1")).ok());
+  EXPECT_GT(state_.Find(common::NodeName("n1"))->generation, g1);
+}
+
+TEST_F(ClusterStateTest, ConfirmForgetReleaseLifecycle) {
+  ASSERT_TRUE(state_.Assume(Share("p1", "n1", 0, 500)).ok());
+  EXPECT_FALSE(state_.IsConfirmed(common::PodUid("p1")));
+  ASSERT_TRUE(state_.Confirm(common::PodUid("p1")).ok());
+  EXPECT_TRUE(state_.IsConfirmed(common::PodUid("p1")));
+  EXPECT_EQ(state_.Confirm(common::PodUid("p1")).code(), common::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state_.Forget(common::PodUid("p1")).code(), common::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(state_.Release(common::PodUid("p1")).ok());
+  EXPECT_EQ(state_.Release(common::PodUid("p1")).code(), common::StatusCode::kNotFound);
+
+  ASSERT_TRUE(state_.Assume(Share("p2", "n1", 0, 500)).ok());
+  ASSERT_TRUE(state_.Forget(common::PodUid("p2")).ok());
+  EXPECT_EQ(state_.AllocationCount(), 0U);
+  EXPECT_EQ(state_.AllocatedMilli(), MilliGpu{0});
+}
+
+struct RejectCase {
+  std::string name;
+  std::vector<Allocation> before;
+  Allocation bad;
+  common::StatusCode code;
+  std::string reason;
+};
+
+TEST(ClusterStateRejectTest, RejectedRequestsChangeNothing) {
+  const std::vector<RejectCase> cases = {
+      {"more milli than free",
+       {Share("a", "n1", 0, 700)},
+       Share("b", "n1", 0, 400),
+       common::StatusCode::kResourceExhausted,
+       "has 300 milli free, needs 400"},
+      {"more memory than the GPU has",
+       {},
+       Share("b", "n1", 0, 100, 50000),
+       common::StatusCode::kResourceExhausted,
+       "MiB free, needs 50000 MiB"},
+      {"share on an exclusive GPU",
+       {Share("a", "n1", 0, 1000, 0, true)},
+       Share("b", "n1", 0, 10),
+       common::StatusCode::kResourceExhausted,
+       "held exclusively"},
+      {"exclusive on a shared GPU",
+       {Share("a", "n1", 1, 10)},
+       Share("b", "n1", 1, 990, 0, true),
+       common::StatusCode::kResourceExhausted,
+       "exclusive share needs it idle"},
+      {"unknown node", {}, Share("b", "nope", 0, 10), common::StatusCode::kNotFound, "node nope not found"},
+      {"GPU index out of range",
+       {},
+       Share("b", "n1", 5, 10),
+       common::StatusCode::kInvalidArgument,
+       "GPU index 5 out of range"},
+      {"empty share", {}, Share("b", "n1", 0, 0), common::StatusCode::kInvalidArgument, "positive milli or memory"},
+      {"pod already placed",
+       {Share("b", "n1", 0, 10)},
+       Share("b", "n1", 1, 10),
+       common::StatusCode::kAlreadyExists,
+       "already holds"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    ClusterState state;
+    ASSERT_TRUE(state.AddNode(testing::Node("n1").Gpus(2, "A100", 40960).Build()).ok());
+    for (const auto& a : c.before) {
+      ASSERT_TRUE(state.Assume(a).ok());
+    }
+    const NodeView before = *state.Find(common::NodeName("n1"));
+    const auto allocated = state.AllocatedMilli();
+    common::Status s = state.Assume(c.bad);
+    EXPECT_EQ(s.code(), c.code) << s;
+    EXPECT_THAT(s.message(), HasSubstr(c.reason));
+    const NodeView& after = *state.Find(common::NodeName("n1"));
+    EXPECT_EQ(after.generation, before.generation) << "a rejected Assume changed the node";
+    for (size_t i = 0; i < after.gpus.size(); ++i) {
+      EXPECT_EQ(after.gpus[i].free, before.gpus[i].free);
+      EXPECT_EQ(after.gpus[i].holders, before.gpus[i].holders);
+    }
+    EXPECT_EQ(state.AllocatedMilli(), allocated);
+    EXPECT_TRUE(state.CheckInvariants().ok());
+  }
+}
+
+TEST(ClusterStateNodesTest, AddAndRemoveNodes) {
+  ClusterState state;
+  ASSERT_TRUE(state.AddNode(testing::Node("a").Gpus(8).Build()).ok());
+  ASSERT_TRUE(state.AddNode(testing::Node("b").Gpus(2).Build()).ok());
+  EXPECT_EQ(state.AddNode(testing::Node("a").Build()).code(), common::StatusCode::kAlreadyExists);
+  Node bad = testing::Node("c").Gpus(2).Build();
+  bad.gpus[1].index = 7;
+  EXPECT_EQ(state.AddNode(bad).code(), common::StatusCode::kInvalidArgument);
+  EXPECT_EQ(state.CapacityMilli(), MilliGpu{10000});
+  ASSERT_TRUE(state.Assume(Share("p", "a", 3, 250)).ok());
+  ASSERT_TRUE(state.RemoveNode(common::NodeName("a")).ok());
+  EXPECT_EQ(state.FindAllocation(common::PodUid("p")), nullptr);
+  EXPECT_EQ(state.AllocatedMilli(), MilliGpu{0});
+  EXPECT_EQ(state.CapacityMilli(), MilliGpu{2000});
+  EXPECT_EQ(state.RemoveNode(common::NodeName("a")).code(), common::StatusCode::kNotFound);
+  // The freed slot is reused with a fresh generation.
+  ASSERT_TRUE(state.AddNode(testing::Node("d").Gpus(1).Build()).ok());
+  EXPECT_EQ(state.SlotCount(), 2U);
+  EXPECT_TRUE(state.CheckInvariants().ok());
+}
+
+TEST(ClusterStateNodesTest, TwoContainersMayShareOneGpu) {
+  ClusterState state;
+  ASSERT_TRUE(state.AddNode(testing::Node("n").Gpus(1).Build()).ok());
+  Allocation a = Share("p", "n", 0, 400);
+  a.containers.push_back(
+      ContainerAllocation{.container = "side", .gpus = {GpuShare{.index = 0, .milli = MilliGpu{600}}}});
+  ASSERT_TRUE(state.Assume(a).ok());
+  EXPECT_EQ(state.Find(common::NodeName("n"))->gpus[0].free, MilliGpu{0});
+  EXPECT_TRUE(state.CheckInvariants().ok());
+}
+
+}  // namespace
+}  // namespace gpusched::core

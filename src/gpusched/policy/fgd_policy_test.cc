@@ -1,0 +1,152 @@
+#include "gpusched/policy/fgd_policy.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpusched/testing/builders.h"
+
+namespace gpusched::policy {
+namespace {
+
+using gpusched::testing::Pod;
+using gpusched::testing::View;
+using ::testing::HasSubstr;
+
+// A small target workload, by hand:
+//   A: 2000 CPU, one share of 250 milli, p = 0.75
+//   B: 1000 CPU, no GPU,                 p = 0.25  (always strands the node's idle milli)
+// so F_n = 0.75 x frag_A + 0.25 x idle, with frag_A = Σ free of the GPUs below 250 when some GPU has >= 250 and
+// the node has >= 2000 CPU free, else idle.
+std::shared_ptr<const TargetWorkload> SmallWorkload() {
+  auto m = std::make_shared<TargetWorkload>();
+  m->classes = {
+      TaskClass{
+          .cpu = common::MilliCpu{2000}, .gpu_count = 1, .gpu_milli = common::MilliGpu{250}, .pods = 3, .weight = 0.75},
+      TaskClass{.cpu = common::MilliCpu{1000}, .pods = 1, .weight = 0.25},
+  };
+  m->distinct_classes = 2;
+  m->total_pods = 4;
+  m->covered_pods = 4;
+  return m;
+}
+
+std::unique_ptr<PlacementPolicy> MakeFgd() {
+  auto p = FgdPolicy::Create(PolicyOptions{.target_workload = SmallWorkload()});
+  EXPECT_TRUE(p.ok()) << p.status();
+  return std::move(p).value();
+}
+
+TEST(FgdPolicyTest, ScoreAndSelectGpus) {
+  struct Case {
+    std::string name;
+    core::NodeView view;
+    core::PodRequest pod;
+    int64_t want_score = 0;
+    std::vector<int32_t> want_gpus;  // SelectGpus, in the order taken
+  };
+  // score = floor(100 x sigmoid((F_n - F_n') / 1000)); sigmoid(0.04) = 0.50999, sigmoid(0.1) = 0.52498,
+  // sigmoid(0.5) = 0.62246, sigmoid(-0.485) = 0.38107, sigmoid(-0.885) = 0.29214.
+  const std::vector<Case> cases = {
+      // F = 0.75 x 0 + 0.25 x (480 + 700) = 295.
+      // GPU 0 -> 80:  A sees 80 < 250 stranded: 0.75 x 80 + 0.25 x 780 = 255, delta 40  -> 50.
+      // GPU 1 -> 300: both still host A:        0.75 x 0  + 0.25 x 780 = 195, delta 100 -> 52.
+      // FGD takes GPU 1; best fit would take the tighter GPU 0.
+      {.name = "sharing pod picks the GPU that leaves a usable remainder",
+       .view = View("n1").Gpus(2).Free({480, 700}).CpuFree(32000).Build(),
+       .pod = Pod("p").Cpu(4000).Share(400).Build(),
+       .want_score = 52,
+       .want_gpus = {1}},
+      // GPU 0 (300) < 400 is no candidate. F = 0.25 x 1480 = 370.
+      // GPU 1 -> 80: 0.75 x 80 + 0.25 x 1080 = 330, delta 40 -> 50; GPU 2 -> 300: 0.25 x 1080 = 270, delta 100 -> 52.
+      {.name = "GPU too small for the pod is no candidate",
+       .view = View("n1").Gpus(3).Free({300, 480, 700}).CpuFree(32000).Build(),
+       .pod = Pod("p").Cpu(4000).Share(400).Build(),
+       .want_score = 52,
+       .want_gpus = {2}},
+      // F = 0.25 x 1880 = 470. GPU 0 -> 80: 0.75 x 80 + 0.25 x 1480 = 430, delta 40 -> 50.
+      // GPU 1 or 2 -> 300: 0.25 x 1480 = 370, delta 100 -> 52; equal GPUs tie, the first (GPU 1) wins.
+      {.name = "equal GPUs tie to the lowest index",
+       .view = View("n1").Gpus(3).Free({480, 700, 700}).CpuFree(32000).Build(),
+       .pod = Pod("p").Cpu(4000).Share(400).Build(),
+       .want_score = 52,
+       .want_gpus = {1}},
+      // F = 0.25 x 2000 = 500. Either GPU -> 600: A still fits, 0.25 x 1600 = 400, delta 100 -> 52; GPU 0 first.
+      {.name = "sharing pod on an idle node takes GPU 0",
+       .view = View("n1").Gpus(2).CpuFree(32000).Build(),
+       .pod = Pod("p").Cpu(4000).Share(400).Build(),
+       .want_score = 52,
+       .want_gpus = {0}},
+      // F = 295 as in the first case. After the pod 1000 CPU < 2000 is left: A strands all idle milli whichever GPU.
+      // GPU 0 or 1: idle 780 -> 0.75 x 780 + 0.25 x 780 = 780, delta -485 -> 38; tie -> GPU 0.
+      {.name = "CPU exhaustion makes every GPU equal",
+       .view = View("n1").Gpus(2).Free({480, 700}).CpuFree(5000).Build(),
+       .pod = Pod("p").Cpu(4000).Share(400).Build(),
+       .want_score = 38,
+       .want_gpus = {0}},
+      // F = 0.75 x 0 + 0.25 x 2480 = 620 (GPU 3 at 0 strands nothing). The pod takes fully free GPUs 1 and 2:
+      // idle 480, A fits GPU 0 -> 0.25 x 480 = 120, delta 500 -> 62. Whole GPUs: the lowest-index free ones.
+      {.name = "whole-GPU pod",
+       .view = View("n1").Gpus(4).Free({480, 1000, 1000, 0}).CpuFree(32000).Build(),
+       .pod = Pod("p").Cpu(8000).Gpus(2).Build(),
+       .want_score = 62,
+       .want_gpus = {1, 2}},
+      // F = 295. A CPU pod leaves 1000 < 2000 CPU: A strands idle 1180 -> 0.75 x 1180 + 0.25 x 1180 = 1180,
+      // delta -885 -> 29. No GPUs to choose.
+      {.name = "CPU-only pod that starves the GPU class",
+       .view = View("n1").Gpus(2).Free({480, 700}).CpuFree(5000).Build(),
+       .pod = Pod("p").Cpu(4000).Build(),
+       .want_score = 29,
+       .want_gpus = {}},
+      // F = 295; the CPU pod leaves 28000 CPU: nothing changes, delta 0 -> floor(50) = 50.
+      {.name = "CPU-only pod that changes nothing",
+       .view = View("n1").Gpus(2).Free({480, 700}).CpuFree(32000).Build(),
+       .pod = Pod("p").Cpu(4000).Build(),
+       .want_score = 50,
+       .want_gpus = {}},
+  };
+  const auto policy = MakeFgd();
+  EXPECT_EQ(policy->Name(), "fgd");
+  EXPECT_FALSE(policy->NormalizesScores());
+  common::Rng rng(1);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ASSERT_TRUE(policy->Filter(c.pod, c.view).fits());
+    EXPECT_EQ(policy->Score(c.pod, c.view, Snapshot{}), c.want_score);
+    std::vector<int32_t> got;
+    for (const auto& alloc : policy->SelectGpus(c.pod, c.view, rng)) {
+      for (const auto& g : alloc.gpus) {
+        got.push_back(g.index);
+      }
+    }
+    EXPECT_EQ(got, c.want_gpus);
+  }
+}
+
+TEST(FgdPolicyTest, CreateNeedsATargetWorkload) {
+  struct Case {
+    std::string name;
+    PolicyOptions options;
+    bool want_ok = false;
+  };
+  const std::vector<Case> cases = {
+      {.name = "no target workload", .options = {}, .want_ok = false},
+      {.name = "empty target workload", .options = {.target_workload = std::make_shared<TargetWorkload>()}},
+      {.name = "small target workload", .options = {.target_workload = SmallWorkload()}, .want_ok = true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto p = FgdPolicy::Create(c.options);
+    EXPECT_EQ(p.ok(), c.want_ok);
+    if (!c.want_ok) {
+      EXPECT_EQ(p.status().code(), common::StatusCode::kInvalidArgument);
+      EXPECT_THAT(p.status().message(), HasSubstr("target workload"));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpusched::policy

@@ -1,0 +1,146 @@
+#include "gpusched/sched/cycle_runner.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "gpusched/policy/registry.h"
+#include "gpusched/testing/builders.h"
+#include "gpusched/testing/fake_cluster.h"
+
+namespace gpusched::sched {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::unique_ptr<policy::PlacementPolicy> Make(const std::string& name) {
+  auto p = policy::MakePolicy(name, {});
+  EXPECT_TRUE(p.ok()) << p.status();
+  return std::move(p.value());
+}
+
+core::ClusterState TwoNodes() {
+  core::ClusterState state;
+  EXPECT_TRUE(state.AddNode(testing::Node("big").Gpus(8).Cpu(64000).Build()).ok());
+  EXPECT_TRUE(state.AddNode(testing::Node("small").Gpus(2).Cpu(8000).Build()).ok());
+  return state;
+}
+
+TEST(NormalizeScoresTest, MinMaxWithIntegerDivision) {
+  // (s - 10) * 100 / (30 - 10): 10 -> 0, 20 -> 50, 30 -> 100
+  std::vector<int64_t> s = {10, 20, 30};
+  NormalizeScores(s);
+  EXPECT_EQ(s, (std::vector<int64_t>{0, 50, 100}));
+  // all equal: min is lowered by one, so all become (s - (s-1)) * 100 / 1 = 100
+  std::vector<int64_t> eq = {7, 7};
+  NormalizeScores(eq);
+  EXPECT_EQ(eq, (std::vector<int64_t>{100, 100}));
+}
+
+TEST(CycleRunnerTest, BinpackPicksTheFullerNodeAndReserves) {
+  core::ClusterState state = TwoNodes();
+  auto pol = Make("binpack");
+  CycleRunner runner(*pol, {});
+  common::Rng rng(1);
+  // big: (0 + 1000) * 100 / 8000 = 12; small: (0 + 1000) * 100 / 2000 = 50 -> small
+  auto r = runner.Schedule(testing::Pod("p").Cpu(1000).Gpus(1).Build(), state, {}, rng);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->allocation.has_value());
+  EXPECT_EQ(r->allocation->node.str(), "small");
+  EXPECT_EQ(r->feasible_nodes, 2U);
+  EXPECT_EQ(state.FindAllocation(common::PodUid("p"))->node.str(), "small");
+  EXPECT_FALSE(state.IsConfirmed(common::PodUid("p")));
+}
+
+TEST(CycleRunnerTest, NodeResourcesAreEnforced) {
+  core::ClusterState state = TwoNodes();
+  auto pol = Make("binpack");
+  CycleRunner runner(*pol, {});
+  common::Rng rng(1);
+  // small has 8000m CPU: a 16000m pod only fits on big.
+  auto r = runner.Schedule(testing::Pod("p").Cpu(16000).Gpus(1).Build(), state, {}, rng);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->allocation->node.str(), "big");
+}
+
+TEST(CycleRunnerTest, NowhereToFitReportsReasons) {
+  core::ClusterState state = TwoNodes();
+  auto pol = Make("spread");
+  CycleRunner runner(*pol, {});
+  common::Rng rng(1);
+  // 9 GPUs: big has 8, small 2 -> nothing could ever fit.
+  auto r = runner.Schedule(testing::Pod("p").Cpu(1000).Gpus(9).Build(), state, {}, rng);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->allocation.has_value());
+  ASSERT_EQ(r->rejections.size(), 2U);
+  EXPECT_EQ(r->rejections[0].second.code, policy::Fit::Code::kUnresolvable);
+  EXPECT_THAT(r->Summary(), HasSubstr("0/2 nodes are available"));
+  EXPECT_THAT(r->Summary(), HasSubstr("needs 9 GPU(s)"));
+  EXPECT_EQ(state.AllocationCount(), 0U);
+}
+
+TEST(CycleRunnerTest, CacheGivesTheSameDecisionsAsNoCache) {
+  for (const auto& name : std::vector<std::string>{"binpack", "spread", "dotprod", "bestfit", "gpupacking"}) {
+    SCOPED_TRACE(name);
+    auto pol = Make(name);
+    core::ClusterState a, b;
+    for (int i = 0; i < 20; ++i) {
+      const auto node = testing::Node("n" + std::to_string(i)).Gpus(1 + i % 8).Cpu(16000 + 1000 * i).Build();
+      ASSERT_TRUE(a.AddNode(node).ok());
+      ASSERT_TRUE(b.AddNode(node).ok());
+    }
+    CycleRunner cached(*pol, {.use_score_cache = true});
+    CycleRunner uncached(*pol, {.use_score_cache = false});
+    common::Rng ra(7), rb(7);
+    for (int k = 0; k < 150; ++k) {
+      auto pod = k % 3 == 0 ? testing::Pod("p" + std::to_string(k)).Cpu(1000).Share(100 + 50 * (k % 9)).Build()
+                            : testing::Pod("p" + std::to_string(k)).Cpu(2000).Gpus(1 + k % 2).Build();
+      auto x = cached.Schedule(pod, a, {}, ra);
+      auto y = uncached.Schedule(pod, b, {}, rb);
+      ASSERT_TRUE(x.ok() && y.ok());
+      ASSERT_EQ(x->allocation.has_value(), y->allocation.has_value()) << k;
+      if (x->allocation) {
+        EXPECT_EQ(x->allocation->node, y->allocation->node) << k;
+      }
+    }
+  }
+}
+
+TEST(CycleRunnerTest, TieRankBreaksTiesDeterministically) {
+  core::ClusterState state;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(state.AddNode(testing::Node("n" + std::to_string(i)).Gpus(2).Build()).ok());
+  }
+  auto pol = Make("dotprod");                       // all empty, equal nodes: a four-way tie
+  const std::vector<uint32_t> rank = {3, 1, 0, 2};  // slot 2 ranks first
+  CycleRunner runner(*pol, {.tie_rank = rank});
+  common::Rng rng(1);
+  auto r = runner.Schedule(testing::Pod("p").Cpu(100).Gpus(1).Build(), state, {}, rng);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->allocation->node.str(), "n2");
+}
+
+TEST(CycleRunnerTest, BindConfirmsOrForgets) {
+  core::ClusterState state = TwoNodes();
+  auto pol = Make("binpack");
+  CycleRunner runner(*pol, {});
+  common::Rng rng(1);
+  testing::RecordingBinder binder;
+  const auto pod = testing::Pod("p").Cpu(1000).Share(300).Build();
+  auto r = runner.Schedule(pod, state, {}, rng);
+  ASSERT_TRUE(r.ok() && r->allocation);
+  ASSERT_TRUE(CycleRunner::Bind(state, binder, pod, *r->allocation).ok());
+  EXPECT_TRUE(state.IsConfirmed(pod.uid));
+  EXPECT_EQ(binder.bound().size(), 1U);
+
+  const auto pod2 = testing::Pod("q").Cpu(1000).Share(300).Build();
+  auto r2 = runner.Schedule(pod2, state, {}, rng);
+  ASSERT_TRUE(r2.ok() && r2->allocation);
+  binder.FailNext(1, common::Unavailable("apiserver down"));
+  common::Status s = CycleRunner::Bind(state, binder, pod2, *r2->allocation);
+  EXPECT_EQ(s.code(), common::StatusCode::kUnavailable);
+  EXPECT_EQ(state.FindAllocation(pod2.uid), nullptr) << "a failed bind must give the capacity back";
+  EXPECT_TRUE(state.CheckInvariants().ok());
+}
+
+}  // namespace
+}  // namespace gpusched::sched
