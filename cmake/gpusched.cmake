@@ -43,7 +43,7 @@ function(gpusched_test)
     set(ARG_LABELS unit)
   endif()
   add_executable(${ARG_NAME} ${ARG_SRCS})
-  target_compile_options(${ARG_NAME} PRIVATE -Wall -Wextra -Wshadow)
+  target_compile_options(${ARG_NAME} PRIVATE -Wall -Wextra -Wshadow -Wno-missing-field-initializers)
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   # cairo's fontconfig keeps a small cache for the life of the process; LeakSanitizer must not call it a leak.
   gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}"
@@ -56,7 +56,7 @@ function(gpusched_benchmark)
   endif()
   cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
-  target_compile_options(${ARG_NAME} PRIVATE -Wall -Wextra)
+  target_compile_options(${ARG_NAME} PRIVATE -Wall -Wextra -Wno-missing-field-initializers)
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} benchmark::benchmark)
   # Smoke run: every benchmark once, minimal time, so CI proves they still run.
   add_test(NAME ${ARG_NAME}_smoke COMMAND ${ARG_NAME} --benchmark_min_time=0.001)
