@@ -97,3 +97,11 @@ class [[nodiscard]] Result {
       return gpusched_s_;                            \
     }                                                \
   } while (false)
+
+// Declares `lhs` from a Result<T> expression, or returns its Status from the enclosing function.
+#define GPUSCHED_ASSIGN_OR_RETURN(lhs, expr) \
+  auto lhs##_result_ = (expr);               \
+  if (!lhs##_result_.ok()) {                 \
+    return lhs##_result_.status();           \
+  }                                          \
+  auto lhs = std::move(lhs##_result_.value())

@@ -149,13 +149,6 @@ common::Result<std::string> Slurp(const std::string& path) {
   return ss.str();
 }
 
-#define GPUSCHED_ASSIGN_OR_RETURN(lhs, expr) \
-  auto lhs##_r = (expr);                     \
-  if (!lhs##_r.ok()) {                       \
-    return lhs##_r.status();                 \
-  }                                          \
-  auto lhs = std::move(lhs##_r.value())
-
 }  // namespace
 
 common::Result<std::vector<TraceNode>> ParseNodeList(std::string_view text, std::string_view source) {
