@@ -26,6 +26,16 @@ PACKAGES=(
   libcli11-dev libspdlog-dev libfmt-dev
   # JSON: configs, annotations, extender wire format, reports
   nlohmann-json3-dev
+  # adapters/k8s (API client over HTTPS: libcurl with OpenSSL), adapters/extender (HTTP server: cpp-httplib,
+  # built by Debian with OpenSSL), config files and kubeconfig (yaml-cpp), /metrics (prometheus-cpp)
+  libcurl4-openssl-dev libssl-dev openssl libcpp-httplib-dev libyaml-cpp-dev prometheus-cpp-dev
+  # extender request decoding on the hot path (full Node lists reach megabytes)
+  libsimdjson-dev
+  # fuzz targets (libFuzzer through clang-14)
+  clang-14 libfuzzer-14-dev libclang-rt-14-dev
+  # tests/e2e: a real etcd; scripts/build-k8s.sh builds kube-apiserver and kube-scheduler from Debian's
+  # kubernetes source package with Debian's Go (apt-get source needs dpkg-dev)
+  etcd-server golang-go golang-github-modern-go-reflect2-dev dpkg-dev
 )
 
 check_only=0

@@ -22,6 +22,10 @@ enum class StatusCode {
   kResourceExhausted,
   kUnavailable,
   kInternal,
+  kUnauthenticated,   // 401: no or bad credentials
+  kPermissionDenied,  // 403: authenticated but not allowed
+  kAborted,           // 409 on an update: a conflict (stale resourceVersion, already bound)
+  kDeadlineExceeded,  // a call that ran out of time
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -53,6 +57,10 @@ inline Status FailedPrecondition(std::string msg) { return {StatusCode::kFailedP
 inline Status ResourceExhausted(std::string msg) { return {StatusCode::kResourceExhausted, std::move(msg)}; }
 inline Status Unavailable(std::string msg) { return {StatusCode::kUnavailable, std::move(msg)}; }
 inline Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
+inline Status Unauthenticated(std::string msg) { return {StatusCode::kUnauthenticated, std::move(msg)}; }
+inline Status PermissionDenied(std::string msg) { return {StatusCode::kPermissionDenied, std::move(msg)}; }
+inline Status Aborted(std::string msg) { return {StatusCode::kAborted, std::move(msg)}; }
+inline Status DeadlineExceeded(std::string msg) { return {StatusCode::kDeadlineExceeded, std::move(msg)}; }
 
 // A value or a non-OK Status.
 template <typename T>

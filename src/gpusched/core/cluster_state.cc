@@ -69,6 +69,43 @@ Status ClusterState::AddNode(Node node) {
   return Status::Ok();
 }
 
+Status ClusterState::UpdateNode(Node node) {
+  auto it = index_.find(node.name);
+  if (it == index_.end()) {
+    return AddNode(std::move(node));
+  }
+  Slot& slot = slots_[it->second];
+  const Node& old = *slot.view.node;
+  if (old.cpu == node.cpu && old.memory == node.memory && old.gpus == node.gpus) {
+    return Status::Ok();
+  }
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    if (node.gpus[i].index != static_cast<int32_t>(i) || node.gpus[i].memory.value() < 0) {
+      return common::InvalidArgument("node " + node.name.str() + ": GPU at position " + Fmt(static_cast<int64_t>(i)) +
+                                     " has index " + Fmt(node.gpus[i].index) + " or negative memory");
+    }
+  }
+  // Re-charge every allocation to the new description; any that no longer fits rejects the update.
+  Slot fresh;
+  fresh.view = NodeView::Empty(std::make_shared<const Node>(std::move(node)));
+  fresh.live = true;
+  const auto allocated = allocated_milli_;
+  for (const auto& pod : slot.pods) {
+    const Allocation& a = allocations_.at(pod).allocation;
+    if (Status s = Validate(a, fresh); !s.ok()) {
+      allocated_milli_ = allocated;
+      return common::FailedPrecondition("node " + a.node.str() + " cannot change: " + s.message());
+    }
+    Apply(a, fresh, +1);
+  }
+  allocated_milli_ = allocated;
+  capacity_milli_ +=
+      common::kGpuMilli * (static_cast<int64_t>(fresh.view.gpus.size()) - static_cast<int64_t>(slot.view.gpus.size()));
+  slot.view = std::move(fresh.view);
+  Touch(slot);
+  return Status::Ok();
+}
+
 Status ClusterState::RemoveNode(const common::NodeName& name) {
   auto it = index_.find(name);
   if (it == index_.end()) {

@@ -40,6 +40,10 @@ class ClusterState {
   // Fails if a node of that name exists or the description is inconsistent (GPU index != position, negative
   // capacity).
   common::Status AddNode(Node node);
+  // Replaces the node's description (capacity, GPUs), keeping its allocations; adds the node when unknown. An
+  // identical description changes nothing (not even the generation). Fails, changing nothing, when an allocation
+  // on the node would no longer fit (a GPU gone, less memory, another UUID).
+  common::Status UpdateNode(Node node);
   // Removes the node and every allocation on it (its pods are gone with it).
   common::Status RemoveNode(const common::NodeName& name);
 

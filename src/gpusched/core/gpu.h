@@ -21,6 +21,8 @@ struct Gpu {
   int32_t numa_node = -1;             // -1 = unknown
   std::vector<int32_t> nvlink_peers;  // indices of GPUs with a direct NVLink
   bool healthy = true;
+
+  bool operator==(const Gpu&) const = default;
 };
 
 }  // namespace gpusched::core

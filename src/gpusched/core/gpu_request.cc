@@ -11,6 +11,13 @@ bool ModelIn(const std::vector<std::string>& models, std::string_view model) {
 
 bool GpuRequest::AllowsModel(std::string_view model) const { return ModelIn(models, model); }
 
+common::MiB GpuRequest::MemoryOn(const Gpu& gpu) const {
+  if (memory_percent > 0) {
+    return common::MiB{(gpu.memory.value() * memory_percent + 99) / 100};
+  }
+  return memory_per_gpu;
+}
+
 bool PodShape::AllowsModel(std::string_view model) const { return models == nullptr || ModelIn(*models, model); }
 
 int32_t PodRequest::GpuCount() const {

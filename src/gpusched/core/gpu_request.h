@@ -10,6 +10,7 @@
 
 #include "gpusched/common/ids.h"
 #include "gpusched/common/units.h"
+#include "gpusched/core/gpu.h"
 
 namespace gpusched::core {
 
@@ -20,10 +21,16 @@ struct GpuRequest {
   common::MiB memory_per_gpu{0};      // memory per GPU; 0 = no memory demand
   bool exclusive = false;             // whole GPUs that nobody else may share
   std::vector<std::string> models;    // allowed GPU models; empty = any
+  // A share of each GPU's own memory in percent (HAMi's nvidia.com/gpumem-percentage), 1..100; 0 = none, and
+  // memory_per_gpu applies. Resolved per GPU by MemoryOn.
+  int32_t memory_percent = 0;
 
   // A fraction of one GPU that others may share (the FGD paper's "GPU-sharing pod").
   [[nodiscard]] bool IsSharing() const { return count == 1 && !exclusive && milli_per_gpu < common::kGpuMilli; }
   [[nodiscard]] bool AllowsModel(std::string_view model) const;
+  // The memory this request takes on `gpu`: memory_percent of its memory (rounded up) when set, else
+  // memory_per_gpu.
+  [[nodiscard]] common::MiB MemoryOn(const Gpu& gpu) const;
 };
 
 struct PodRequest {

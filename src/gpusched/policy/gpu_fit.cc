@@ -31,7 +31,7 @@ Fit Explain(const core::GpuRequest& c, const core::NodeView& node, std::span<con
   int32_t could = 0;
   for (size_t i = 0; i < gpus.size(); ++i) {
     const core::Gpu& spec = node.node->gpus[i];
-    if (spec.healthy && c.AllowsModel(spec.model) && spec.memory >= c.memory_per_gpu) {
+    if (spec.healthy && c.AllowsModel(spec.model) && spec.memory >= c.MemoryOn(spec)) {
       ++could;
     }
   }
@@ -70,7 +70,9 @@ Fit Explain(const core::GpuRequest& c, const core::NodeView& node, std::span<con
     }
   }
   std::string need = std::to_string(c.milli_per_gpu.value()) + " milli";
-  if (c.memory_per_gpu.value() > 0) {
+  if (c.memory_percent > 0) {
+    need += " and " + std::to_string(c.memory_percent) + "% of the GPU's memory";
+  } else if (c.memory_per_gpu.value() > 0) {
     need += " and " + std::to_string(c.memory_per_gpu.value()) + " MiB";
   }
   if (best == gpus.size()) {
@@ -93,7 +95,7 @@ void Take(const core::GpuRequest& c, const core::NodeView& node, std::span<core:
     share.exclusive = true;
   } else {
     share.milli = c.milli_per_gpu;
-    share.memory = c.memory_per_gpu;
+    share.memory = c.MemoryOn(spec);
   }
   g.free -= share.milli;
   g.memory_free -= share.memory;
@@ -149,9 +151,9 @@ bool GpuCanHost(const core::GpuRequest& c, const core::NodeView& node, std::span
     return false;
   }
   if (WantsWhole(c)) {
-    return g.holders == 0 && g.free >= kGpuMilli && g.memory_free >= c.memory_per_gpu;
+    return g.holders == 0 && g.free >= kGpuMilli && g.memory_free >= c.MemoryOn(spec);
   }
-  return g.free >= c.milli_per_gpu && g.memory_free >= c.memory_per_gpu;
+  return g.free >= c.milli_per_gpu && g.memory_free >= c.MemoryOn(spec);
 }
 
 Fit FitGpus(const core::PodRequest& pod, const core::NodeView& node) {

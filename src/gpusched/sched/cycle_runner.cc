@@ -82,7 +82,8 @@ uint32_t CycleRunner::Signature(const core::PodRequest& pod) {
   std::string key = std::to_string(pod.cpu.value()) + "/" + std::to_string(pod.memory.value());
   for (const auto& c : pod.containers) {
     key += "|" + std::to_string(c.count) + "x" + std::to_string(c.milli_per_gpu.value()) + "m" +
-           std::to_string(c.memory_per_gpu.value()) + (c.exclusive ? "e" : "s");
+           std::to_string(c.memory_per_gpu.value()) + "p" + std::to_string(c.memory_percent) +
+           (c.exclusive ? "e" : "s");
     for (const auto& m : c.models) {
       key += ":" + m;
     }
@@ -102,6 +103,33 @@ CycleRunner::Entry CycleRunner::Evaluate(const core::PodRequest& pod, const core
     e.score = policy_.Score(pod, node, snapshot);
   }
   return e;
+}
+
+void CycleRunner::Evaluate(const core::PodRequest& pod, const core::ClusterState& state, std::span<const size_t> slots,
+                           const policy::Snapshot& snapshot, std::vector<NodeEval>& out) {
+  out.clear();
+  out.reserve(slots.size());
+  const uint32_t sig = options_.use_score_cache ? Signature(pod) : 0;
+  if (options_.use_score_cache && cache_.size() < state.SlotCount()) {
+    cache_.resize(state.SlotCount());
+  }
+  for (size_t slot : slots) {
+    const core::NodeView& view = state.View(slot);
+    Entry e;
+    if (options_.use_score_cache) {
+      std::vector<Entry>& row = cache_[slot];
+      if (row.size() <= sig) {
+        row.resize(sig + 1);
+      }
+      if (row[sig].generation != view.generation) {
+        row[sig] = Evaluate(pod, view, snapshot);
+      }
+      e = row[sig];
+    } else {
+      e = Evaluate(pod, view, snapshot);
+    }
+    out.push_back(NodeEval{.fits = e.fits, .score = e.score});
+  }
 }
 
 common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, core::ClusterState& state,

@@ -79,6 +79,15 @@ class CycleRunner {
   [[nodiscard]] common::Result<CycleResult> Schedule(const core::PodRequest& pod, core::ClusterState& state,
                                                      const policy::Snapshot& snapshot, common::Rng& rng);
 
+  // Filter and raw Score (not normalised) of the given node slots of `state`, cached like Schedule; out[i] is
+  // for slots[i]. For front ends that are handed the candidate nodes (the extender).
+  struct NodeEval {
+    bool fits = false;
+    int64_t score = 0;
+  };
+  void Evaluate(const core::PodRequest& pod, const core::ClusterState& state, std::span<const size_t> slots,
+                const policy::Snapshot& snapshot, std::vector<NodeEval>& out);
+
   // Bind a reserved allocation; Confirm on success, Forget on failure (the bind error is returned).
   [[nodiscard]] static common::Status Bind(core::ClusterState& state, ports::Binder& binder,
                                            const core::PodRequest& pod, const core::Allocation& allocation);

@@ -1,0 +1,162 @@
+#include "gpusched/adapters/extender/config.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+namespace gpusched::adapters::extender {
+namespace {
+
+common::Status Bad(const std::string& source, const std::string& what) {
+  return common::InvalidArgument(source + ": " + what);
+}
+
+template <typename T>
+common::Result<T> As(const YAML::Node& node, const std::string& source, const std::string& key) {
+  try {
+    return node.as<T>();
+  } catch (const YAML::Exception&) {
+    return Bad(source, "\"" + key + "\" has the wrong type");
+  }
+}
+
+}  // namespace
+
+common::Status ParseListen(const std::string& listen, std::string& host, int& port) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos || colon + 1 == listen.size()) {
+    return common::InvalidArgument("listen address \"" + listen + "\" is not host:port");
+  }
+  std::string h = listen.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
+    h = h.substr(1, h.size() - 2);
+  }
+  int p = 0;
+  for (size_t i = colon + 1; i < listen.size(); ++i) {
+    const char c = listen[i];
+    if (c < '0' || c > '9' || p > 65535) {
+      return common::InvalidArgument("listen address \"" + listen + "\" has a bad port");
+    }
+    p = p * 10 + (c - '0');
+  }
+  if (p > 65535) {
+    return common::InvalidArgument("listen address \"" + listen + "\" has a bad port");
+  }
+  host = h.empty() ? "0.0.0.0" : h;
+  port = p;
+  return common::Status::Ok();
+}
+
+common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    return Bad(source, std::string("not valid YAML: ") + e.what());
+  }
+  ExtenderConfig c;
+  if (root.IsNull()) {
+    return c;
+  }
+  if (!root.IsMap()) {
+    return Bad(source, "the top level must be a mapping");
+  }
+  static const std::set<std::string> kKeys = {"listen",  "pathPrefix",         "tls",
+                                              "policy",  "resourceNames",      "maxBodyBytes",
+                                              "threads", "readTimeoutSeconds", "kubeconfig"};
+  for (const auto& kv : root) {
+    const std::string key = kv.first.as<std::string>();
+    if (!kKeys.contains(key)) {
+      return Bad(source, "unknown key \"" + key + "\"");
+    }
+    const YAML::Node& v = kv.second;
+    if (key == "listen") {
+      GPUSCHED_ASSIGN_OR_RETURN(listen, As<std::string>(v, source, key));
+      if (auto s = ParseListen(listen, c.host, c.port); !s.ok()) {
+        return Bad(source, s.message());
+      }
+    } else if (key == "pathPrefix") {
+      GPUSCHED_ASSIGN_OR_RETURN(prefix, As<std::string>(v, source, key));
+      while (!prefix.empty() && prefix.back() == '/') {
+        prefix.pop_back();
+      }
+      if (!prefix.empty() && prefix.front() != '/') {
+        return Bad(source, "\"pathPrefix\" must start with /");
+      }
+      c.path_prefix = prefix;
+    } else if (key == "tls") {
+      if (!v.IsMap()) {
+        return Bad(source, "\"tls\" must be a mapping with certFile and keyFile");
+      }
+      for (const auto& t : v) {
+        const std::string tk = t.first.as<std::string>();
+        GPUSCHED_ASSIGN_OR_RETURN(value, As<std::string>(t.second, source, "tls." + tk));
+        if (tk == "certFile") {
+          c.tls_cert_file = value;
+        } else if (tk == "keyFile") {
+          c.tls_key_file = value;
+        } else {
+          return Bad(source, "unknown key \"tls." + tk + "\"");
+        }
+      }
+      if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
+        return Bad(source, "\"tls\" needs both certFile and keyFile");
+      }
+    } else if (key == "policy") {
+      GPUSCHED_ASSIGN_OR_RETURN(policy, As<std::string>(v, source, key));
+      c.policy = policy;
+    } else if (key == "resourceNames") {
+      if (!v.IsSequence()) {
+        return Bad(source, "\"resourceNames\" must be a list");
+      }
+      c.resources.enabled.clear();
+      for (const auto& n : v) {
+        GPUSCHED_ASSIGN_OR_RETURN(name, As<std::string>(n, source, key));
+        if (!kube::AllGpuResourceNames().contains(name)) {
+          std::string known;
+          for (const auto& k : kube::AllGpuResourceNames()) {
+            known += (known.empty() ? "" : ", ") + k;
+          }
+          return Bad(source, "unknown resource name \"" + name + "\"; known: " + known);
+        }
+        c.resources.enabled.insert(name);
+      }
+    } else if (key == "maxBodyBytes") {
+      GPUSCHED_ASSIGN_OR_RETURN(bytes, As<int64_t>(v, source, key));
+      if (bytes < 1024) {
+        return Bad(source, "\"maxBodyBytes\" must be at least 1024");
+      }
+      c.max_body_bytes = static_cast<size_t>(bytes);
+    } else if (key == "threads") {
+      GPUSCHED_ASSIGN_OR_RETURN(threads, As<int>(v, source, key));
+      if (threads < 1 || threads > 1024) {
+        return Bad(source, "\"threads\" must be 1..1024");
+      }
+      c.threads = threads;
+    } else if (key == "readTimeoutSeconds") {
+      GPUSCHED_ASSIGN_OR_RETURN(seconds, As<int>(v, source, key));
+      if (seconds < 1 || seconds > 3600) {
+        return Bad(source, "\"readTimeoutSeconds\" must be 1..3600");
+      }
+      c.read_timeout_seconds = seconds;
+    } else if (key == "kubeconfig") {
+      GPUSCHED_ASSIGN_OR_RETURN(path, As<std::string>(v, source, key));
+      c.kubeconfig = path;
+    }
+  }
+  return c;
+}
+
+common::Result<ExtenderConfig> LoadExtenderConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return common::NotFound("extender config " + path + " cannot be read");
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseExtenderConfig(ss.str(), path);
+}
+
+}  // namespace gpusched::adapters::extender

@@ -1,0 +1,63 @@
+#include "gpusched/adapters/extender/config.h"
+
+#include <gtest/gtest.h>
+
+namespace gpusched::adapters::extender {
+namespace {
+
+TEST(ConfigTest, ParsesEveryKey) {
+  auto c = ParseExtenderConfig(R"(
+listen: "127.0.0.1:18890"
+pathPrefix: /scheduler/
+tls: {certFile: /a.crt, keyFile: /a.key}
+policy: spread
+resourceNames: [gpusched.io/gpu, nvidia.com/gpu]
+maxBodyBytes: 2048
+threads: 4
+readTimeoutSeconds: 2
+kubeconfig: /k
+)",
+                               "x.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->host, "127.0.0.1");
+  EXPECT_EQ(c->port, 18890);
+  EXPECT_EQ(c->path_prefix, "/scheduler");
+  EXPECT_EQ(c->tls_cert_file, "/a.crt");
+  EXPECT_EQ(c->policy, "spread");
+  EXPECT_EQ(c->resources.enabled.size(), 2u);
+  EXPECT_TRUE(c->resources.Enabled("nvidia.com/gpu"));
+  EXPECT_FALSE(c->resources.Enabled("aliyun.com/gpu-mem"));
+  EXPECT_EQ(c->max_body_bytes, 2048u);
+  EXPECT_EQ(c->threads, 4);
+  EXPECT_EQ(c->read_timeout_seconds, 2);
+  EXPECT_EQ(c->kubeconfig, "/k");
+  auto empty = ParseExtenderConfig("", "e.yaml");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->policy, "binpack");
+  EXPECT_EQ(empty->resources.enabled.size(), kube::AllGpuResourceNames().size());
+}
+
+TEST(ConfigTest, ErrorsNameTheFileAndTheKey) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"polcy: binpack", "unknown key \"polcy\""},
+      {"listen: nowhere", "not host:port"},
+      {"listen: \"h:99999\"", "bad port"},
+      {"threads: many", "\"threads\" has the wrong type"},
+      {"threads: 0", "1..1024"},
+      {"tls: {certFile: /a}", "both certFile and keyFile"},
+      {"resourceNames: [gpusched.io/gpus]", "unknown resource name \"gpusched.io/gpus\""},
+      {"[1, 2]", "mapping"},
+      {"a: [", "not valid YAML"},
+      {"pathPrefix: x", "must start with /"},
+  };
+  for (const auto& [yaml, expect] : cases) {
+    auto c = ParseExtenderConfig(yaml, "bad.yaml");
+    ASSERT_FALSE(c.ok()) << yaml;
+    EXPECT_NE(c.status().message().find(expect), std::string::npos) << yaml << " -> " << c.status();
+    EXPECT_EQ(c.status().message().rfind("bad.yaml: ", 0), 0u) << c.status();
+  }
+  EXPECT_EQ(LoadExtenderConfig("/nonexistent/x.yaml").status().code(), common::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gpusched::adapters::extender

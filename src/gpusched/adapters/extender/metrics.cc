@@ -1,0 +1,145 @@
+#include "gpusched/adapters/extender/metrics.h"
+
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/histogram.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+namespace gpusched::adapters::extender {
+
+struct ExtenderMetrics::Impl {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  prometheus::Family<prometheus::Counter>& requests = prometheus::BuildCounter()
+                                                          .Name("gpusched_extender_requests_total")
+                                                          .Help("Extender HTTP requests by verb and status code")
+                                                          .Register(*registry);
+  prometheus::Family<prometheus::Histogram>& latency = prometheus::BuildHistogram()
+                                                           .Name("gpusched_extender_request_duration_seconds")
+                                                           .Help("Time from request read to response written, by verb")
+                                                           .Register(*registry);
+  prometheus::Family<prometheus::Counter>& rejections = prometheus::BuildCounter()
+                                                            .Name("gpusched_extender_filter_rejections_total")
+                                                            .Help("Nodes the filter rejected, by reason category")
+                                                            .Register(*registry);
+  prometheus::Family<prometheus::Counter>& binds =
+      prometheus::BuildCounter().Name("gpusched_extender_binds_total").Help("Binds by result").Register(*registry);
+  std::mutex mu;  // guards the per-label lookups (Family::Add is thread-safe, the maps below are not)
+  std::map<std::string, prometheus::Histogram*, std::less<>> histograms;
+};
+
+namespace {
+
+const prometheus::Histogram::BucketBoundaries& Buckets() {
+  static const prometheus::Histogram::BucketBoundaries buckets = {
+      0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5};
+  return buckets;
+}
+
+prometheus::MetricFamily Gauges(std::string name, std::string help) {
+  prometheus::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = prometheus::MetricType::Gauge;
+  return f;
+}
+
+void AddGauge(prometheus::MetricFamily& f, const std::string& node, double value) {
+  prometheus::ClientMetric m;
+  m.label.push_back(prometheus::ClientMetric::Label{"node", node});
+  m.gauge.value = value;
+  f.metric.push_back(std::move(m));
+}
+
+prometheus::MetricFamily Counter(std::string name, std::string help, double value) {
+  prometheus::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = prometheus::MetricType::Counter;
+  prometheus::ClientMetric m;
+  m.counter.value = value;
+  f.metric.push_back(std::move(m));
+  return f;
+}
+
+}  // namespace
+
+ExtenderMetrics::ExtenderMetrics() : impl_(std::make_unique<Impl>()) {}
+ExtenderMetrics::~ExtenderMetrics() = default;
+
+void ExtenderMetrics::Request(std::string_view verb, int code, double seconds) {
+  impl_->requests.Add({{"verb", std::string(verb)}, {"code", std::to_string(code)}}).Increment();
+  prometheus::Histogram* h = nullptr;
+  {
+    std::lock_guard lock(impl_->mu);
+    auto it = impl_->histograms.find(verb);
+    if (it == impl_->histograms.end()) {
+      h = &impl_->latency.Add({{"verb", std::string(verb)}}, Buckets());
+      impl_->histograms.emplace(std::string(verb), h);
+    } else {
+      h = it->second;
+    }
+  }
+  h->Observe(seconds);
+}
+
+void ExtenderMetrics::FilterRejection(std::string_view reason, double count) {
+  impl_->rejections.Add({{"reason", std::string(reason)}}).Increment(count);
+}
+
+void ExtenderMetrics::Bind(bool ok) { impl_->binds.Add({{"result", ok ? "ok" : "failed"}}).Increment(); }
+
+std::string ExtenderMetrics::Serialize(const ClusterMirror& mirror) const {
+  std::vector<prometheus::MetricFamily> families = impl_->registry->Collect();
+  auto milli_alloc = Gauges("gpusched_node_gpu_milli_allocated", "GPU compute allocated on the node (1000 = one GPU)");
+  auto milli_cap = Gauges("gpusched_node_gpu_milli_capacity", "GPU compute of the node's healthy and unhealthy GPUs");
+  auto mem_alloc = Gauges("gpusched_node_gpu_memory_allocated_mib", "GPU memory allocated on the node (MiB)");
+  auto mem_cap = Gauges("gpusched_node_gpu_memory_capacity_mib", "GPU memory of the node (MiB)");
+  {
+    auto lock = mirror.ReadLock();
+    const core::ClusterState& state = mirror.state();
+    for (size_t i = 0; i < state.SlotCount(); ++i) {
+      if (!state.IsLive(i)) {
+        continue;
+      }
+      const core::NodeView& v = state.View(i);
+      int64_t milli_free = 0;
+      int64_t mem_free = 0;
+      int64_t mem_total = 0;
+      for (size_t g = 0; g < v.gpus.size(); ++g) {
+        milli_free += v.gpus[g].free.value();
+        mem_free += v.gpus[g].memory_free.value();
+        mem_total += v.node->gpus[g].memory.value();
+      }
+      const int64_t milli_total = 1000 * static_cast<int64_t>(v.gpus.size());
+      const std::string& name = v.name().str();
+      AddGauge(milli_alloc, name, static_cast<double>(milli_total - milli_free));
+      AddGauge(milli_cap, name, static_cast<double>(milli_total));
+      AddGauge(mem_alloc, name, static_cast<double>(mem_total - mem_free));
+      AddGauge(mem_cap, name, static_cast<double>(mem_total));
+    }
+  }
+  families.push_back(std::move(milli_alloc));
+  families.push_back(std::move(milli_cap));
+  families.push_back(std::move(mem_alloc));
+  families.push_back(std::move(mem_cap));
+  const MirrorStats stats = mirror.stats();
+  families.push_back(Counter("gpusched_extender_node_events_total", "Node watch events applied",
+                             static_cast<double>(stats.node_events)));
+  families.push_back(
+      Counter("gpusched_extender_pod_events_total", "Pod watch events applied", static_cast<double>(stats.pod_events)));
+  families.push_back(Counter("gpusched_extender_rebuilt_allocations_total",
+                             "Allocations charged from pod annotations (restart or other writers)",
+                             static_cast<double>(stats.rebuilt_allocations)));
+  families.push_back(Counter("gpusched_extender_rejected_events_total",
+                             "Watch events ignored: undecodable objects or allocations that did not fit",
+                             static_cast<double>(stats.rejected_events)));
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+}  // namespace gpusched::adapters::extender

@@ -1,0 +1,48 @@
+#pragma once
+
+// The extender's Prometheus metrics (prometheus-cpp; served as text at GET /metrics):
+//   gpusched_extender_requests_total{verb,code}                 counter
+//   gpusched_extender_request_duration_seconds{verb}            histogram
+//   gpusched_extender_filter_rejections_total{reason}           counter; reason is a category:
+//       gpu_capacity (busy GPUs), gpu_unresolvable (the node can never host it), unknown_node, invalid_request,
+//       unknown_policy
+//   gpusched_extender_binds_total{result}                       counter; result ok | failed
+//   gpusched_node_gpu_milli_allocated{node}, gpusched_node_gpu_milli_capacity{node},
+//   gpusched_node_gpu_memory_allocated_mib{node}, gpusched_node_gpu_memory_capacity_mib{node}
+//                                                               gauges, read from the ClusterState at scrape time
+//   gpusched_extender_node_events_total, gpusched_extender_pod_events_total,
+//   gpusched_extender_rebuilt_allocations_total,
+//   gpusched_extender_rejected_events_total                     from the mirror, at scrape time
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "gpusched/adapters/extender/state.h"
+
+namespace prometheus {
+class Registry;
+}  // namespace prometheus
+
+namespace gpusched::adapters::extender {
+
+class ExtenderMetrics {
+ public:
+  ExtenderMetrics();
+  ~ExtenderMetrics();
+  ExtenderMetrics(const ExtenderMetrics&) = delete;
+  ExtenderMetrics& operator=(const ExtenderMetrics&) = delete;
+
+  void Request(std::string_view verb, int code, double seconds);
+  void FilterRejection(std::string_view reason, double count = 1);
+  void Bind(bool ok);
+
+  // The text exposition (format 0.0.4) of every metric, node gauges read from `mirror` under its read lock.
+  [[nodiscard]] std::string Serialize(const ClusterMirror& mirror) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpusched::adapters::extender

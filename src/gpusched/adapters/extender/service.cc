@@ -1,0 +1,514 @@
+#include "gpusched/adapters/extender/service.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <string_view>
+
+#include "gpusched/adapters/extender/wire.h"
+#include "gpusched/kube/annotations.h"
+#include "gpusched/kube/objects.h"
+#include "gpusched/policy/registry.h"
+#include "gpusched/policy/target_workload.h"
+#include "gpusched/sched/cycle_runner.h"
+
+namespace gpusched::adapters::extender {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kPodCacheSize = 4096;
+
+std::atomic<uint64_t> next_service_id{1};
+
+Reply BadRequest(const common::Status& s) { return Reply{.status = 400, .body = EncodeBindingResult(s.message())}; }
+
+// A default target workload for fgd in a live cluster (the trace's typical pods are not known here): shares of a
+// quarter and half a GPU, and 1, 2, 4 and 8 whole GPUs, equally likely.
+std::shared_ptr<const policy::TargetWorkload> DefaultTargetWorkload() {
+  std::vector<core::PodRequest> pods;
+  auto add = [&](int32_t count, int64_t milli, bool exclusive) {
+    core::PodRequest p;
+    p.cpu = common::MilliCpu{1000};
+    p.containers.push_back(core::GpuRequest{
+        .container = "main", .count = count, .milli_per_gpu = common::MilliGpu{milli}, .exclusive = exclusive});
+    pods.push_back(std::move(p));
+  };
+  add(1, 250, false);
+  add(1, 500, false);
+  add(1, 1000, true);
+  add(2, 1000, true);
+  add(4, 1000, true);
+  add(8, 1000, true);
+  return std::make_shared<const policy::TargetWorkload>(
+      policy::TypicalPods(pods, policy::TypicalPodsOptions{.coverage = 1.0}));
+}
+
+// The CycleRunner of this thread for (service, policy): runners own a score cache and are single-threaded.
+sched::CycleRunner& RunnerFor(uint64_t service, const policy::PlacementPolicy& p) {
+  thread_local std::map<std::pair<uint64_t, const policy::PlacementPolicy*>, std::unique_ptr<sched::CycleRunner>>
+      runners;
+  auto& r = runners[{service, &p}];
+  if (!r) {
+    r = std::make_unique<sched::CycleRunner>(
+        p, sched::CycleOptions{.check_node_resources = false, .collect_reasons = true, .use_score_cache = true});
+  }
+  return *r;
+}
+
+// Frees an allocation's shares in a copy of a node view (what the node would look like without that pod).
+void Subtract(core::NodeView& v, const core::Allocation& a) {
+  for (const auto& c : a.containers) {
+    for (const auto& s : c.gpus) {
+      if (s.index < 0 || static_cast<size_t>(s.index) >= v.gpus.size()) {
+        continue;
+      }
+      core::GpuState& g = v.gpus[static_cast<size_t>(s.index)];
+      g.free += s.milli;
+      g.memory_free += s.memory;
+      g.holders -= 1;
+      if (s.exclusive) {
+        g.exclusive = false;
+      }
+    }
+  }
+  v.cpu_free += a.cpu;
+  v.memory_free += a.memory;
+  v.pods -= 1;
+}
+
+void AddBack(core::NodeView& v, const core::Allocation& a) {
+  for (const auto& c : a.containers) {
+    for (const auto& s : c.gpus) {
+      if (s.index < 0 || static_cast<size_t>(s.index) >= v.gpus.size()) {
+        continue;
+      }
+      core::GpuState& g = v.gpus[static_cast<size_t>(s.index)];
+      g.free -= s.milli;
+      g.memory_free -= s.memory;
+      g.holders += 1;
+      if (s.exclusive) {
+        g.exclusive = true;
+      }
+    }
+  }
+  v.cpu_free -= a.cpu;
+  v.memory_free -= a.memory;
+  v.pods += 1;
+}
+
+int64_t ToExtenderScore(int64_t score) {
+  const int64_t s = std::clamp<int64_t>(score, 0, policy::kMaxScore);
+  return (s * 10 + policy::kMaxScore / 2) / policy::kMaxScore;
+}
+
+}  // namespace
+
+common::Result<std::unique_ptr<ExtenderService>> ExtenderService::Create(ClusterMirror& mirror, ports::Binder& binder,
+                                                                         PodLookup lookup, ServiceOptions options,
+                                                                         ExtenderMetrics* metrics) {
+  std::unique_ptr<ExtenderService> s(
+      new ExtenderService(mirror, binder, std::move(lookup), std::move(options), metrics));
+  const policy::PolicyOptions policy_options{.target_workload = DefaultTargetWorkload()};
+  for (const auto& name : policy::PolicyNames()) {
+    auto p = policy::MakePolicy(name, policy_options);
+    if (!p.ok()) {
+      return common::Internal("policy " + name + ": " + p.status().message());
+    }
+    s->policies_.emplace(name, std::move(p).value());
+  }
+  auto it = s->policies_.find(s->options_.policy);
+  if (it == s->policies_.end()) {
+    std::string names;
+    for (const auto& [n, p] : s->policies_) {
+      names += (names.empty() ? "" : ", ") + n;
+    }
+    return common::InvalidArgument("unknown policy \"" + s->options_.policy + "\"; choose one of " + names);
+  }
+  s->default_policy_ = it->second.get();
+  return s;
+}
+
+ExtenderService::ExtenderService(ClusterMirror& mirror, ports::Binder& binder, PodLookup lookup, ServiceOptions options,
+                                 ExtenderMetrics* metrics)
+    : mirror_(mirror),
+      binder_(binder),
+      lookup_(std::move(lookup)),
+      options_(std::move(options)),
+      metrics_(metrics),
+      id_(next_service_id.fetch_add(1)),
+      rng_(options_.seed != 0 ? options_.seed
+                              : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {}
+
+ExtenderService::~ExtenderService() = default;
+
+common::Result<std::shared_ptr<const ExtenderService::DecodedPod>> ExtenderService::Decode(std::string_view pod_json) {
+  const size_t hash = std::hash<std::string_view>{}(pod_json);
+  {
+    std::lock_guard lock(pods_mu_);
+    if (auto it = by_hash_.find(hash); it != by_hash_.end()) {
+      return it->second;
+    }
+  }
+  json object = json::parse(pod_json, nullptr, /*allow_exceptions=*/false);
+  if (object.is_discarded() || !object.is_object()) {
+    return common::InvalidArgument("extender request: Pod is not valid JSON");
+  }
+  auto meta = kube::DecodePodMeta(object);
+  if (!meta.ok()) {
+    return common::InvalidArgument("extender request: " + meta.status().message());
+  }
+  auto decoded = std::make_shared<DecodedPod>();
+  decoded->request = kube::DecodePodRequest(object, options_.resources);
+  if (const std::string* p = meta->Annotation(kube::kAnnotationPolicy); p != nullptr) {
+    decoded->policy = *p;
+  }
+  decoded->object = std::make_shared<const json>(std::move(object));
+  std::shared_ptr<const DecodedPod> shared = std::move(decoded);
+  std::lock_guard lock(pods_mu_);
+  if (by_hash_.size() >= kPodCacheSize) {
+    by_hash_.clear();
+  }
+  if (by_key_.size() >= kPodCacheSize) {
+    by_key_.clear();
+  }
+  by_hash_.emplace(hash, shared);
+  by_key_.insert_or_assign(meta->Key(), shared);
+  return shared;
+}
+
+const policy::PlacementPolicy* ExtenderService::PolicyFor(const DecodedPod& pod) const {
+  if (pod.policy.empty()) {
+    return default_policy_;
+  }
+  auto it = policies_.find(pod.policy);
+  return it == policies_.end() ? nullptr : it->second.get();
+}
+
+Reply ExtenderService::Filter(std::string body) {
+  auto args = DecodeExtenderArgs(std::move(body));
+  if (!args.ok()) {
+    if (metrics_ != nullptr) {
+      metrics_->FilterRejection("invalid_request");
+    }
+    return BadRequest(args.status());
+  }
+  auto pod = Decode(args->pod);
+  if (!pod.ok()) {
+    return BadRequest(pod.status());
+  }
+  FilterResult result{.full_nodes = args->full_nodes};
+  auto fail_all = [&](const std::string& reason, std::string_view category) {
+    for (const auto& n : args->nodes) {
+      result.failed.emplace_back(n.name, reason);
+      result.failed_unresolvable.emplace_back(n.name, reason);
+    }
+    if (metrics_ != nullptr) {
+      metrics_->FilterRejection(category, static_cast<double>(args->nodes.size()));
+    }
+    return Reply{.status = 200, .body = EncodeFilterResult(result)};
+  };
+  const DecodedPod& p = **pod;
+  if (!p.request.ok()) {
+    return fail_all(p.request.status().message(), "invalid_request");
+  }
+  const core::PodRequest& request = *p.request;
+  if (!request.RequestsGpu()) {
+    for (const auto& n : args->nodes) {
+      result.passed.push_back(&n);
+    }
+    return Reply{.status = 200, .body = EncodeFilterResult(result)};
+  }
+  const policy::PlacementPolicy* pol = PolicyFor(p);
+  if (pol == nullptr) {
+    return fail_all("pod " + request.name + ": unknown policy \"" + p.policy + "\" in annotation " +
+                        std::string(kube::kAnnotationPolicy),
+                    "unknown_policy");
+  }
+  auto lock = mirror_.ReadLock();
+  const core::ClusterState& state = mirror_.state();
+  const common::MiB largest = mirror_.LargestGpuMemory();
+  for (const auto& c : request.containers) {
+    if (c.memory_per_gpu > largest) {
+      lock.unlock();
+      return fail_all("pod " + request.name + ": container " + c.container + " asks for " +
+                          std::to_string(c.memory_per_gpu.value()) +
+                          " MiB per GPU; the largest GPU in the cluster has " + std::to_string(largest.value()) +
+                          " MiB",
+                      "gpu_unresolvable");
+    }
+  }
+  std::vector<size_t> slots;
+  std::vector<const NodeRef*> known;
+  slots.reserve(args->nodes.size());
+  known.reserve(args->nodes.size());
+  size_t unknown = 0;
+  for (const auto& n : args->nodes) {
+    if (auto slot = state.SlotOf(common::NodeName(n.name)); slot.has_value()) {
+      slots.push_back(*slot);
+      known.push_back(&n);
+    } else {
+      ++unknown;
+      result.failed.emplace_back(n.name, "node " + n.name + " is not in gpusched's node cache (no Node seen yet)");
+    }
+  }
+  std::vector<sched::CycleRunner::NodeEval> evals;
+  sched::CycleRunner& runner = RunnerFor(id_, *pol);
+  runner.Evaluate(request, state, slots, policy::Snapshot{}, evals);
+  size_t busy = 0;
+  size_t never = 0;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (evals[i].fits) {
+      result.passed.push_back(known[i]);
+      continue;
+    }
+    policy::Fit fit = runner.Filter(request, state.View(slots[i]));
+    if (fit.code == policy::Fit::Code::kUnresolvable) {
+      ++never;
+      result.failed_unresolvable.emplace_back(known[i]->name, fit.reason);
+    } else {
+      ++busy;
+    }
+    result.failed.emplace_back(known[i]->name, std::move(fit.reason));
+  }
+  lock.unlock();
+  if (metrics_ != nullptr) {
+    if (busy > 0) metrics_->FilterRejection("gpu_capacity", static_cast<double>(busy));
+    if (never > 0) metrics_->FilterRejection("gpu_unresolvable", static_cast<double>(never));
+    if (unknown > 0) metrics_->FilterRejection("unknown_node", static_cast<double>(unknown));
+  }
+  return Reply{.status = 200, .body = EncodeFilterResult(result)};
+}
+
+Reply ExtenderService::Prioritize(std::string body) {
+  auto args = DecodeExtenderArgs(std::move(body));
+  if (!args.ok()) {
+    return BadRequest(args.status());
+  }
+  auto pod = Decode(args->pod);
+  if (!pod.ok()) {
+    return BadRequest(pod.status());
+  }
+  std::vector<std::pair<std::string, int64_t>> scores;
+  scores.reserve(args->nodes.size());
+  for (const auto& n : args->nodes) {
+    scores.emplace_back(n.name, 0);
+  }
+  const DecodedPod& p = **pod;
+  const policy::PlacementPolicy* pol = PolicyFor(p);
+  if (!p.request.ok() || !p.request->RequestsGpu() || pol == nullptr) {
+    return Reply{.status = 200, .body = EncodeHostPriorityList(scores)};
+  }
+  const core::PodRequest& request = *p.request;
+  auto lock = mirror_.ReadLock();
+  const core::ClusterState& state = mirror_.state();
+  std::vector<size_t> slots;
+  std::vector<size_t> index;  // position in scores
+  for (size_t i = 0; i < args->nodes.size(); ++i) {
+    if (auto slot = state.SlotOf(common::NodeName(args->nodes[i].name)); slot.has_value()) {
+      slots.push_back(*slot);
+      index.push_back(i);
+    }
+  }
+  std::vector<sched::CycleRunner::NodeEval> evals;
+  RunnerFor(id_, *pol).Evaluate(request, state, slots, policy::Snapshot{}, evals);
+  lock.unlock();
+  std::vector<int64_t> raw;
+  std::vector<size_t> feasible;
+  for (size_t i = 0; i < evals.size(); ++i) {
+    if (evals[i].fits) {
+      raw.push_back(evals[i].score);
+      feasible.push_back(index[i]);
+    }
+  }
+  if (pol->NormalizesScores()) {
+    sched::NormalizeScores(raw);
+  }
+  for (size_t i = 0; i < feasible.size(); ++i) {
+    scores[feasible[i]].second = ToExtenderScore(raw[i]);
+  }
+  return Reply{.status = 200, .body = EncodeHostPriorityList(scores)};
+}
+
+Reply ExtenderService::Bind(std::string body) {
+  auto args = DecodeBindingArgs(std::move(body));
+  if (!args.ok()) {
+    return BadRequest(args.status());
+  }
+  const std::string key = args->pod_namespace + "/" + args->pod_name;
+  auto fail = [&](int status, const std::string& message) {
+    if (metrics_ != nullptr) {
+      metrics_->Bind(false);
+    }
+    return Reply{.status = status, .body = EncodeBindingResult(message)};
+  };
+  // The pod as kube-scheduler saw it in filter; else the watch cache.
+  std::shared_ptr<const DecodedPod> pod;
+  {
+    std::lock_guard lock(pods_mu_);
+    if (auto it = by_key_.find(key); it != by_key_.end()) {
+      pod = it->second;
+    }
+  }
+  if (pod != nullptr && !args->pod_uid.empty()) {
+    auto uid = (*pod->object)["metadata"].value("uid", std::string());
+    if (uid != args->pod_uid) {
+      pod = nullptr;  // an older pod of the same name
+    }
+  }
+  if (pod == nullptr && lookup_) {
+    if (auto object = lookup_(args->pod_namespace, args->pod_name); object.has_value()) {
+      auto decoded = Decode(object->dump());
+      if (decoded.ok()) {
+        pod = *decoded;
+      }
+    }
+  }
+  if (pod == nullptr) {
+    return fail(404, "bind: pod " + key + " is not known to gpusched (not seen in filter nor in its pod cache)");
+  }
+  if (!pod->request.ok()) {
+    return fail(400, "bind: " + pod->request.status().message());
+  }
+  core::PodRequest request = *pod->request;
+  if (request.uid.empty() || (!args->pod_uid.empty() && request.uid.str() != args->pod_uid)) {
+    return fail(409, "bind: pod " + key + " has uid " + request.uid.str() + ", not " + args->pod_uid);
+  }
+  const policy::PlacementPolicy* pol = PolicyFor(*pod);
+  if (pol == nullptr) {
+    return fail(400, "bind: pod " + key + ": unknown policy \"" + pod->policy + "\"");
+  }
+  const common::NodeName node(args->node);
+  core::Allocation allocation{.pod = request.uid, .node = node};
+  if (request.RequestsGpu()) {
+    auto lock = mirror_.WriteLock();
+    core::ClusterState& state = mirror_.state();
+    const core::NodeView* view = state.Find(node);
+    if (view == nullptr) {
+      return fail(404, "bind: node " + args->node + " is not in gpusched's node cache");
+    }
+    if (state.FindAllocation(request.uid) != nullptr) {
+      return fail(409, "bind: pod " + key + " already holds an allocation (bound, or a bind in flight)");
+    }
+    policy::Fit fit = pol->Filter(request, *view);
+    if (!fit.fits()) {
+      return fail(200, "bind: pod " + key + " no longer fits on " + args->node + ": " + fit.reason);
+    }
+    {
+      std::lock_guard rng_lock(rng_mu_);
+      allocation.containers = pol->SelectGpus(request, *view, rng_);
+    }
+    allocation.id = mirror_.NextAllocationId();
+    if (auto s = state.Assume(allocation); !s.ok()) {
+      return fail(200, "bind: " + s.message());
+    }
+    mirror_.SetPriority(request.uid, request.priority);
+  }
+  // The API calls run without the lock: filters and other binds go on meanwhile.
+  if (auto s = binder_.Bind(request, allocation); !s.ok()) {
+    if (request.RequestsGpu()) {
+      auto lock = mirror_.WriteLock();
+      if (mirror_.state().FindAllocation(request.uid) != nullptr && !mirror_.state().IsConfirmed(request.uid)) {
+        (void)mirror_.state().Forget(request.uid);
+      }
+    }
+    return fail(200, "bind: pod " + key + " to " + args->node + ": " + s.message());
+  }
+  if (request.RequestsGpu()) {
+    auto lock = mirror_.WriteLock();
+    if (mirror_.state().FindAllocation(request.uid) != nullptr && !mirror_.state().IsConfirmed(request.uid)) {
+      (void)mirror_.state().Confirm(request.uid);  // the watch may have confirmed it already
+    }
+  }
+  if (metrics_ != nullptr) {
+    metrics_->Bind(true);
+  }
+  return Reply{.status = 200, .body = EncodeBindingResult("")};
+}
+
+Reply ExtenderService::Preempt(std::string body) {
+  auto args = DecodePreemptionArgs(std::move(body));
+  if (!args.ok()) {
+    return BadRequest(args.status());
+  }
+  auto pod = Decode(args->pod);
+  if (!pod.ok()) {
+    return BadRequest(pod.status());
+  }
+  const DecodedPod& p = **pod;
+  const policy::PlacementPolicy* pol = PolicyFor(p);
+  if (!p.request.ok() || !p.request->RequestsGpu() || pol == nullptr) {
+    // Nothing gpusched can add: the scheduler's own victims stand.
+    return Reply{.status = 200, .body = EncodePreemptionResult(args->nodes)};
+  }
+  const core::PodRequest& request = *p.request;
+  std::vector<std::pair<std::string, NodeVictims>> out;
+  auto lock = mirror_.ReadLock();
+  const core::ClusterState& state = mirror_.state();
+  for (auto& [node_name, victims] : args->nodes) {
+    const common::NodeName name(node_name);
+    const core::NodeView* found = state.Find(name);
+    if (found == nullptr) {
+      continue;
+    }
+    core::NodeView view = *found;
+    std::vector<std::string> chosen = victims.pod_uids;
+    for (const auto& uid : victims.pod_uids) {
+      if (const core::Allocation* a = state.FindAllocation(common::PodUid(uid)); a != nullptr && a->node == name) {
+        Subtract(view, *a);
+      }
+    }
+    if (!pol->Filter(request, view).fits()) {
+      // GPU holders of lower priority, lowest first (newest first among equals: larger ids are younger).
+      std::vector<const core::Allocation*> candidates;
+      for (const auto& uid : state.PodsOn(name)) {
+        if (std::find(chosen.begin(), chosen.end(), uid.str()) != chosen.end()) {
+          continue;
+        }
+        if (mirror_.PriorityOf(uid) < request.priority) {
+          candidates.push_back(state.FindAllocation(uid));
+        }
+      }
+      std::sort(candidates.begin(), candidates.end(), [&](const core::Allocation* a, const core::Allocation* b) {
+        const int32_t pa = mirror_.PriorityOf(a->pod);
+        const int32_t pb = mirror_.PriorityOf(b->pod);
+        return pa != pb ? pa < pb : a->id > b->id;
+      });
+      std::vector<const core::Allocation*> taken;
+      bool fits = false;
+      for (const core::Allocation* a : candidates) {
+        Subtract(view, *a);
+        taken.push_back(a);
+        if (pol->Filter(request, view).fits()) {
+          fits = true;
+          break;
+        }
+      }
+      if (!fits) {
+        continue;  // even every lower-priority GPU holder is not enough: no candidate here
+      }
+      // Spare the victims that turn out unnecessary, highest priority first.
+      std::vector<const core::Allocation*> needed;
+      for (auto it = taken.rbegin(); it != taken.rend(); ++it) {
+        AddBack(view, **it);
+        if (pol->Filter(request, view).fits()) {
+          continue;  // spared
+        }
+        Subtract(view, **it);
+        needed.push_back(*it);
+      }
+      std::sort(needed.begin(), needed.end(), [&](const core::Allocation* a, const core::Allocation* b) {
+        return mirror_.PriorityOf(a->pod) < mirror_.PriorityOf(b->pod);
+      });
+      for (const core::Allocation* a : needed) {
+        chosen.push_back(a->pod.str());
+      }
+    }
+    out.emplace_back(node_name,
+                     NodeVictims{.pod_uids = std::move(chosen), .num_pdb_violations = victims.num_pdb_violations});
+  }
+  lock.unlock();
+  return Reply{.status = 200, .body = EncodePreemptionResult(out)};
+}
+
+}  // namespace gpusched::adapters::extender

@@ -1,0 +1,100 @@
+#pragma once
+
+// ExtenderService: the four verbs over the ClusterMirror, without HTTP (server.h puts them on the wire).
+//
+//   filter      decode the pod's GPU request; run the policy's Filter on each candidate node's view; the reason
+//               of every rejected node names the GPU and the numbers. Nodes that can never host the pod are
+//               listed in FailedAndUnresolvableNodes and, for kube-scheduler 1.20 which knows only that map, in
+//               FailedNodes too. A request that cannot be decoded fails every node with its reason (kube-scheduler
+//               shows it in the pod's events); a body that is not an ExtenderArgs is a 400.
+//   prioritize  the policy's Score on the feasible nodes, normalised when the policy asks, mapped 0..100 -> 0..10
+//               (MaxExtenderPriority); infeasible nodes score 0.
+//   bind        select the GPUs on the node, Assume them (under the mirror's write lock), then the Binder
+//               patches gpusched.io/allocation and POSTs the Binding; Confirm on success, Forget on any failure.
+//   preempt     for each candidate node, the victims whose removal frees the GPUs the pod needs: the scheduler's
+//               own victims first, then GPU holders of lower priority, lowest priority first; victims not needed
+//               after all are spared again (highest priority first). Nodes where even that does not free enough
+//               are dropped.
+// The policy comes from the config or, per pod, from the annotation gpusched.io/policy.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gpusched/adapters/extender/metrics.h"
+#include "gpusched/adapters/extender/state.h"
+#include "gpusched/common/rng.h"
+#include "gpusched/common/status.h"
+#include "gpusched/kube/resources.h"
+#include "gpusched/policy/placement_policy.h"
+#include "gpusched/ports/binder.h"
+
+namespace gpusched::adapters::extender {
+
+struct ServiceOptions {
+  std::string policy = "binpack";
+  kube::ResourceConfig resources;
+  uint64_t seed = 0;  // random tie breaks in GPU selection; 0 = from the clock
+};
+
+struct Reply {
+  int status = 200;
+  std::string body;
+};
+
+// Finds a pod by namespace and name (the informer's cache in production).
+using PodLookup = std::function<std::optional<nlohmann::json>(const std::string& ns, const std::string& name)>;
+
+class ExtenderService {
+ public:
+  static common::Result<std::unique_ptr<ExtenderService>> Create(ClusterMirror& mirror, ports::Binder& binder,
+                                                                 PodLookup lookup, ServiceOptions options,
+                                                                 ExtenderMetrics* metrics = nullptr);
+  ~ExtenderService();
+
+  Reply Filter(std::string body);
+  Reply Prioritize(std::string body);
+  Reply Bind(std::string body);
+  Reply Preempt(std::string body);
+
+ private:
+  struct DecodedPod {
+    std::shared_ptr<const nlohmann::json> object;
+    common::Result<core::PodRequest> request = common::InvalidArgument("not decoded");
+    std::string policy;  // gpusched.io/policy, or empty
+  };
+
+  ExtenderService(ClusterMirror& mirror, ports::Binder& binder, PodLookup lookup, ServiceOptions options,
+                  ExtenderMetrics* metrics);
+  common::Result<std::shared_ptr<const DecodedPod>> Decode(std::string_view pod_json);
+  const policy::PlacementPolicy* PolicyFor(const DecodedPod& pod) const;
+
+  ClusterMirror& mirror_;
+  ports::Binder& binder_;
+  PodLookup lookup_;
+  ServiceOptions options_;
+  ExtenderMetrics* metrics_;
+  uint64_t id_;
+  std::map<std::string, std::unique_ptr<policy::PlacementPolicy>, std::less<>> policies_;
+  const policy::PlacementPolicy* default_policy_ = nullptr;
+
+  // Pods seen in filter, by their JSON text's hash (filter and prioritize of one cycle decode once) and by
+  // "namespace/name" (bind gets only names).
+  std::mutex pods_mu_;
+  std::unordered_map<size_t, std::shared_ptr<const DecodedPod>> by_hash_;
+  std::unordered_map<std::string, std::shared_ptr<const DecodedPod>> by_key_;
+
+  std::mutex rng_mu_;
+  common::Rng rng_;
+};
+
+}  // namespace gpusched::adapters::extender

@@ -1,0 +1,390 @@
+#include "gpusched/adapters/extender/service.h"
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "gpusched/kube/annotations.h"
+
+namespace gpusched::adapters::extender {
+namespace {
+
+using nlohmann::json;
+
+json Node(const std::string& name, int gpus, int64_t memory_mib = 81920) {
+  json list = json::array();
+  for (int i = 0; i < gpus; ++i) {
+    list.push_back({{"uuid", "GPU-" + name + "-" + std::to_string(i)},
+                    {"index", i},
+                    {"model", "A100-SXM4-80GB"},
+                    {"memory_mib", memory_mib}});
+  }
+  return {{"metadata", {{"name", name}, {"annotations", {{"gpusched.io/gpus", list.dump()}}}}},
+          {"status", {{"allocatable", {{"cpu", "32"}, {"memory", "128Gi"}}}}}};
+}
+
+json Pod(const std::string& name, const json& limits, int32_t priority = 0) {
+  return {{"metadata", {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name}}},
+          {"spec",
+           {{"priority", priority},
+            {"containers", json::array({{{"name", "main"}, {"resources", {{"limits", limits}}}}})}}}};
+}
+
+json Share(int core, int memory = 20000) {
+  return {{"gpusched.io/gpu", "1"},
+          {"gpusched.io/gpu-core", std::to_string(core)},
+          {"gpusched.io/gpu-memory", std::to_string(memory)}};
+}
+
+// A pod already bound by gpusched: node name and allocation annotation set.
+json BoundPod(const std::string& name, const std::string& node, int gpu, int64_t milli, bool exclusive = false,
+              int32_t priority = 0) {
+  json p = Pod(name, exclusive ? json{{"nvidia.com/gpu", "1"}} : Share(static_cast<int>(milli / 10)), priority);
+  core::Allocation a{.node = common::NodeName(node), .id = 1};
+  a.containers.push_back(core::ContainerAllocation{
+      .container = "main",
+      .gpus = {core::GpuShare{.index = gpu,
+                              .uuid = common::GpuUuid("GPU-" + node + "-" + std::to_string(gpu)),
+                              .milli = common::MilliGpu{milli},
+                              .memory = common::MiB{exclusive ? 81920 : 20000},
+                              .exclusive = exclusive}}});
+  p["metadata"]["annotations"] = {{"gpusched.io/allocation", kube::EncodeAllocation(a)}};
+  p["spec"]["nodeName"] = node;
+  return p;
+}
+
+std::string Args(const json& pod, const std::vector<std::string>& nodes) {
+  return json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", nodes}}.dump();
+}
+
+std::string BindArgs(const json& pod, const std::string& node) {
+  return json{{"PodName", pod["metadata"]["name"]},
+              {"PodNamespace", "default"},
+              {"PodUID", pod["metadata"]["uid"]},
+              {"Node", node}}
+      .dump();
+}
+
+// Thread-safe binder that records binds and can be told to fail.
+class Binder : public ports::Binder {
+ public:
+  common::Status Bind(const core::PodRequest& pod, const core::Allocation& allocation) override {
+    std::lock_guard lock(mu_);
+    if (fail_) {
+      return common::Unavailable("apiserver said no");
+    }
+    bound_.emplace_back(pod, allocation);
+    return common::Status::Ok();
+  }
+  void Fail(bool f) {
+    std::lock_guard lock(mu_);
+    fail_ = f;
+  }
+  std::vector<std::pair<core::PodRequest, core::Allocation>> bound() {
+    std::lock_guard lock(mu_);
+    return bound_;
+  }
+
+ private:
+  std::mutex mu_;
+  bool fail_ = false;
+  std::vector<std::pair<core::PodRequest, core::Allocation>> bound_;
+};
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    mirror_.OnNode(EventType::kAdded, Node("a", 2));
+    mirror_.OnNode(EventType::kAdded, Node("b", 2));
+    Make("binpack");
+  }
+  void Make(const std::string& policy) {
+    auto s = ExtenderService::Create(
+        mirror_, binder_,
+        [this](const std::string& ns, const std::string& name) -> std::optional<json> {
+          std::lock_guard lock(pods_mu_);
+          auto it = pods_.find(ns + "/" + name);
+          return it == pods_.end() ? std::nullopt : std::optional<json>(it->second);
+        },
+        ServiceOptions{.policy = policy, .seed = 7}, &metrics_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    service_ = std::move(s).value();
+  }
+  void Known(const json& pod) {
+    std::lock_guard lock(pods_mu_);
+    pods_["default/" + pod["metadata"]["name"].get<std::string>()] = pod;
+  }
+  int64_t Allocated() {
+    auto lock = mirror_.ReadLock();
+    return mirror_.state().AllocatedMilli().value();
+  }
+
+  ClusterMirror mirror_;
+  Binder binder_;
+  ExtenderMetrics metrics_;
+  std::mutex pods_mu_;
+  std::map<std::string, json> pods_;
+  std::unique_ptr<ExtenderService> service_;
+};
+
+TEST_F(ServiceTest, FilterPassesNodesThatFitAndNamesTheGpuAndNumbersForTheOthers) {
+  mirror_.OnPod(EventType::kAdded, BoundPod("f1", "a", 0, 800));
+  mirror_.OnPod(EventType::kAdded, BoundPod("f2", "a", 1, 800));
+  Reply r = service_->Filter(Args(Pod("p", Share(30)), {"a", "b", "ghost"}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json out = json::parse(r.body);
+  EXPECT_EQ(out["NodeNames"], json::array({"b"}));
+  EXPECT_TRUE(out["Nodes"].is_null());
+  const std::string reason = out["FailedNodes"]["a"];
+  EXPECT_NE(reason.find("needs 300 milli and 20000 MiB"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("GPU 0 (A100-SXM4-80GB) with 200 milli"), std::string::npos) << reason;
+  EXPECT_NE(out["FailedNodes"]["ghost"].get<std::string>().find("not in gpusched's node cache"), std::string::npos);
+  EXPECT_TRUE(out["FailedAndUnresolvableNodes"].empty());
+  EXPECT_EQ(out["Error"], "");
+  const std::string metrics = metrics_.Serialize(mirror_);
+  EXPECT_NE(metrics.find("gpusched_extender_filter_rejections_total{reason=\"gpu_capacity\"} 1"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("gpusched_node_gpu_milli_allocated{node=\"a\"} 1600"), std::string::npos) << metrics;
+}
+
+TEST_F(ServiceTest, ImpossibleRequestsFailEveryNodeAsUnresolvable) {
+  for (const auto& [limits, expect] : std::vector<std::pair<json, std::string>>{
+           {Share(150), "gpusched.io/gpu-core 150 is above 100"},
+           {Share(30, 100000), "asks for 100000 MiB per GPU; the largest GPU in the cluster has 81920 MiB"},
+           {{{"nvidia.com/gpu", "3"}}, "needs 3 GPU(s)"}}) {
+    Reply r = service_->Filter(Args(Pod("p", limits), {"a", "b"}));
+    ASSERT_EQ(r.status, 200);
+    const json out = json::parse(r.body);
+    EXPECT_TRUE(out["NodeNames"].empty()) << r.body;
+    for (const char* n : {"a", "b"}) {
+      EXPECT_NE(out["FailedAndUnresolvableNodes"][n].get<std::string>().find(expect), std::string::npos) << r.body;
+      EXPECT_EQ(out["FailedNodes"][n], out["FailedAndUnresolvableNodes"][n]);  // 1.20 reads only FailedNodes
+    }
+  }
+}
+
+TEST_F(ServiceTest, FullNodeObjectsComeBackForThePassingNodes) {
+  mirror_.OnPod(EventType::kAdded, BoundPod("f1", "a", 0, 1000, true));
+  mirror_.OnPod(EventType::kAdded, BoundPod("f2", "a", 1, 1000, true));
+  const json body = {{"Pod", Pod("p", {{"nvidia.com/gpu", "1"}})},
+                     {"Nodes", {{"metadata", json::object()}, {"items", {Node("a", 2), Node("b", 2)}}}},
+                     {"NodeNames", nullptr}};
+  Reply r = service_->Filter(body.dump());
+  const json out = json::parse(r.body);
+  ASSERT_EQ(out["Nodes"]["items"].size(), 1u) << r.body;
+  EXPECT_EQ(out["Nodes"]["items"][0], Node("b", 2));
+  EXPECT_TRUE(out["NodeNames"].is_null());
+  EXPECT_NE(out["FailedNodes"]["a"].get<std::string>().find("fully free GPU(s), 0 of 2 free"), std::string::npos);
+}
+
+TEST_F(ServiceTest, PrioritizeScoresZeroToTenWithThePolicy) {
+  mirror_.OnPod(EventType::kAdded, BoundPod("f1", "a", 0, 500));
+  Reply r = service_->Prioritize(Args(Pod("p", Share(30)), {"b", "a", "ghost"}));
+  ASSERT_EQ(r.status, 200);
+  const json out = json::parse(r.body);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0]["Host"], "b");
+  EXPECT_EQ(out[1]["Host"], "a");
+  EXPECT_EQ(out[2]["Host"], "ghost");
+  // binpack: the node that is already in use scores higher; everything is within 0..10.
+  EXPECT_GT(out[1]["Score"].get<int>(), out[0]["Score"].get<int>());
+  for (const auto& h : out) {
+    EXPECT_GE(h["Score"].get<int>(), 0);
+    EXPECT_LE(h["Score"].get<int>(), 10);
+  }
+  EXPECT_EQ(out[2]["Score"], 0);
+
+  Make("spread");
+  const json spread = json::parse(service_->Prioritize(Args(Pod("p", Share(30)), {"b", "a"})).body);
+  EXPECT_GT(spread[0]["Score"].get<int>(), spread[1]["Score"].get<int>());
+  // Per-pod override.
+  json pod = Pod("q", Share(30));
+  pod["metadata"]["annotations"] = {{"gpusched.io/policy", "binpack"}};
+  const json over = json::parse(service_->Prioritize(Args(pod, {"b", "a"})).body);
+  EXPECT_GT(over[1]["Score"].get<int>(), over[0]["Score"].get<int>());
+  pod["metadata"]["annotations"] = {{"gpusched.io/policy", "nope"}};
+  const json bad = json::parse(service_->Filter(Args(pod, {"b", "a"})).body);
+  EXPECT_NE(bad["FailedNodes"]["a"].get<std::string>().find("unknown policy \"nope\""), std::string::npos);
+}
+
+TEST_F(ServiceTest, BindAssumesBindsAndConfirms) {
+  const json pod = Pod("p", Share(30));
+  ASSERT_EQ(service_->Filter(Args(pod, {"a", "b"})).status, 200);
+  Reply r = service_->Bind(BindArgs(pod, "b"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["Error"], "");
+  auto bound = binder_.bound();
+  ASSERT_EQ(bound.size(), 1u);
+  const core::Allocation& a = bound[0].second;
+  EXPECT_EQ(a.node.str(), "b");
+  EXPECT_EQ(bound[0].first.name, "default/p");
+  ASSERT_EQ(a.containers.size(), 1u);
+  EXPECT_EQ(a.containers[0].container, "main");
+  ASSERT_EQ(a.containers[0].gpus.size(), 1u);
+  EXPECT_EQ(a.containers[0].gpus[0].milli.value(), 300);
+  EXPECT_EQ(a.containers[0].gpus[0].memory.value(), 20000);
+  EXPECT_EQ(a.containers[0].gpus[0].uuid.str(), "GPU-b-" + std::to_string(a.containers[0].gpus[0].index));
+  EXPECT_GT(a.id, 0u);
+  auto lock = mirror_.ReadLock();
+  EXPECT_TRUE(mirror_.state().IsConfirmed(common::PodUid("uid-p")));
+  EXPECT_EQ(mirror_.state().AllocatedMilli().value(), 300);
+}
+
+TEST_F(ServiceTest, FailedOrRejectedBindsChangeNothing) {
+  const json pod = Pod("p", Share(30));
+  Known(pod);
+  binder_.Fail(true);
+  Reply r = service_->Bind(BindArgs(pod, "a"));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_NE(json::parse(r.body)["Error"].get<std::string>().find("apiserver said no"), std::string::npos);
+  EXPECT_EQ(Allocated(), 0);
+  binder_.Fail(false);
+
+  const std::pair<std::string, int> rejected[] = {
+      {R"({"PodName":"ghost","PodNamespace":"default","PodUID":"x","Node":"a"})", 404},
+      {BindArgs(pod, "ghost-node"), 404},
+      {R"({"PodName":"p","PodNamespace":"default","PodUID":"other-uid","Node":"a"})", 409},
+      {"{not json", 400},
+      {R"({"PodName":"p"})", 400},
+  };
+  for (const auto& [body, status] : rejected) {
+    Reply rr = service_->Bind(body);
+    EXPECT_EQ(rr.status, status) << body << " -> " << rr.body;
+    EXPECT_FALSE(json::parse(rr.body)["Error"].get<std::string>().empty());
+    EXPECT_EQ(Allocated(), 0) << body;
+  }
+  // Then the real bind works, and a second bind of the same pod is refused.
+  ASSERT_EQ(json::parse(service_->Bind(BindArgs(pod, "a")).body)["Error"], "");
+  EXPECT_EQ(service_->Bind(BindArgs(pod, "a")).status, 409);
+  EXPECT_EQ(Allocated(), 300);
+  EXPECT_EQ(service_->Filter("{").status, 400);
+  EXPECT_EQ(service_->Prioritize(R"({"Pod":7})").status, 400);
+  EXPECT_EQ(service_->Preempt("[]").status, 400);
+  EXPECT_EQ(Allocated(), 300);
+}
+
+TEST_F(ServiceTest, ConcurrentBindsNeverOvercommit) {
+  // 4 GPUs; 30 % each: 3 pods per GPU by compute, 12 in all. 40 pods race for them on 8 threads.
+  constexpr int kPods = 40;
+  std::vector<json> pods;
+  for (int i = 0; i < kPods; ++i) {
+    pods.push_back(Pod("c" + std::to_string(i), Share(30)));
+    Known(pods.back());
+  }
+  std::atomic<int> next{0};
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = next++; i < kPods; i = next++) {
+        const std::string node = i % 2 == 0 ? "a" : "b";
+        (void)service_->Filter(Args(pods[static_cast<size_t>(i)], {"a", "b"}));
+        Reply r = service_->Bind(BindArgs(pods[static_cast<size_t>(i)], node));
+        if (r.status == 200 && json::parse(r.body)["Error"] == "") {
+          ++ok;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  EXPECT_EQ(ok.load(), 12);
+  auto lock = mirror_.ReadLock();
+  EXPECT_TRUE(mirror_.state().CheckInvariants().ok());
+  EXPECT_EQ(mirror_.state().AllocatedMilli().value(), 12 * 300);
+}
+
+TEST_F(ServiceTest, ARestartedMirrorRebuildsTheSameStateFromAnnotations) {
+  for (int i = 0; i < 5; ++i) {
+    const json pod = Pod("r" + std::to_string(i), i % 2 == 0 ? Share(30) : json{{"nvidia.com/gpu", "1"}});
+    Known(pod);
+    ASSERT_EQ(json::parse(service_->Bind(BindArgs(pod, i < 3 ? "a" : "b")).body)["Error"], "");
+  }
+  ClusterMirror restarted;
+  // Pods first, nodes later: allocations wait for their node.
+  for (const auto& [pod, allocation] : binder_.bound()) {
+    json p = pods_[pod.name];
+    p["spec"]["nodeName"] = allocation.node.str();
+    p["metadata"]["annotations"] = {{"gpusched.io/allocation", kube::EncodeAllocation(allocation)}};
+    restarted.OnPod(EventType::kAdded, p);
+  }
+  EXPECT_EQ(restarted.PendingAllocations(), 5u);
+  restarted.OnNode(EventType::kAdded, Node("a", 2));
+  restarted.OnNode(EventType::kAdded, Node("b", 2));
+  EXPECT_EQ(restarted.PendingAllocations(), 0u);
+  auto l1 = mirror_.ReadLock();
+  auto l2 = restarted.ReadLock();
+  for (const char* n : {"a", "b"}) {
+    const core::NodeView* x = mirror_.state().Find(common::NodeName(n));
+    const core::NodeView* y = restarted.state().Find(common::NodeName(n));
+    ASSERT_NE(y, nullptr);
+    ASSERT_EQ(x->gpus.size(), y->gpus.size());
+    for (size_t g = 0; g < x->gpus.size(); ++g) {
+      EXPECT_EQ(x->gpus[g].free, y->gpus[g].free) << n << g;
+      EXPECT_EQ(x->gpus[g].memory_free, y->gpus[g].memory_free) << n << g;
+      EXPECT_EQ(x->gpus[g].exclusive, y->gpus[g].exclusive) << n << g;
+    }
+  }
+  EXPECT_EQ(restarted.stats().rebuilt_allocations, 5u);
+  EXPECT_GE(restarted.NextAllocationId(), 6u);  // ids go on above every id seen
+}
+
+TEST_F(ServiceTest, PodsThatEndReleaseTheirGpus) {
+  json p = BoundPod("d", "a", 0, 500);
+  mirror_.OnPod(EventType::kAdded, p);
+  EXPECT_EQ(Allocated(), 500);
+  p["status"]["phase"] = "Succeeded";
+  mirror_.OnPod(EventType::kModified, p);
+  EXPECT_EQ(Allocated(), 0);
+  mirror_.OnPod(EventType::kAdded, BoundPod("e", "a", 1, 400));
+  mirror_.OnPod(EventType::kDeleted, BoundPod("e", "a", 1, 400));
+  EXPECT_EQ(Allocated(), 0);
+  // An annotation for another node than the pod is bound to is not charged.
+  json wrong = BoundPod("w", "a", 0, 400);
+  wrong["spec"]["nodeName"] = "b";
+  mirror_.OnPod(EventType::kAdded, wrong);
+  EXPECT_EQ(Allocated(), 0);
+  mirror_.OnNode(EventType::kDeleted, Node("a", 2));
+  auto lock = mirror_.ReadLock();
+  EXPECT_EQ(mirror_.state().Find(common::NodeName("a")), nullptr);
+}
+
+TEST_F(ServiceTest, PreemptPicksLowestPriorityGpuHoldersAndOnlyAsManyAsNeeded) {
+  mirror_.OnPod(EventType::kAdded, BoundPod("low", "a", 0, 1000, true, 1));
+  mirror_.OnPod(EventType::kAdded, BoundPod("mid", "a", 1, 1000, true, 5));
+  mirror_.OnPod(EventType::kAdded, BoundPod("b0", "b", 0, 1000, true, 200));
+  mirror_.OnPod(EventType::kAdded, BoundPod("b1", "b", 1, 1000, true, 1));
+  const json preemptor = Pod("hi", {{"nvidia.com/gpu", "1"}}, 100);
+  const json body = {{"Pod", preemptor},
+                     {"NodeNameToVictims", nullptr},
+                     {"NodeNameToMetaVictims",
+                      {{"a", {{"Pods", json::array()}, {"NumPDBViolations", 0}}},
+                       {"b", {{"Pods", json::array()}, {"NumPDBViolations", 2}}}}}};
+  Reply r = service_->Preempt(body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json out = json::parse(r.body)["NodeNameToMetaVictims"];
+  // a: one GPU is enough, and "low" (1) goes before "mid" (5).
+  EXPECT_EQ(out["a"]["Pods"], json::array({{{"UID", "uid-low"}}}));
+  // b: "b0" has a higher priority than the preemptor; "b1" is the only candidate.
+  EXPECT_EQ(out["b"]["Pods"], json::array({{{"UID", "uid-b1"}}}));
+  EXPECT_EQ(out["b"]["NumPDBViolations"], 2);
+
+  // Two GPUs needed on a: both go, lowest first. On b only one is evictable: b is dropped.
+  const json two = {{"Pod", Pod("hi2", {{"nvidia.com/gpu", "2"}}, 100)},
+                    {"NodeNameToMetaVictims", {{"a", {{"Pods", json::array()}}}, {"b", {{"Pods", json::array()}}}}}};
+  const json out2 = json::parse(service_->Preempt(two.dump()).body)["NodeNameToMetaVictims"];
+  EXPECT_EQ(out2["a"]["Pods"], json::array({{{"UID", "uid-low"}}, {{"UID", "uid-mid"}}}));
+  EXPECT_FALSE(out2.contains("b"));
+  // The scheduler's own victims count first: with "mid" proposed, nothing more is needed for one GPU.
+  const json given = {{"Pod", preemptor}, {"NodeNameToMetaVictims", {{"a", {{"Pods", {{{"UID", "uid-mid"}}}}}}}}};
+  const json out3 = json::parse(service_->Preempt(given.dump()).body)["NodeNameToMetaVictims"];
+  EXPECT_EQ(out3["a"]["Pods"], json::array({{{"UID", "uid-mid"}}}));
+  EXPECT_EQ(Allocated(), 4000);  // preempt changes nothing
+}
+
+}  // namespace
+}  // namespace gpusched::adapters::extender

@@ -1,0 +1,86 @@
+#include "gpusched/kube/annotations.h"
+
+#include <gtest/gtest.h>
+
+namespace gpusched::kube {
+namespace {
+
+TEST(AnnotationsTest, AllocationRoundTrips) {
+  core::Allocation a{.pod = common::PodUid("u1"), .node = common::NodeName("gpu-node-1"), .id = 17};
+  a.containers.push_back(core::ContainerAllocation{.container = "trainer",
+                                                   .gpus = {core::GpuShare{.index = 0,
+                                                                           .uuid = common::GpuUuid("GPU-a"),
+                                                                           .milli = common::MilliGpu{300},
+                                                                           .memory = common::MiB{20000}},
+                                                            core::GpuShare{.index = 3,
+                                                                           .uuid = common::GpuUuid("GPU-d"),
+                                                                           .milli = common::MilliGpu{1000},
+                                                                           .memory = common::MiB{81920},
+                                                                           .exclusive = true}}});
+  const std::string text = EncodeAllocation(a);
+  EXPECT_EQ(text,
+            R"({"containers":[{"gpus":[{"exclusive":false,"index":0,"memory_mib":20000,"milli":300,"uuid":"GPU-a"},)"
+            R"({"exclusive":true,"index":3,"memory_mib":81920,"milli":1000,"uuid":"GPU-d"}],"name":"trainer"}],)"
+            R"("id":17,"node":"gpu-node-1"})");
+  auto back = DecodeAllocation(text, common::PodUid("u1"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->node.str(), "gpu-node-1");
+  EXPECT_EQ(back->id, 17u);
+  ASSERT_EQ(back->containers.size(), 1u);
+  ASSERT_EQ(back->containers[0].gpus.size(), 2u);
+  EXPECT_EQ(back->containers[0].gpus[1].index, 3);
+  EXPECT_TRUE(back->containers[0].gpus[1].exclusive);
+  EXPECT_EQ(back->containers[0].gpus[0].memory.value(), 20000);
+  EXPECT_EQ(back->pod.str(), "u1");
+}
+
+TEST(AnnotationsTest, BadAllocationsNameTheProblem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"", "not valid JSON"},
+      {"{", "not valid JSON"},
+      {"[]", "not a JSON object"},
+      {R"({"containers":[]})", "missing \"node\""},
+      {R"({"node":"n","containers":{}})", "\"containers\""},
+      {R"({"node":"n","containers":[{"name":"c","gpus":[{"milli":10}]}]})", "missing \"index\""},
+      {R"({"node":"n","containers":[{"name":"c","gpus":[{"index":0,"milli":1001}]}]})", "\"milli\" = 1001"},
+      {R"({"node":"n","containers":[{"name":"c","gpus":[{"index":-1,"milli":1}]}]})", "\"index\" = -1"},
+      {R"({"node":"n","containers":[{"name":"c","gpus":[{"index":0,"milli":"1"}]}]})", "not an integer"},
+      {R"({"node":"n","id":18446744073709551615,"containers":[]})", "out of range"},
+  };
+  for (const auto& [text, expect] : cases) {
+    auto a = DecodeAllocation(text, common::PodUid("u"));
+    ASSERT_FALSE(a.ok()) << text;
+    EXPECT_NE(a.status().message().find(expect), std::string::npos) << text << " -> " << a.status();
+  }
+}
+
+TEST(AnnotationsTest, InventoryRoundTripsAndChecksIndices) {
+  std::vector<core::Gpu> gpus = {core::Gpu{.index = 0,
+                                           .uuid = common::GpuUuid("GPU-0"),
+                                           .model = "H100",
+                                           .memory = common::MiB{81559},
+                                           .numa_node = 0,
+                                           .nvlink_peers = {1}},
+                                 core::Gpu{.index = 1,
+                                           .uuid = common::GpuUuid("GPU-1"),
+                                           .model = "H100",
+                                           .memory = common::MiB{81559},
+                                           .numa_node = 1,
+                                           .nvlink_peers = {0},
+                                           .healthy = false}};
+  auto back = DecodeGpuInventory(EncodeGpuInventory(gpus));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, gpus);
+  // Order in the list does not matter; gaps and repeats do.
+  auto swapped = DecodeGpuInventory(R"([{"index":1,"memory_mib":1},{"index":0,"memory_mib":2}])");
+  ASSERT_TRUE(swapped.ok()) << swapped.status();
+  EXPECT_EQ((*swapped)[0].memory.value(), 2);
+  EXPECT_FALSE(DecodeGpuInventory(R"([{"index":0,"memory_mib":1},{"index":0,"memory_mib":1}])").ok());
+  EXPECT_FALSE(DecodeGpuInventory(R"([{"index":1,"memory_mib":1}])").ok());
+  EXPECT_FALSE(DecodeGpuInventory(R"({"index":0})").ok());
+  EXPECT_FALSE(DecodeGpuInventory(R"([{"index":0,"memory_mib":1,"healthy":"yes"}])").ok());
+  EXPECT_TRUE(DecodeGpuInventory("[]")->empty());
+}
+
+}  // namespace
+}  // namespace gpusched::kube

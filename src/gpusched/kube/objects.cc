@@ -1,0 +1,161 @@
+#include "gpusched/kube/objects.h"
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gpusched/kube/annotations.h"
+#include "gpusched/kube/quantity.h"
+
+namespace gpusched::kube {
+namespace {
+
+using nlohmann::json;
+
+const json* Find(const json& j, std::string_view key) {
+  if (!j.is_object()) {
+    return nullptr;
+  }
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string String(const json* j, std::string_view key) {
+  if (j == nullptr) {
+    return {};
+  }
+  const json* v = Find(*j, key);
+  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+void StringMap(const json* j, std::string_view key, std::map<std::string, std::string>& out) {
+  if (j == nullptr) {
+    return;
+  }
+  const json* m = Find(*j, key);
+  if (m == nullptr || !m->is_object()) {
+    return;
+  }
+  for (const auto& [k, v] : m->items()) {
+    if (v.is_string()) {
+      out.emplace(k, v.get<std::string>());
+    }
+  }
+}
+
+common::Result<int64_t> Quantity(const json* list, std::string_view key, bool milli) {
+  if (list == nullptr) {
+    return int64_t{0};
+  }
+  const json* v = Find(*list, key);
+  if (v == nullptr) {
+    return int64_t{0};
+  }
+  const std::string text = v->is_string() ? v->get<std::string>() : v->dump();
+  return milli ? ParseMilliQuantity(text) : ParseQuantity(text);
+}
+
+std::string Model(std::string product) {
+  constexpr std::string_view kPrefix = "NVIDIA-";
+  if (product.starts_with(kPrefix)) {
+    product.erase(0, kPrefix.size());
+  }
+  return product;
+}
+
+}  // namespace
+
+const std::string* PodMeta::Annotation(std::string_view key) const {
+  auto it = annotations.find(std::string(key));
+  return it == annotations.end() ? nullptr : &it->second;
+}
+
+common::Result<PodMeta> DecodePodMeta(const json& pod) {
+  const json* metadata = Find(pod, "metadata");
+  if (metadata == nullptr || !metadata->is_object()) {
+    return common::InvalidArgument("pod has no metadata");
+  }
+  PodMeta m;
+  m.name = String(metadata, "name");
+  if (m.name.empty()) {
+    return common::InvalidArgument("pod has no metadata.name");
+  }
+  m.namespace_ = String(metadata, "namespace");
+  if (m.namespace_.empty()) {
+    m.namespace_ = "default";
+  }
+  m.uid = common::PodUid(String(metadata, "uid"));
+  m.resource_version = String(metadata, "resourceVersion");
+  m.deleting = Find(*metadata, "deletionTimestamp") != nullptr;
+  StringMap(metadata, "annotations", m.annotations);
+  StringMap(metadata, "labels", m.labels);
+  const json* spec = Find(pod, "spec");
+  m.node_name = String(spec, "nodeName");
+  m.scheduler_name = String(spec, "schedulerName");
+  m.phase = String(Find(pod, "status"), "phase");
+  return m;
+}
+
+common::Result<core::Node> DecodeNode(const json& node) {
+  const json* metadata = Find(node, "metadata");
+  if (metadata == nullptr) {
+    return common::InvalidArgument("node has no metadata");
+  }
+  core::Node out;
+  out.name = common::NodeName(String(metadata, "name"));
+  if (out.name.empty()) {
+    return common::InvalidArgument("node has no metadata.name");
+  }
+  const std::string who = "node " + out.name.str() + ": ";
+  const json* status = Find(node, "status");
+  const json* allocatable = status != nullptr ? Find(*status, "allocatable") : nullptr;
+  const json* capacity = status != nullptr ? Find(*status, "capacity") : nullptr;
+  auto cpu = Quantity(allocatable, "cpu", true);
+  auto memory = Quantity(allocatable, "memory", false);
+  if (!cpu.ok() || !memory.ok()) {
+    return common::InvalidArgument(
+        who + "bad allocatable: " + (cpu.ok() ? memory.status().message() : cpu.status().message()));
+  }
+  out.cpu = common::MilliCpu{*cpu};
+  out.memory = common::MiB{*memory >> 20};
+
+  std::map<std::string, std::string> annotations;
+  std::map<std::string, std::string> labels;
+  StringMap(metadata, "annotations", annotations);
+  StringMap(metadata, "labels", labels);
+  if (auto it = annotations.find(std::string(kAnnotationGpus)); it != annotations.end()) {
+    auto gpus = DecodeGpuInventory(it->second);
+    if (!gpus.ok()) {
+      return common::InvalidArgument(who + "annotation " + std::string(kAnnotationGpus) + ": " +
+                                     gpus.status().message());
+    }
+    out.gpus = std::move(gpus).value();
+    return out;
+  }
+  // Fall back to the device plugin's count and GPU feature discovery's labels.
+  auto count = Quantity(capacity, "nvidia.com/gpu", false);
+  if (!count.ok()) {
+    return common::InvalidArgument(who + "capacity nvidia.com/gpu: " + count.status().message());
+  }
+  if (*count > 1024) {
+    return common::InvalidArgument(who + "capacity nvidia.com/gpu " + std::to_string(*count) + " is implausible");
+  }
+  int64_t memory_mib = 0;
+  if (auto it = labels.find(std::string(kLabelGpuMemory)); it != labels.end()) {
+    auto m = ParseQuantity(it->second);
+    if (!m.ok()) {
+      return common::InvalidArgument(who + "label " + std::string(kLabelGpuMemory) + ": " + m.status().message());
+    }
+    memory_mib = *m;
+  }
+  const auto product = labels.find(std::string(kLabelGpuProduct));
+  for (int64_t i = 0; i < *count; ++i) {
+    out.gpus.push_back(core::Gpu{.index = static_cast<int32_t>(i),
+                                 .model = product == labels.end() ? std::string() : Model(product->second),
+                                 .memory = common::MiB{memory_mib}});
+  }
+  return out;
+}
+
+}  // namespace gpusched::kube

@@ -1,0 +1,151 @@
+#include "gpusched/kube/quantity.h"
+
+#include <array>
+#include <limits>
+#include <string>
+
+namespace gpusched::kube {
+namespace {
+
+__extension__ typedef __int128 Int;  // NOLINT(modernize-use-using): __extension__ keeps -Wpedantic quiet
+
+constexpr Int kMax = std::numeric_limits<int64_t>::max();
+
+struct Suffix {
+  std::string_view text;
+  int32_t pow10 = 0;
+  int32_t pow2 = 0;
+};
+
+constexpr std::array<Suffix, 13> kSuffixes{{
+    {"Ki", 0, 10},
+    {"Mi", 0, 20},
+    {"Gi", 0, 30},
+    {"Ti", 0, 40},
+    {"Pi", 0, 50},
+    {"Ei", 0, 60},
+    {"m", -3, 0},
+    {"k", 3, 0},
+    {"M", 6, 0},
+    {"G", 9, 0},
+    {"T", 12, 0},
+    {"P", 15, 0},
+    {"E", 18, 0},
+}};
+
+common::Status Bad(std::string_view text, std::string_view why) {
+  return common::InvalidArgument("quantity \"" + std::string(text) + "\": " + std::string(why));
+}
+
+// value = mantissa * 10^pow10 * 2^pow2 * scale, rounded up; error beyond int64.
+common::Result<int64_t> Parse(std::string_view text, int32_t scale_pow10) {
+  std::string_view s = text;
+  if (s.empty()) {
+    return Bad(text, "empty");
+  }
+  if (s.front() == '+') {
+    s.remove_prefix(1);
+  } else if (s.front() == '-') {
+    return Bad(text, "negative");
+  }
+  Int mantissa = 0;
+  int32_t pow10 = scale_pow10;
+  size_t digits = 0;
+  bool point = false;
+  size_t i = 0;
+  for (; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '.' && !point) {
+      point = true;
+      continue;
+    }
+    if (c < '0' || c > '9') {
+      break;
+    }
+    ++digits;
+    if (mantissa > kMax * 1000) {  // keep precision for huge values only while it can matter
+      if (!point) {
+        ++pow10;
+      }
+      continue;
+    }
+    mantissa = mantissa * 10 + (c - '0');
+    if (point) {
+      --pow10;
+    }
+  }
+  if (digits == 0) {
+    return Bad(text, "no digits");
+  }
+  const std::string_view suffix = s.substr(i);
+  int32_t pow2 = 0;
+  if (!suffix.empty()) {
+    bool found = false;
+    for (const auto& sf : kSuffixes) {
+      if (suffix == sf.text) {
+        pow10 += sf.pow10;
+        pow2 = sf.pow2;
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      if (suffix.front() != 'e' && suffix.front() != 'E') {
+        return Bad(text, "unknown suffix \"" + std::string(suffix) + "\"");
+      }
+      std::string_view e = suffix.substr(1);
+      bool negative = false;
+      if (!e.empty() && (e.front() == '+' || e.front() == '-')) {
+        negative = e.front() == '-';
+        e.remove_prefix(1);
+      }
+      if (e.empty() || e.size() > 3) {
+        return Bad(text, "bad exponent");
+      }
+      int32_t exp = 0;
+      for (char c : e) {
+        if (c < '0' || c > '9') {
+          return Bad(text, "bad exponent");
+        }
+        exp = exp * 10 + (c - '0');
+      }
+      pow10 += negative ? -exp : exp;
+    }
+  }
+  if (mantissa == 0) {
+    return int64_t{0};
+  }
+  Int value = mantissa;
+  for (int32_t k = 0; k < pow2; ++k) {
+    value *= 2;
+    if (value > kMax) {
+      return Bad(text, "too large");
+    }
+  }
+  for (; pow10 > 0; --pow10) {
+    value *= 10;
+    if (value > kMax) {
+      return Bad(text, "too large");
+    }
+  }
+  if (pow10 < -40) {
+    return int64_t{1};  // a positive value far below one unit rounds up to 1
+  }
+  Int divisor = 1;
+  for (; pow10 < 0; ++pow10) {
+    divisor *= 10;
+  }
+  const Int rounded = (value + divisor - 1) / divisor;
+  if (rounded > kMax) {
+    return Bad(text, "too large");
+  }
+  return static_cast<int64_t>(rounded);
+}
+
+}  // namespace
+
+common::Result<int64_t> ParseQuantity(std::string_view text) { return Parse(text, 0); }
+
+common::Result<int64_t> ParseMilliQuantity(std::string_view text) { return Parse(text, 3); }
+
+}  // namespace gpusched::kube

@@ -1,0 +1,427 @@
+#include "gpusched/kube/resources.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gpusched/kube/quantity.h"
+
+namespace gpusched::kube {
+namespace {
+
+using common::MiB;
+using common::MilliGpu;
+using nlohmann::json;
+
+constexpr int64_t kMaxGpusPerContainer = 1024;
+constexpr int64_t kMaxMemoryMib = int64_t{1} << 40;  // beyond any device; keeps arithmetic far from overflow
+
+// A container's resources: requests, falling back to limits, per name (only the GPU names we know).
+struct ContainerResources {
+  std::string name;
+  std::map<std::string, int64_t, std::less<>> gpu;  // enabled GPU resources, integer values
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+};
+
+const json* Find(const json& j, std::string_view key) {
+  if (!j.is_object()) {
+    return nullptr;
+  }
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string QuantityText(const json& v) {
+  if (v.is_string()) {
+    return v.get<std::string>();
+  }
+  if (v.is_number_integer() || v.is_number_unsigned() || v.is_number_float()) {
+    return v.dump();
+  }
+  return {};
+}
+
+common::Result<ContainerResources> ReadContainer(const json& c, const ResourceConfig& config, std::string_view kind) {
+  ContainerResources out;
+  if (const json* n = Find(c, "name"); n != nullptr && n->is_string()) {
+    out.name = n->get<std::string>();
+  }
+  const std::string who = std::string(kind) + " " + (out.name.empty() ? "(unnamed)" : out.name);
+  const json* resources = Find(c, "resources");
+  if (resources == nullptr) {
+    return out;
+  }
+  if (!resources->is_object()) {
+    return common::InvalidArgument(who + ": resources is not an object");
+  }
+  const json* requests = Find(*resources, "requests");
+  const json* limits = Find(*resources, "limits");
+  for (const json* list : {limits, requests}) {  // requests win: read them last
+    if (list == nullptr) {
+      continue;
+    }
+    if (!list->is_object()) {
+      return common::InvalidArgument(who + ": requests/limits is not an object");
+    }
+    for (const auto& [key, value] : list->items()) {
+      const std::string text = QuantityText(value);
+      const bool gpu = AllGpuResourceNames().contains(key);
+      if (!gpu && key != "cpu" && key != "memory") {
+        continue;
+      }
+      if (gpu && !config.Enabled(key)) {
+        continue;
+      }
+      if (text.empty()) {
+        return common::InvalidArgument(who + ": " + key + " is not a quantity");
+      }
+      if (key == "cpu") {
+        auto v = ParseMilliQuantity(text);
+        if (!v.ok()) {
+          return common::InvalidArgument(who + ": cpu: " + v.status().message());
+        }
+        out.cpu_milli = *v;
+      } else if (key == "memory") {
+        auto v = ParseQuantity(text);
+        if (!v.ok()) {
+          return common::InvalidArgument(who + ": memory: " + v.status().message());
+        }
+        out.memory_mib = (*v + (int64_t{1} << 20) - 1) >> 20;
+      } else {
+        // GPU amounts are whole numbers: "1.5" GPUs or "500m" percent are mistakes, not rounding cases.
+        auto milli = ParseMilliQuantity(text);
+        if (!milli.ok()) {
+          return common::InvalidArgument(who + ": " + key + ": " + milli.status().message());
+        }
+        if (*milli % 1000 != 0) {
+          return common::InvalidArgument(who + ": " + key + " must be a whole number, got \"" + text + "\"");
+        }
+        out.gpu[key] = *milli / 1000;
+      }
+    }
+  }
+  return out;
+}
+
+std::optional<int64_t> Get(const ContainerResources& c, std::string_view name) {
+  auto it = c.gpu.find(name);
+  return it == c.gpu.end() ? std::nullopt : std::optional<int64_t>(it->second);
+}
+
+common::Status Positive(const std::string& who, std::string_view name, std::optional<int64_t> v, int64_t max) {
+  if (!v) {
+    return common::Status::Ok();
+  }
+  if (*v <= 0) {
+    return common::InvalidArgument(who + ": " + std::string(name) + " must be positive, got " + std::to_string(*v));
+  }
+  if (*v > max) {
+    return common::InvalidArgument(who + ": " + std::string(name) + " " + std::to_string(*v) + " is above the limit " +
+                                   std::to_string(max));
+  }
+  return common::Status::Ok();
+}
+
+int32_t I32(int64_t v) { return static_cast<int32_t>(v); }
+
+// The container's GPU request, or nullopt when it asks for none.
+common::Result<std::optional<core::GpuRequest>> GpuRequestOf(const ContainerResources& c, std::string_view kind) {
+  if (c.gpu.empty()) {
+    return std::optional<core::GpuRequest>{};
+  }
+  const std::string who = std::string(kind) + " " + (c.name.empty() ? "(unnamed)" : c.name);
+  // Families; a container must use one (HAMi's names go with nvidia.com/gpu; KETI may take gpusched's sizes).
+  const bool ours = Get(c, kResGpu) || Get(c, kResGpuMemory) || Get(c, kResGpuCore);
+  const bool hami = Get(c, kResHamiMem) || Get(c, kResHamiMemPercent) || Get(c, kResHamiCores);
+  const bool nvidia = Get(c, kResNvidiaGpu).has_value();
+  const bool aliyun = Get(c, kResAliyunMem).has_value();
+  const bool elastic = Get(c, kResElasticCore) || Get(c, kResElasticMemory) || Get(c, kResElasticCoreCom) ||
+                       Get(c, kResElasticMemoryCom);
+  const bool keti = Get(c, kResKetiMps).has_value();
+  std::vector<std::string> families;
+  if (ours && !keti) families.emplace_back("gpusched.io");
+  if (nvidia || hami) families.emplace_back(hami ? "HAMi (nvidia.com/gpumem, gpucores)" : "nvidia.com/gpu");
+  if (aliyun) families.emplace_back("aliyun.com/gpu-mem");
+  if (elastic) families.emplace_back("elasticgpu.io");
+  if (keti) families.emplace_back("keti.com/mpsgpu");
+  if (families.size() > 1) {
+    return common::InvalidArgument(who + " mixes GPU resources of " + families[0] + " and " + families[1] +
+                                   "; use one kind per container");
+  }
+  for (const auto& [name, value] : c.gpu) {
+    const int64_t max =
+        name == kResGpuMemory || name == kResHamiMem || name == kResElasticMemory || name == kResElasticMemoryCom
+            ? kMaxMemoryMib
+        : name == kResAliyunMem                                 ? (kMaxMemoryMib >> 10)
+        : name == kResElasticCore || name == kResElasticCoreCom ? kMaxGpusPerContainer * 100
+                                                                : kMaxGpusPerContainer;
+    GPUSCHED_RETURN_IF_ERROR(Positive(who, name, value, max));
+  }
+  auto percent = [&](std::string_view name) -> common::Result<int64_t> {
+    const int64_t v = *Get(c, name);
+    if (v > 100) {
+      return common::InvalidArgument(who + ": " + std::string(name) + " " + std::to_string(v) +
+                                     " is above 100 (percent of one GPU)");
+    }
+    return v;
+  };
+  core::GpuRequest r{.container = c.name};
+  if (keti) {
+    r.count = I32(*Get(c, kResKetiMps));
+    r.milli_per_gpu = MilliGpu{1000};
+    if (Get(c, kResGpuCore)) {
+      GPUSCHED_ASSIGN_OR_RETURN(core, percent(kResGpuCore));
+      r.milli_per_gpu = MilliGpu{core * 10};
+    }
+    if (auto m = Get(c, kResGpuMemory)) {
+      r.memory_per_gpu = MiB{*m};
+    }
+    if (Get(c, kResGpu)) {
+      return common::InvalidArgument(who + " asks for both keti.com/mpsgpu and gpusched.io/gpu; use one count");
+    }
+  } else if (ours) {
+    const auto count = Get(c, kResGpu);
+    const auto memory = Get(c, kResGpuMemory);
+    r.count = I32(count.value_or(1));
+    if (Get(c, kResGpuCore)) {
+      GPUSCHED_ASSIGN_OR_RETURN(core, percent(kResGpuCore));
+      r.milli_per_gpu = MilliGpu{core * 10};
+      r.exclusive = core == 100 && !memory;
+    } else if (!memory) {
+      r.milli_per_gpu = MilliGpu{1000};
+      r.exclusive = true;
+    }
+    r.memory_per_gpu = MiB{memory.value_or(0)};
+  } else if (hami) {
+    const auto memory = Get(c, kResHamiMem);
+    const auto memory_percent = Get(c, kResHamiMemPercent);
+    if (memory && memory_percent) {
+      return common::InvalidArgument(who + " asks for both nvidia.com/gpumem and nvidia.com/gpumem-percentage");
+    }
+    r.count = I32(Get(c, kResNvidiaGpu).value_or(1));
+    int64_t pct = 0;
+    if (memory_percent) {
+      GPUSCHED_ASSIGN_OR_RETURN(mem_pct, percent(kResHamiMemPercent));
+      pct = mem_pct;
+    }
+    if (Get(c, kResHamiCores)) {
+      GPUSCHED_ASSIGN_OR_RETURN(cores, percent(kResHamiCores));
+      r.milli_per_gpu = MilliGpu{cores * 10};
+    } else if (!memory && (pct == 0 || pct == 100)) {
+      r.milli_per_gpu = MilliGpu{1000};
+    }
+    r.exclusive = r.milli_per_gpu == MilliGpu{1000} && !memory && (pct == 0 || pct == 100);
+    if (!r.exclusive) {
+      r.memory_per_gpu = MiB{memory.value_or(0)};
+      r.memory_percent = I32(pct);
+    }
+  } else if (nvidia) {
+    r.count = I32(*Get(c, kResNvidiaGpu));
+    r.milli_per_gpu = MilliGpu{1000};
+    r.exclusive = true;
+  } else if (aliyun) {
+    r.count = 1;
+    r.memory_per_gpu = MiB{*Get(c, kResAliyunMem) * 1024};
+  } else {  // elastic-gpu
+    auto core = Get(c, kResElasticCore);
+    if (!core) core = Get(c, kResElasticCoreCom);
+    auto memory = Get(c, kResElasticMemory);
+    if (!memory) memory = Get(c, kResElasticMemoryCom);
+    if (core && *core >= 100) {
+      if (*core % 100 != 0) {
+        return common::InvalidArgument(who + ": elasticgpu.io/gpu-core " + std::to_string(*core) +
+                                       " is above 100 but not whole GPUs (a multiple of 100)");
+      }
+      r.count = I32(*core / 100);
+      r.milli_per_gpu = MilliGpu{1000};
+      r.exclusive = true;
+    } else {
+      r.count = 1;
+      r.milli_per_gpu = MilliGpu{core.value_or(0) * 10};
+      r.memory_per_gpu = MiB{memory.value_or(0)};
+    }
+  }
+  if (r.milli_per_gpu.value() == 0 && r.memory_per_gpu.value() == 0 && r.memory_percent == 0) {
+    return common::InvalidArgument(who + " asks for GPUs with neither compute nor memory");
+  }
+  return std::optional<core::GpuRequest>(std::move(r));
+}
+
+// Does `a` cover `b` (an init container's request the app container's GPUs can serve)?
+bool Covers(const core::GpuRequest& a, const core::GpuRequest& b) {
+  return a.count >= b.count && a.milli_per_gpu >= b.milli_per_gpu && a.memory_per_gpu >= b.memory_per_gpu &&
+         a.memory_percent >= b.memory_percent && (a.exclusive || !b.exclusive);
+}
+
+}  // namespace
+
+const std::set<std::string, std::less<>>& AllGpuResourceNames() {
+  static const std::set<std::string, std::less<>> names = {
+      std::string(kResGpu),           std::string(kResGpuMemory),      std::string(kResGpuCore),
+      std::string(kResNvidiaGpu),     std::string(kResHamiMem),        std::string(kResHamiMemPercent),
+      std::string(kResHamiCores),     std::string(kResAliyunMem),      std::string(kResElasticCore),
+      std::string(kResElasticMemory), std::string(kResElasticCoreCom), std::string(kResElasticMemoryCom),
+      std::string(kResKetiMps)};
+  return names;
+}
+
+common::Result<core::PodRequest> DecodePodRequest(const json& pod, const ResourceConfig& config) {
+  if (!pod.is_object()) {
+    return common::InvalidArgument("pod is not a JSON object");
+  }
+  const json* metadata = Find(pod, "metadata");
+  const json* spec = Find(pod, "spec");
+  if (metadata == nullptr || !metadata->is_object()) {
+    return common::InvalidArgument("pod has no metadata");
+  }
+  if (spec == nullptr || !spec->is_object()) {
+    return common::InvalidArgument("pod has no spec");
+  }
+  core::PodRequest out;
+  const json* name = Find(*metadata, "name");
+  if (name == nullptr || !name->is_string() || name->get<std::string>().empty()) {
+    return common::InvalidArgument("pod has no metadata.name");
+  }
+  const json* ns = Find(*metadata, "namespace");
+  out.name = (ns != nullptr && ns->is_string() ? ns->get<std::string>() : std::string("default")) + "/" +
+             name->get<std::string>();
+  if (const json* uid = Find(*metadata, "uid"); uid != nullptr && uid->is_string()) {
+    out.uid = common::PodUid(uid->get<std::string>());
+  }
+  const std::string who = "pod " + out.name + ": ";
+
+  auto containers = [&](std::string_view key,
+                        std::string_view kind) -> common::Result<std::vector<ContainerResources>> {
+    std::vector<ContainerResources> list;
+    const json* cs = Find(*spec, key);
+    if (cs == nullptr) {
+      return list;
+    }
+    if (!cs->is_array()) {
+      return common::InvalidArgument(who + "spec." + std::string(key) + " is not a list");
+    }
+    for (const auto& c : *cs) {
+      auto r = ReadContainer(c, config, kind);
+      if (!r.ok()) {
+        return common::InvalidArgument(who + r.status().message());
+      }
+      list.push_back(std::move(r).value());
+    }
+    return list;
+  };
+  GPUSCHED_ASSIGN_OR_RETURN(apps, containers("containers", "container"));
+  GPUSCHED_ASSIGN_OR_RETURN(inits, containers("initContainers", "init container"));
+
+  int64_t cpu = 0;
+  int64_t memory = 0;
+  for (const auto& c : apps) {
+    cpu += c.cpu_milli;
+    memory += c.memory_mib;
+    auto r = GpuRequestOf(c, "container");
+    if (!r.ok()) {
+      return common::InvalidArgument(who + r.status().message());
+    }
+    if (r->has_value()) {
+      out.containers.push_back(std::move(**r));
+    }
+  }
+  const size_t app_gpu_containers = out.containers.size();
+  for (const auto& c : inits) {
+    cpu = std::max(cpu, c.cpu_milli);
+    memory = std::max(memory, c.memory_mib);
+    auto r = GpuRequestOf(c, "init container");
+    if (!r.ok()) {
+      return common::InvalidArgument(who + r.status().message());
+    }
+    if (!r->has_value()) {
+      continue;
+    }
+    core::GpuRequest& init = **r;
+    const bool covered =
+        std::any_of(out.containers.begin(), out.containers.begin() + static_cast<ptrdiff_t>(app_gpu_containers),
+                    [&](const core::GpuRequest& a) { return Covers(a, init); });
+    if (!covered) {
+      init.container = "init:" + init.container;
+      out.containers.push_back(std::move(init));
+    }
+  }
+  out.cpu = common::MilliCpu{cpu};
+  out.memory = MiB{memory};
+
+  // Models and priority.
+  if (const json* annotations = Find(*metadata, "annotations"); annotations != nullptr && annotations->is_object()) {
+    if (const json* m = Find(*annotations, kAnnotationGpuModel); m != nullptr && m->is_string()) {
+      std::vector<std::string> models;
+      std::string_view s = m->get_ref<const std::string&>();
+      while (!s.empty()) {
+        const size_t bar = s.find('|');
+        std::string_view part = s.substr(0, bar);
+        while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
+        while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
+        if (!part.empty()) {
+          models.emplace_back(part);
+        }
+        if (bar == std::string_view::npos) {
+          break;
+        }
+        s.remove_prefix(bar + 1);
+      }
+      if (models.empty()) {
+        return common::InvalidArgument(who + "annotation " + std::string(kAnnotationGpuModel) + " names no model");
+      }
+      for (auto& c : out.containers) {
+        c.models = models;
+      }
+    }
+  }
+  if (const json* p = Find(*spec, "priority"); p != nullptr && p->is_number_integer()) {
+    out.priority = p->get<int32_t>();
+  } else if (const json* labels = Find(*metadata, "labels"); labels != nullptr) {
+    if (const json* l = Find(*labels, kLabelPriority); l != nullptr && l->is_string()) {
+      try {
+        out.priority = std::stoi(l->get<std::string>());
+      } catch (const std::exception&) {
+        return common::InvalidArgument(who + "label " + std::string(kLabelPriority) + " is not an integer");
+      }
+    }
+  }
+  return out;
+}
+
+bool RequestsGpuResource(const json& pod, const ResourceConfig& config) {
+  const json* spec = Find(pod, "spec");
+  if (spec == nullptr) {
+    return false;
+  }
+  for (const char* key : {"containers", "initContainers"}) {
+    const json* cs = Find(*spec, key);
+    if (cs == nullptr || !cs->is_array()) {
+      continue;
+    }
+    for (const auto& c : *cs) {
+      const json* resources = Find(c, "resources");
+      if (resources == nullptr) {
+        continue;
+      }
+      for (const char* list : {"requests", "limits"}) {
+        const json* l = Find(*resources, list);
+        if (l == nullptr || !l->is_object()) {
+          continue;
+        }
+        for (const auto& [name, value] : l->items()) {
+          if (config.Enabled(name)) {
+            return true;
+          }
+        }
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace gpusched::kube

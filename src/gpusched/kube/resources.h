@@ -1,0 +1,74 @@
+#pragma once
+
+// From a Kubernetes Pod to the core's PodRequest: every GPU resource name of ARCHITECTURE.md section 3, the
+// compatibility names of gpushare, elastic-gpu, HAMi and KETI included.
+//
+// Per container (requests, falling back to limits, as Kubernetes copies extended-resource limits to requests):
+//   gpusched.io/gpu N, gpusched.io/gpu-memory MiB, gpusched.io/gpu-core %
+//       N GPUs (1 when only memory or core is given), each with core% of compute (1..100) and MiB of memory.
+//       Neither memory nor core: N whole exclusive GPUs. core 100 without memory: exclusive. Memory without core:
+//       a memory share with no compute reservation (as gpushare does).
+//   nvidia.com/gpu N                      N whole exclusive GPUs (NVIDIA device plugin)
+//   nvidia.com/gpu N + nvidia.com/gpumem MiB | nvidia.com/gpumem-percentage % | nvidia.com/gpucores %
+//       HAMi: N GPUs with that memory (or share of each GPU's memory) and compute; no cores and no memory (or
+//       100 %) means exclusive, as HAMi's webhook defaults gpucores to 100.
+//   aliyun.com/gpu-mem G                  one shared GPU with G GiB of memory (gpushare)
+//   elasticgpu.io/gpu-core C, elasticgpu.io/gpu-memory MiB (also the elasticgpu.com/ spelling)
+//       C >= 100: C/100 whole exclusive GPUs (C must be a multiple of 100; memory ignored), else one GPU with C%.
+//   keti.com/mpsgpu N                     N GPUs shared through MPS (not exclusive), each with the gpusched.io
+//                                         core and memory when given, else the whole compute of each GPU.
+// Mixing families in one container (say nvidia.com/gpu with gpusched.io/gpu-core) is rejected, naming the
+// container and both resources; so are core above 100, zero or negative amounts, and a fractional GPU count.
+//
+// Pod-level: CPU and memory are Kubernetes' effective requests, max(sum over containers, largest init
+// container). Init containers that ask for GPUs reuse the GPUs of an app container that covers them (the kubelet's
+// device manager does the same); one that no app container covers gets its own entry, conservatively. Models
+// come from the annotation gpusched.io/gpu-model ("A100-SXM4-80GB|H100"); priority from spec.priority, else the
+// label gpusched.io/priority.
+
+#include <set>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "gpusched/common/status.h"
+#include "gpusched/core/gpu_request.h"
+
+namespace gpusched::kube {
+
+inline constexpr std::string_view kResGpu = "gpusched.io/gpu";
+inline constexpr std::string_view kResGpuMemory = "gpusched.io/gpu-memory";
+inline constexpr std::string_view kResGpuCore = "gpusched.io/gpu-core";
+inline constexpr std::string_view kResNvidiaGpu = "nvidia.com/gpu";
+inline constexpr std::string_view kResHamiMem = "nvidia.com/gpumem";
+inline constexpr std::string_view kResHamiMemPercent = "nvidia.com/gpumem-percentage";
+inline constexpr std::string_view kResHamiCores = "nvidia.com/gpucores";
+inline constexpr std::string_view kResAliyunMem = "aliyun.com/gpu-mem";
+inline constexpr std::string_view kResElasticCore = "elasticgpu.io/gpu-core";
+inline constexpr std::string_view kResElasticMemory = "elasticgpu.io/gpu-memory";
+inline constexpr std::string_view kResElasticCoreCom = "elasticgpu.com/gpu-core";
+inline constexpr std::string_view kResElasticMemoryCom = "elasticgpu.com/gpu-memory";
+inline constexpr std::string_view kResKetiMps = "keti.com/mpsgpu";
+
+inline constexpr std::string_view kAnnotationGpuModel = "gpusched.io/gpu-model";
+inline constexpr std::string_view kAnnotationPolicy = "gpusched.io/policy";
+inline constexpr std::string_view kLabelPriority = "gpusched.io/priority";
+
+// Every GPU resource name gpusched understands.
+const std::set<std::string, std::less<>>& AllGpuResourceNames();
+
+struct ResourceConfig {
+  // Names that are honoured; a request for another name is ignored as if absent. Default: all.
+  std::set<std::string, std::less<>> enabled = AllGpuResourceNames();
+  [[nodiscard]] bool Enabled(std::string_view name) const { return enabled.contains(name); }
+};
+
+// Decodes the pod's request (uid, "namespace/name", CPU, memory, GPU containers, priority, models). Errors are
+// InvalidArgument and name the container and resource.
+common::Result<core::PodRequest> DecodePodRequest(const nlohmann::json& pod, const ResourceConfig& config);
+
+// Whether the pod asks for any enabled GPU resource (managedResources' IsInterested, for requests or limits).
+bool RequestsGpuResource(const nlohmann::json& pod, const ResourceConfig& config);
+
+}  // namespace gpusched::kube

@@ -1,0 +1,230 @@
+#include "gpusched/kube/resources.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace gpusched::kube {
+namespace {
+
+using nlohmann::json;
+
+json PodWith(const json& limits, const json& annotations = json::object()) {
+  return {{"metadata", {{"name", "p"}, {"namespace", "ns"}, {"uid", "u1"}, {"annotations", annotations}}},
+          {"spec", {{"containers", json::array({{{"name", "main"}, {"resources", {{"limits", limits}}}}})}}}};
+}
+
+struct Case {
+  const char* what;
+  json limits;
+  int32_t count;
+  int64_t milli;
+  int64_t memory;
+  bool exclusive;
+  int32_t memory_percent = 0;
+};
+
+// One row per resource name and combination of ARCHITECTURE.md section 3; the expectation follows the rule in
+// resources.h, spelled out in `what`.
+TEST(ResourcesTest, DecodesEveryResourceName) {
+  const Case cases[] = {
+      {"gpu+memory+core: 1 GPU, 30 % = 300 milli, 20000 MiB",
+       {{"gpusched.io/gpu", "1"}, {"gpusched.io/gpu-memory", "20k"}, {"gpusched.io/gpu-core", "30"}},
+       1,
+       300,
+       20000,
+       false},
+      {"gpu alone: whole exclusive GPUs", {{"gpusched.io/gpu", "2"}}, 2, 1000, 0, true},
+      {"core 100 without memory: exclusive", {{"gpusched.io/gpu-core", "100"}}, 1, 1000, 0, true},
+      {"core 100 with memory: a full-compute share",
+       {{"gpusched.io/gpu-core", "100"}, {"gpusched.io/gpu-memory", "1000"}},
+       1,
+       1000,
+       1000,
+       false},
+      {"memory alone: count 1, no compute reservation", {{"gpusched.io/gpu-memory", "4096"}}, 1, 0, 4096, false},
+      {"core alone: count 1", {{"gpusched.io/gpu-core", "25"}}, 1, 250, 0, false},
+      {"two GPUs with 50 % each", {{"gpusched.io/gpu", "2"}, {"gpusched.io/gpu-core", "50"}}, 2, 500, 0, false},
+      {"nvidia.com/gpu: whole exclusive", {{"nvidia.com/gpu", "4"}}, 4, 1000, 0, true},
+      {"HAMi gpumem: shared, no compute reservation",
+       {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}},
+       1,
+       0,
+       3000,
+       false},
+      {"HAMi gpumem+gpucores",
+       {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "30"}},
+       2,
+       300,
+       3000,
+       false},
+      {"HAMi gpucores 100 without memory: exclusive",
+       {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "100"}},
+       1,
+       1000,
+       0,
+       true},
+      {"HAMi gpumem-percentage 50: half of each GPU's memory",
+       {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "50"}},
+       1,
+       0,
+       0,
+       false,
+       50},
+      {"HAMi gpumem-percentage 100 without cores: exclusive",
+       {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "100"}},
+       1,
+       1000,
+       0,
+       true},
+      {"aliyun.com/gpu-mem 8 GiB: one shared GPU with 8192 MiB", {{"aliyun.com/gpu-mem", "8"}}, 1, 0, 8192, false},
+      {"elasticgpu.io core 30 + memory",
+       {{"elasticgpu.io/gpu-core", "30"}, {"elasticgpu.io/gpu-memory", "1024"}},
+       1,
+       300,
+       1024,
+       false},
+      {"elasticgpu.io core 200: two whole GPUs, memory ignored",
+       {{"elasticgpu.io/gpu-core", "200"}, {"elasticgpu.io/gpu-memory", "1024"}},
+       2,
+       1000,
+       0,
+       true},
+      {"elasticgpu.com spelling", {{"elasticgpu.com/gpu-core", "50"}}, 1, 500, 0, false},
+      {"elasticgpu.io memory only", {{"elasticgpu.io/gpu-memory", "2048"}}, 1, 0, 2048, false},
+      {"keti.com/mpsgpu: shared, full compute", {{"keti.com/mpsgpu", "1"}}, 1, 1000, 0, false},
+      {"keti.com/mpsgpu with gpusched core/memory",
+       {{"keti.com/mpsgpu", "2"}, {"gpusched.io/gpu-core", "40"}, {"gpusched.io/gpu-memory", "5000"}},
+       2,
+       400,
+       5000,
+       false},
+  };
+  for (const auto& c : cases) {
+    auto r = DecodePodRequest(PodWith(c.limits), ResourceConfig{});
+    ASSERT_TRUE(r.ok()) << c.what << ": " << r.status();
+    ASSERT_EQ(r->containers.size(), 1u) << c.what;
+    const auto& g = r->containers[0];
+    EXPECT_EQ(g.container, "main") << c.what;
+    EXPECT_EQ(g.count, c.count) << c.what;
+    EXPECT_EQ(g.milli_per_gpu.value(), c.milli) << c.what;
+    EXPECT_EQ(g.memory_per_gpu.value(), c.memory) << c.what;
+    EXPECT_EQ(g.exclusive, c.exclusive) << c.what;
+    EXPECT_EQ(g.memory_percent, c.memory_percent) << c.what;
+  }
+}
+
+struct BadCase {
+  json limits;
+  const char* expect;  // a substring of the error
+};
+
+TEST(ResourcesTest, RejectsContradictoryOrImpossibleRequestsNamingContainerAndResource) {
+  const BadCase cases[] = {
+      {{{"gpusched.io/gpu-core", "150"}}, "gpusched.io/gpu-core 150 is above 100"},
+      {{{"gpusched.io/gpu", "1"}, {"nvidia.com/gpu", "1"}}, "mixes GPU resources"},
+      {{{"nvidia.com/gpu", "1"}, {"gpusched.io/gpu-core", "30"}}, "mixes GPU resources"},
+      {{{"aliyun.com/gpu-mem", "2"}, {"elasticgpu.io/gpu-core", "20"}}, "mixes GPU resources"},
+      {{{"gpusched.io/gpu", "0"}}, "must be positive"},
+      {{{"gpusched.io/gpu", "1.5"}}, "whole number"},
+      {{{"gpusched.io/gpu-memory", "lots"}}, "gpusched.io/gpu-memory"},
+      {{{"elasticgpu.io/gpu-core", "150"}}, "multiple of 100"},
+      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "10"}, {"nvidia.com/gpumem-percentage", "10"}}, "both"},
+      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "101"}}, "above 100"},
+      {{{"gpusched.io/gpu", "5000"}}, "above the limit"},
+      {{{"keti.com/mpsgpu", "1"}, {"gpusched.io/gpu", "1"}}, "one count"},
+  };
+  for (const auto& c : cases) {
+    auto r = DecodePodRequest(PodWith(c.limits), ResourceConfig{});
+    ASSERT_FALSE(r.ok()) << c.limits.dump();
+    EXPECT_EQ(r.status().code(), common::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status();
+    EXPECT_NE(r.status().message().find("pod ns/p: container main"), std::string::npos) << r.status();
+  }
+}
+
+TEST(ResourcesTest, RequestsWinOverLimitsAndDisabledNamesAreIgnored) {
+  json pod = PodWith({{"gpusched.io/gpu-core", "50"}});
+  pod["spec"]["containers"][0]["resources"]["requests"] = {
+      {"gpusched.io/gpu-core", "20"}, {"cpu", "2"}, {"memory", "1Gi"}};
+  auto r = DecodePodRequest(pod, ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->containers[0].milli_per_gpu.value(), 200);
+  EXPECT_EQ(r->cpu.value(), 2000);
+  EXPECT_EQ(r->memory.value(), 1024);
+
+  ResourceConfig only_nvidia{.enabled = {"nvidia.com/gpu"}};
+  EXPECT_TRUE(DecodePodRequest(pod, only_nvidia)->containers.empty());
+  EXPECT_FALSE(RequestsGpuResource(pod, only_nvidia));
+  EXPECT_TRUE(RequestsGpuResource(pod, ResourceConfig{}));
+}
+
+TEST(ResourcesTest, InitContainersCountAsKubernetesCountsThem) {
+  json pod = PodWith({{"gpusched.io/gpu-core", "50"}, {"cpu", "1"}});
+  pod["spec"]["containers"][0]["resources"]["requests"] = {{"cpu", "1"}, {"memory", "1Gi"}};
+  pod["spec"]["initContainers"] =
+      json::array({{{"name", "small"}, {"resources", {{"requests", {{"cpu", "3"}, {"gpusched.io/gpu-core", "20"}}}}}},
+                   {{"name", "big"}, {"resources", {{"requests", {{"memory", "4Gi"}, {"nvidia.com/gpu", "2"}}}}}}});
+  auto r = DecodePodRequest(pod, ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  // CPU: max(1 app, 3 init) = 3; memory: max(1 GiB, 4 GiB).
+  EXPECT_EQ(r->cpu.value(), 3000);
+  EXPECT_EQ(r->memory.value(), 4096);
+  // "small" (20 %) is covered by main (50 %); "big" (2 whole GPUs) is not and gets its own entry.
+  ASSERT_EQ(r->containers.size(), 2u);
+  EXPECT_EQ(r->containers[1].container, "init:big");
+  EXPECT_EQ(r->containers[1].count, 2);
+}
+
+TEST(ResourcesTest, ModelsAndPriority) {
+  json pod = PodWith({{"nvidia.com/gpu", "1"}}, {{"gpusched.io/gpu-model", "A100-SXM4-80GB | H100"}});
+  pod["spec"]["priority"] = 1000;
+  auto r = DecodePodRequest(pod, ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->containers[0].models, (std::vector<std::string>{"A100-SXM4-80GB", "H100"}));
+  EXPECT_EQ(r->priority, 1000);
+  EXPECT_EQ(r->name, "ns/p");
+  EXPECT_EQ(r->uid.str(), "u1");
+
+  json labelled = PodWith({{"nvidia.com/gpu", "1"}});
+  labelled["metadata"]["labels"] = {{"gpusched.io/priority", "7"}};
+  EXPECT_EQ(DecodePodRequest(labelled, ResourceConfig{})->priority, 7);
+  EXPECT_FALSE(DecodePodRequest(PodWith({{"nvidia.com/gpu", "1"}}, {{"gpusched.io/gpu-model", "|"}}), {}).ok());
+}
+
+TEST(ResourcesTest, RealPodsAsKubeSchedulerSendsThem) {
+  struct Fixture {
+    const char* file;
+    int64_t milli;
+    int64_t memory;
+    int32_t count;
+    bool exclusive;
+  };
+  const Fixture fixtures[] = {
+      {"1.32/cache-true/001-filter.json", 300, 20000, 1, false},   // gpu-share
+      {"1.32/cache-true/004-filter.json", 1000, 0, 2, true},       // gpu-whole: nvidia.com/gpu 2
+      {"1.32/cache-false/007-filter.json", 500, 10000, 1, false},  // multi-container: trainer
+      {"1.20/cache-true/001-filter.json", 300, 20000, 1, false},
+  };
+  for (const auto& f : fixtures) {
+    std::ifstream in(std::string(GPUSCHED_SHARED_DIR) + "/fixtures/kube-scheduler-extender/" + f.file);
+    if (!in) {
+      GTEST_SKIP() << "../shared/fixtures not found next to the repository";
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const json body = json::parse(ss.str());
+    auto r = DecodePodRequest(body.at("Pod"), ResourceConfig{});
+    ASSERT_TRUE(r.ok()) << f.file << ": " << r.status();
+    ASSERT_EQ(r->containers.size(), 1u) << f.file;
+    EXPECT_EQ(r->containers[0].milli_per_gpu.value(), f.milli) << f.file;
+    EXPECT_EQ(r->containers[0].memory_per_gpu.value(), f.memory) << f.file;
+    EXPECT_EQ(r->containers[0].count, f.count) << f.file;
+    EXPECT_EQ(r->containers[0].exclusive, f.exclusive) << f.file;
+  }
+}
+
+}  // namespace
+}  // namespace gpusched::kube
