@@ -36,6 +36,7 @@ common::Status ExtenderServer::Start() {
   svr.set_read_timeout(config_.read_timeout_seconds, 0);
   svr.set_write_timeout(config_.read_timeout_seconds, 0);
   svr.set_keep_alive_max_count(1000000);
+  svr.set_tcp_nodelay(true);  // responses go out at once, not after the client's delayed ACK
   svr.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) {
       std::string why = res.status == 413   ? "request body is larger than maxBodyBytes"
@@ -48,7 +49,8 @@ common::Status ExtenderServer::Start() {
   auto verb = [this](const std::string& name, Reply (ExtenderService::*fn)(std::string)) {
     return [this, name, fn](const httplib::Request& req, httplib::Response& res) {
       const auto start = std::chrono::steady_clock::now();
-      std::string body = req.body;
+      // The handler owns the request for its duration; take the body instead of copying megabytes.
+      std::string body = std::move(const_cast<std::string&>(req.body));
       Reply reply = (service_.*fn)(std::move(body));
       res.status = reply.status;
       res.set_content(std::move(reply.body), "application/json");

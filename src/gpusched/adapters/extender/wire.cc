@@ -39,9 +39,9 @@ simdjson::padded_string_view Padded(std::string& body) {
   return simdjson::padded_string_view(body.data(), body.size(), body.capacity());
 }
 
-// metadata.name of a Node object. Go writes ObjectMeta first and name first, so the fast path reads it straight
-// from the text; anything else takes a full parse of that one object.
-common::Result<std::string> NodeName(std::string_view raw) {
+// metadata.name of a Node object, `raw` pointing into a padded body. Go writes ObjectMeta first and name first, so
+// the fast path reads it straight from the text; other orders take a second on-demand pass over that one object.
+common::Result<std::string> NodeName(std::string_view raw, const std::string& body) {
   constexpr std::string_view kPrefix = R"({"metadata":{"name":")";
   if (raw.starts_with(kPrefix)) {
     const size_t end = raw.find('"', kPrefix.size());
@@ -52,19 +52,16 @@ common::Result<std::string> NodeName(std::string_view raw) {
       }
     }
   }
-  nlohmann::json j = nlohmann::json::parse(raw, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return Bad("a node in Nodes.items is not a JSON object");
-  }
-  auto m = j.find("metadata");
-  if (m == j.end() || !m->is_object()) {
-    return Bad("a node in Nodes.items has no metadata");
-  }
-  auto n = m->find("name");
-  if (n == m->end() || !n->is_string() || n->get<std::string>().empty()) {
+  thread_local od::parser parser;
+  const size_t offset = static_cast<size_t>(raw.data() - body.data());
+  const simdjson::padded_string_view view(raw.data(), raw.size(), body.capacity() - offset);
+  od::document doc;
+  std::string_view name;
+  if (parser.iterate(view).get(doc) != simdjson::SUCCESS ||
+      doc["metadata"]["name"].get_string().get(name) != simdjson::SUCCESS || name.empty()) {
     return Bad("a node in Nodes.items has no metadata.name");
   }
-  return n->get<std::string>();
+  return std::string(name);
 }
 
 common::Result<std::string_view> RawObject(od::value v, std::string_view what) {
@@ -217,7 +214,7 @@ common::Result<ExtenderArgs> DecodeExtenderArgs(std::string body) {
             return Bad("Nodes.items", e);
           }
           GPUSCHED_ASSIGN_OR_RETURN(raw, RawObject(iv, "a node in Nodes.items"));
-          GPUSCHED_ASSIGN_OR_RETURN(name, NodeName(raw));
+          GPUSCHED_ASSIGN_OR_RETURN(name, NodeName(raw, out.body));
           out.nodes.push_back(NodeRef{.name = std::move(name), .raw = raw});
         }
       }

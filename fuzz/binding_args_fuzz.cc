@@ -1,0 +1,15 @@
+// Fuzz target: the extender's ExtenderBindingArgs decoder.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "gpusched/adapters/extender/wire.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace gpusched::adapters::extender;
+  auto args = DecodeBindingArgs(std::string(reinterpret_cast<const char*>(data), size));
+  if (args.ok()) {
+    (void)EncodeBindingResult(args->pod_name + args->node);
+  }
+  return 0;
+}

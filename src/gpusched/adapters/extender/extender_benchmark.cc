@@ -1,0 +1,131 @@
+// In-process costs of the extender's verbs (no HTTP): decoding request bodies of kube-scheduler's shape and the
+// whole Filter / Prioritize over a 5000-node cluster. bench/extender-latency.sh measures the same over loopback.
+#include <random>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <nlohmann/json.hpp>
+
+#include "gpusched/adapters/extender/service.h"
+#include "gpusched/adapters/extender/wire.h"
+
+namespace gpusched::adapters::extender {
+namespace {
+
+using nlohmann::json;
+
+struct NullBinder : ports::Binder {
+  common::Status Bind(const core::PodRequest&, const core::Allocation&) override { return common::Status::Ok(); }
+};
+
+// Keys in Go's order (metadata first, name first), as kube-scheduler sends them.
+nlohmann::ordered_json NodeJson(const std::string& name) {
+  using json = nlohmann::ordered_json;
+  json gpus = json::array();
+  for (int i = 0; i < 8; ++i) {
+    gpus.push_back({{"uuid", "GPU-" + name + "-" + std::to_string(i)},
+                    {"index", i},
+                    {"model", "A100-SXM4-80GB"},
+                    {"memory_mib", 81920}});
+  }
+  json fields = json::array();
+  for (int i = 0; i < 8; ++i) {  // managedFields: most of a real Node's 3.3 KB
+    fields.push_back({{"manager", "kubectl-client-side-apply"},
+                      {"operation", "Update"},
+                      {"apiVersion", "v1"},
+                      {"time", "2026-07-01T00:00:00Z"},
+                      {"fieldsType", "FieldsV1"},
+                      {"fieldsV1", {{"f:metadata", {{"f:labels", {{"f:kubernetes.io/hostname", json::object()}}}}}}}});
+  }
+  return {{"metadata",
+           {{"name", name},
+            {"labels", {{"kubernetes.io/hostname", name}, {"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"}}},
+            {"annotations", {{"gpusched.io/gpus", gpus.dump()}}},
+            {"managedFields", fields}}},
+          {"spec", json::object()},
+          {"status", {{"allocatable", {{"cpu", "32"}, {"memory", "128Gi"}, {"nvidia.com/gpu", "8"}}}}}};
+}
+
+json PodJson(int i) {
+  return {{"metadata", {{"name", "p" + std::to_string(i)}, {"namespace", "default"}, {"uid", "u" + std::to_string(i)}}},
+          {"spec",
+           {{"containers", json::array({{{"name", "main"},
+                                         {"resources",
+                                          {{"limits",
+                                            {{"gpusched.io/gpu", "1"},
+                                             {"gpusched.io/gpu-core", "30"},
+                                             {"gpusched.io/gpu-memory", "20k"}}}}}}})}}}};
+}
+
+struct Fixture {
+  ClusterMirror mirror;
+  NullBinder binder;
+  std::unique_ptr<ExtenderService> service;
+  std::vector<std::string> names;
+  std::vector<std::string> raw;
+  Fixture() {
+    for (int i = 0; i < 5000; ++i) {
+      names.push_back("gpu-node-" + std::to_string(i));
+      auto n = NodeJson(names.back());
+      raw.push_back(n.dump());
+      mirror.OnNode(EventType::kAdded, json::parse(raw.back()));
+    }
+    service = std::move(ExtenderService::Create(mirror, binder, nullptr, ServiceOptions{.seed = 1})).value();
+  }
+  std::string Body(int pod, int nodes, bool full) const {
+    std::string b = "{\"Pod\":" + PodJson(pod).dump();
+    if (full) {
+      b += ",\"Nodes\":{\"metadata\":{},\"items\":[";
+      for (int i = 0; i < nodes; ++i) b += (i ? "," : "") + raw[static_cast<size_t>(i * 7 % 5000)];
+      return b + "]},\"NodeNames\":null}";
+    }
+    b += ",\"Nodes\":null,\"NodeNames\":[";
+    for (int i = 0; i < nodes; ++i) b += (i ? ",\"" : "\"") + names[static_cast<size_t>(i * 7 % 5000)] + "\"";
+    return b + "]}";
+  }
+};
+
+Fixture& F() {
+  static Fixture f;
+  return f;
+}
+
+void BM_DecodeExtenderArgs(benchmark::State& state) {
+  const std::string body = F().Body(0, static_cast<int>(state.range(0)), state.range(1) != 0);
+  for (auto _ : state) {
+    auto args = DecodeExtenderArgs(body);
+    benchmark::DoNotOptimize(args);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(body.size()));
+}
+BENCHMARK(BM_DecodeExtenderArgs)->Args({500, 0})->Args({5000, 0})->Args({500, 1})->Unit(benchmark::kMicrosecond);
+
+// Filter with a new pod each time (decoded every time; the score cache is warm for its shape).
+void BM_Filter(benchmark::State& state) {
+  std::vector<std::string> bodies;
+  for (int i = 0; i < 64; ++i) {
+    bodies.push_back(
+        F().Body(i + 1000 * static_cast<int>(state.range(0)), static_cast<int>(state.range(0)), state.range(1) != 0));
+  }
+  size_t i = 0;
+  for (auto _ : state) {
+    Reply r = F().service->Filter(bodies[i++ % bodies.size()]);
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_Filter)->Args({500, 0})->Args({5000, 0})->Args({500, 1})->Unit(benchmark::kMicrosecond);
+
+void BM_Prioritize(benchmark::State& state) {
+  const std::string body = F().Body(1, static_cast<int>(state.range(0)), false);
+  for (auto _ : state) {
+    Reply r = F().service->Prioritize(body);
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_Prioritize)->Arg(500)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace gpusched::adapters::extender
+
+BENCHMARK_MAIN();

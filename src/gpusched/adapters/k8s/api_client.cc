@@ -1,0 +1,606 @@
+#include "gpusched/adapters/k8s/api_client.h"
+
+#include <curl/curl.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <utility>
+
+#include "gpusched/adapters/k8s/api_errors.h"
+
+namespace gpusched::adapters::k8s {
+namespace {
+
+using common::Result;
+using common::Status;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr long kPageSize = 500;
+constexpr size_t kMaxPooledHandles = 8;
+constexpr size_t kMaxErrorBody = 64 * 1024;
+constexpr auto kTokenRefresh = std::chrono::minutes(1);
+constexpr int kWatchPollMs = 100;
+constexpr long kWatchGraceSeconds = 30;
+
+struct HttpResponse {
+  long code = 0;
+  std::string body;
+};
+
+size_t AppendToString(char* data, size_t size, size_t nmemb, void* user) {
+  auto* out = static_cast<std::string*>(user);
+  out->append(data, size * nmemb);
+  return size * nmemb;
+}
+
+struct SlistDeleter {
+  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
+};
+using Slist = std::unique_ptr<curl_slist, SlistDeleter>;
+
+struct EasyDeleter {
+  void operator()(CURL* h) const { curl_easy_cleanup(h); }
+};
+using Easy = std::unique_ptr<CURL, EasyDeleter>;
+
+void AddParam(std::string& target, const std::string& name, const std::string& value) {
+  target += target.find('?') == std::string::npos ? '?' : '&';
+  target += name;
+  target += '=';
+  target += UrlEncode(value);
+}
+
+std::string PathOnly(const std::string& target) { return target.substr(0, target.find('?')); }
+
+std::string Rfc3339Now() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string TrimToken(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) {
+    s.pop_back();
+  }
+  return s;
+}
+
+bool Is2xx(long code) { return code >= 200 && code <= 299; }
+
+// Parses a successful body; an empty body is null.
+Result<json> ParseBody(const std::string& method, const std::string& path, const HttpResponse& response) {
+  if (!Is2xx(response.code)) {
+    return StatusFromHttp(method, path, response.code, response.body);
+  }
+  if (response.body.empty()) {
+    return json();
+  }
+  json parsed = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) {
+    return common::Internal(method + " " + path + ": HTTP " + std::to_string(response.code) +
+                            ": the response is not JSON");
+  }
+  return parsed;
+}
+
+json AnnotationPatch(const std::map<std::string, std::optional<std::string>>& annotations,
+                     const std::string& resource_version) {
+  json values = json::object();
+  for (const auto& [key, value] : annotations) {
+    values[key] = value.has_value() ? json(*value) : json(nullptr);
+  }
+  json patch = {{"metadata", {{"annotations", values}}}};
+  if (!resource_version.empty()) {
+    patch["metadata"]["resourceVersion"] = resource_version;
+  }
+  return patch;
+}
+
+// State shared between Watch and its curl write callback (both on the calling thread).
+struct WatchStream {
+  CURL* handle = nullptr;
+  std::string path;
+  const std::function<void(const json&)>* on_event = nullptr;
+  long http_code = 0;
+  std::string pending;     // bytes after the last newline
+  std::string error_body;  // body of a non-200 answer
+  bool gone = false;
+  Status error;
+
+  // False to abort the transfer (410, error event, malformed line).
+  bool ProcessLine(std::string_view line) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) {
+      line.remove_suffix(1);
+    }
+    if (line.empty()) {
+      return true;
+    }
+    json event = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (event.is_discarded() || !event.is_object() || !event.contains("type")) {
+      error = common::Internal("GET " + path + ": malformed watch event: " + std::string(line.substr(0, 200)));
+      return false;
+    }
+    if (event["type"] == "ERROR") {
+      const json& object = event.contains("object") ? event["object"] : json();
+      const long code = object.is_object() && object.contains("code") && object["code"].is_number_integer()
+                            ? object["code"].get<long>()
+                            : 500;
+      if (code == 410) {
+        gone = true;
+      } else {
+        error = StatusFromHttp("GET", path + " (watch ERROR event)", code, object.dump());
+      }
+      return false;
+    }
+    (*on_event)(event);
+    return true;
+  }
+
+  size_t Write(const char* data, size_t n) {
+    if (http_code == 0) {
+      curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &http_code);
+    }
+    if (http_code != 200) {
+      if (error_body.size() < kMaxErrorBody) {
+        error_body.append(data, n);
+      }
+      return n;
+    }
+    pending.append(data, n);
+    size_t start = 0;
+    for (;;) {
+      const size_t nl = pending.find('\n', start);
+      if (nl == std::string::npos) {
+        break;
+      }
+      if (!ProcessLine(std::string_view(pending).substr(start, nl - start))) {
+        return 0;
+      }
+      start = nl + 1;
+    }
+    pending.erase(0, start);
+    return n;
+  }
+};
+
+size_t WatchWrite(char* data, size_t size, size_t nmemb, void* user) {
+  return static_cast<WatchStream*>(user)->Write(data, size * nmemb);
+}
+
+}  // namespace
+
+std::string UrlEncode(const std::string& value) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(value.size());
+  for (const char c : value) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u >= 'A' && u <= 'Z') || (u >= 'a' && u <= 'z') || (u >= '0' && u <= '9') || u == '-' || u == '_' ||
+        u == '.' || u == '~') {
+      out.push_back(c);
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[u >> 4U]);
+      out.push_back(kHex[u & 0xFU]);
+    }
+  }
+  return out;
+}
+
+struct ApiClient::Impl {
+  explicit Impl(ClientConfig c) : config(std::move(c)) {}
+  ~Impl() {
+    for (CURL* h : pool) {
+      curl_easy_cleanup(h);
+    }
+  }
+
+  ClientConfig config;
+
+  std::mutex pool_mu;
+  std::vector<CURL*> pool;  // GUARDED_BY(pool_mu)
+
+  std::mutex token_mu;
+  std::string token;             // GUARDED_BY(token_mu)
+  Clock::time_point token_read;  // GUARDED_BY(token_mu)
+
+  Easy Acquire() {
+    {
+      std::lock_guard<std::mutex> lock(pool_mu);
+      if (!pool.empty()) {
+        CURL* h = pool.back();
+        pool.pop_back();
+        curl_easy_reset(h);  // keeps the connection and TLS session caches
+        return Easy(h);
+      }
+    }
+    return Easy(curl_easy_init());
+  }
+
+  void Release(Easy h) {
+    std::lock_guard<std::mutex> lock(pool_mu);
+    if (pool.size() < kMaxPooledHandles) {
+      pool.push_back(h.release());
+    }
+  }
+
+  std::string Token() {
+    std::lock_guard<std::mutex> lock(token_mu);
+    if (!config.token_file.empty() && (token.empty() || Clock::now() - token_read >= kTokenRefresh)) {
+      std::ifstream in(config.token_file);
+      if (in) {
+        std::ostringstream ss;
+        ss << in.rdbuf();
+        std::string fresh = TrimToken(ss.str());
+        if (!fresh.empty()) {
+          token = std::move(fresh);
+        }
+      }
+      token_read = Clock::now();  // on a failed read keep the old token and try again in a minute
+    }
+    return token;
+  }
+
+  Slist Headers(bool has_body, const std::string& content_type) {
+    curl_slist* list = curl_slist_append(nullptr, "Accept: application/json");
+    list = curl_slist_append(list, "Expect:");
+    if (has_body) {
+      list = curl_slist_append(list, ("Content-Type: " + content_type).c_str());
+    }
+    const std::string bearer = Token();
+    if (!bearer.empty()) {
+      list = curl_slist_append(list, ("Authorization: Bearer " + bearer).c_str());
+    }
+    return Slist(list);
+  }
+
+  // URL, TLS, headers and connect timeout; the caller adds the method, body and writer.
+  void SetCommon(CURL* h, const std::string& target, curl_slist* headers) {
+    const std::string url = config.server + target;
+    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "gpusched/0.1");
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(config.request_timeout.count()));
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (config.insecure_skip_verify) {
+      curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+      curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    } else {
+      curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+      curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+    }
+    if (!config.ca_pem.empty()) {
+      curl_blob blob{.data = config.ca_pem.data(), .len = config.ca_pem.size(), .flags = CURL_BLOB_COPY};
+      curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
+    }
+    if (!config.client_cert_pem.empty()) {
+      curl_blob cert{
+          .data = config.client_cert_pem.data(), .len = config.client_cert_pem.size(), .flags = CURL_BLOB_COPY};
+      curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
+      curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+      curl_blob key{.data = config.client_key_pem.data(), .len = config.client_key_pem.size(), .flags = CURL_BLOB_COPY};
+      curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
+      curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+  }
+
+  static void SetMethod(CURL* h, const std::string& method, const std::string& body) {
+    if (method == "GET") {
+      curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    } else if (method == "POST") {
+      curl_easy_setopt(h, CURLOPT_POST, 1L);
+    } else {
+      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method.c_str());
+    }
+    if (!body.empty() || method == "POST") {
+      curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.c_str());
+      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+    }
+  }
+
+  // One request; any HTTP code is a response, only transport failures are errors.
+  Result<HttpResponse> Perform(const std::string& method, const std::string& target, const std::string& body,
+                               const std::string& content_type) {
+    Easy h = Acquire();
+    if (h == nullptr) {
+      return common::Internal("curl_easy_init failed");
+    }
+    Slist headers = Headers(!body.empty(), content_type);
+    SetCommon(h.get(), target, headers.get());
+    SetMethod(h.get(), method, body);
+    HttpResponse response;
+    curl_easy_setopt(h.get(), CURLOPT_TIMEOUT_MS, static_cast<long>(config.request_timeout.count()));
+    curl_easy_setopt(h.get(), CURLOPT_WRITEFUNCTION, &AppendToString);
+    curl_easy_setopt(h.get(), CURLOPT_WRITEDATA, &response.body);
+    char error[CURL_ERROR_SIZE] = {};
+    curl_easy_setopt(h.get(), CURLOPT_ERRORBUFFER, error);
+    const CURLcode rc = curl_easy_perform(h.get());
+    curl_easy_setopt(h.get(), CURLOPT_ERRORBUFFER, nullptr);
+    if (rc != CURLE_OK) {
+      const std::string detail = std::string(curl_easy_strerror(rc)) + (error[0] != '\0' ? ": " : "") + error;
+      return StatusFromTransport(method, PathOnly(target), rc == CURLE_OPERATION_TIMEDOUT, detail);
+    }
+    curl_easy_getinfo(h.get(), CURLINFO_RESPONSE_CODE, &response.code);
+    Release(std::move(h));
+    return response;
+  }
+
+  Result<json> Call(const std::string& method, const std::string& target, const std::string& body = "",
+                    const std::string& content_type = "application/json") {
+    GPUSCHED_ASSIGN_OR_RETURN(response, Perform(method, target, body, content_type));
+    return ParseBody(method, PathOnly(target), response);
+  }
+};
+
+ApiClient::ApiClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ApiClient::~ApiClient() = default;
+
+Result<std::unique_ptr<ApiClient>> ApiClient::Create(ClientConfig config) {
+  static std::once_flag curl_init;
+  static CURLcode init_rc = CURLE_OK;
+  std::call_once(curl_init, [] { init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  if (init_rc != CURLE_OK) {
+    return common::Internal(std::string("curl_global_init: ") + curl_easy_strerror(init_rc));
+  }
+  if (config.server.rfind("https://", 0) != 0 && config.server.rfind("http://", 0) != 0) {
+    return common::InvalidArgument("API server URL must start with https:// (or http://), got '" + config.server + "'");
+  }
+  while (config.server.back() == '/') {
+    config.server.pop_back();
+  }
+  if (config.client_cert_pem.empty() != config.client_key_pem.empty()) {
+    return common::InvalidArgument("a client certificate needs both the certificate and the key");
+  }
+  if (config.request_timeout.count() <= 0) {
+    return common::InvalidArgument("request_timeout must be positive");
+  }
+  auto impl = std::make_unique<Impl>(std::move(config));
+  impl->token = impl->config.token;
+  impl->token_read = Clock::now();
+  return std::unique_ptr<ApiClient>(new ApiClient(std::move(impl)));
+}
+
+const ClientConfig& ApiClient::config() const { return impl_->config; }
+
+Result<json> ApiClient::Get(const std::string& path) { return impl_->Call("GET", path); }
+
+Result<ListResult> ApiClient::List(const std::string& path, const std::string& field_selector,
+                                   const std::string& label_selector) {
+  ListResult out;
+  std::string continue_token;
+  bool restarted = false;
+  for (;;) {
+    std::string target = path;
+    AddParam(target, "limit", std::to_string(kPageSize));
+    if (!continue_token.empty()) {
+      AddParam(target, "continue", continue_token);
+    }
+    if (!field_selector.empty()) {
+      AddParam(target, "fieldSelector", field_selector);
+    }
+    if (!label_selector.empty()) {
+      AddParam(target, "labelSelector", label_selector);
+    }
+    GPUSCHED_ASSIGN_OR_RETURN(response, impl_->Perform("GET", target, "", ""));
+    if (response.code == 410 && !continue_token.empty() && !restarted) {
+      restarted = true;  // the continue token expired between pages: start over once
+      continue_token.clear();
+      out.items.clear();
+      continue;
+    }
+    GPUSCHED_ASSIGN_OR_RETURN(page, ParseBody("GET", path, response));
+    if (!page.is_object()) {
+      return common::Internal("GET " + path + ": list response is not an object");
+    }
+    if (page.contains("items") && page["items"].is_array()) {
+      for (json& item : page["items"]) {
+        out.items.push_back(std::move(item));
+      }
+    }
+    const json& meta = page.contains("metadata") ? page["metadata"] : json::object();
+    out.resource_version = meta.value("resourceVersion", "");
+    continue_token = meta.value("continue", "");
+    if (continue_token.empty()) {
+      return out;
+    }
+  }
+}
+
+Result<WatchEnd> ApiClient::Watch(const std::string& path, const std::string& resource_version, int timeout_seconds,
+                                  const std::string& field_selector, const std::function<void(const json&)>& on_event,
+                                  const std::atomic<bool>& stop) {
+  std::string target = path;
+  AddParam(target, "watch", "1");
+  if (!resource_version.empty()) {
+    AddParam(target, "resourceVersion", resource_version);
+  }
+  AddParam(target, "allowWatchBookmarks", "true");
+  if (timeout_seconds > 0) {
+    AddParam(target, "timeoutSeconds", std::to_string(timeout_seconds));
+  }
+  if (!field_selector.empty()) {
+    AddParam(target, "fieldSelector", field_selector);
+  }
+  Easy h(curl_easy_init());
+  if (h == nullptr) {
+    return common::Internal("curl_easy_init failed");
+  }
+  Slist headers = impl_->Headers(false, "");
+  impl_->SetCommon(h.get(), target, headers.get());
+  Impl::SetMethod(h.get(), "GET", "");
+  if (timeout_seconds > 0) {
+    curl_easy_setopt(h.get(), CURLOPT_TIMEOUT, static_cast<long>(timeout_seconds) + kWatchGraceSeconds);
+  }
+  WatchStream stream{.handle = h.get(), .path = path, .on_event = &on_event};
+  curl_easy_setopt(h.get(), CURLOPT_WRITEFUNCTION, &WatchWrite);
+  curl_easy_setopt(h.get(), CURLOPT_WRITEDATA, &stream);
+  char error[CURL_ERROR_SIZE] = {};
+  curl_easy_setopt(h.get(), CURLOPT_ERRORBUFFER, error);
+
+  // The multi interface lets us look at `stop` every kWatchPollMs while the stream is idle.
+  CURLM* multi = curl_multi_init();
+  if (multi == nullptr) {
+    return common::Internal("curl_multi_init failed");
+  }
+  curl_multi_add_handle(multi, h.get());
+  bool stopped = false;
+  Status multi_error;
+  for (;;) {
+    int running = 0;
+    const CURLMcode mc = curl_multi_perform(multi, &running);
+    if (mc != CURLM_OK) {
+      multi_error = common::Internal(std::string("curl_multi_perform: ") + curl_multi_strerror(mc));
+      break;
+    }
+    if (running == 0) {
+      break;
+    }
+    if (stop.load()) {
+      stopped = true;
+      break;
+    }
+    curl_multi_poll(multi, nullptr, 0, kWatchPollMs, nullptr);
+    if (stop.load()) {
+      stopped = true;
+      break;
+    }
+  }
+  CURLcode rc = CURLE_OK;
+  int left = 0;
+  while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
+    if (msg->msg == CURLMSG_DONE) {
+      rc = msg->data.result;
+    }
+  }
+  curl_multi_remove_handle(multi, h.get());
+  curl_multi_cleanup(multi);
+
+  if (stopped) {
+    return WatchEnd::kStopped;
+  }
+  if (!multi_error.ok()) {
+    return multi_error;
+  }
+  if (stream.gone) {
+    return WatchEnd::kGone;
+  }
+  if (!stream.error.ok()) {
+    return stream.error;
+  }
+  if (stream.http_code == 0) {
+    curl_easy_getinfo(h.get(), CURLINFO_RESPONSE_CODE, &stream.http_code);
+  }
+  if (rc != CURLE_OK && !(rc == CURLE_OPERATION_TIMEDOUT && stream.http_code == 200)) {
+    const std::string detail = std::string(curl_easy_strerror(rc)) + (error[0] != '\0' ? ": " : "") + error;
+    return StatusFromTransport("GET", path + " (watch)", rc == CURLE_OPERATION_TIMEDOUT, detail);
+  }
+  if (stream.http_code == 410) {
+    return WatchEnd::kGone;
+  }
+  if (stream.http_code != 200) {
+    return StatusFromHttp("GET", path + " (watch)", stream.http_code, stream.error_body);
+  }
+  if (!stream.pending.empty() && !stream.ProcessLine(stream.pending)) {
+    if (stream.gone) {
+      return WatchEnd::kGone;
+    }
+    return stream.error;
+  }
+  return WatchEnd::kClosed;
+}
+
+Status ApiClient::BindPod(const std::string& ns, const std::string& name, const std::string& uid,
+                          const std::string& node) {
+  json metadata = {{"name", name}, {"namespace", ns}};
+  if (!uid.empty()) {
+    metadata["uid"] = uid;
+  }
+  const json binding = {{"apiVersion", "v1"},
+                        {"kind", "Binding"},
+                        {"metadata", metadata},
+                        {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
+  return impl_->Call("POST", "/api/v1/namespaces/" + ns + "/pods/" + name + "/binding", binding.dump()).status();
+}
+
+Status ApiClient::PatchPodAnnotations(const std::string& ns, const std::string& name,
+                                      const std::map<std::string, std::optional<std::string>>& annotations,
+                                      const std::string& resource_version) {
+  return impl_
+      ->Call("PATCH", "/api/v1/namespaces/" + ns + "/pods/" + name,
+             AnnotationPatch(annotations, resource_version).dump(), "application/merge-patch+json")
+      .status();
+}
+
+Status ApiClient::PatchNodeAnnotations(const std::string& name,
+                                       const std::map<std::string, std::optional<std::string>>& annotations,
+                                       const std::string& resource_version) {
+  return impl_
+      ->Call("PATCH", "/api/v1/nodes/" + name, AnnotationPatch(annotations, resource_version).dump(),
+             "application/merge-patch+json")
+      .status();
+}
+
+Status ApiClient::CreateEvent(const EventSpec& event) {
+  const std::string ns = event.namespace_.empty() ? impl_->config.namespace_ : event.namespace_;
+  const std::string now = Rfc3339Now();
+  json involved = {{"kind", "Pod"}, {"apiVersion", "v1"}, {"namespace", ns}, {"name", event.pod_name}};
+  if (!event.pod_uid.empty()) {
+    involved["uid"] = event.pod_uid;
+  }
+  const json body = {{"apiVersion", "v1"},
+                     {"kind", "Event"},
+                     {"metadata", {{"generateName", event.pod_name + "."}, {"namespace", ns}}},
+                     {"involvedObject", involved},
+                     {"reason", event.reason},
+                     {"message", event.message},
+                     {"type", event.type.empty() ? "Normal" : event.type},
+                     {"source", {{"component", event.component}}},
+                     {"firstTimestamp", now},
+                     {"lastTimestamp", now},
+                     {"count", 1}};
+  return impl_->Call("POST", "/api/v1/namespaces/" + ns + "/events", body.dump()).status();
+}
+
+Result<json> ApiClient::GetLease(const std::string& ns, const std::string& name) {
+  return impl_->Call("GET", "/apis/coordination.k8s.io/v1/namespaces/" + ns + "/leases/" + name);
+}
+
+Result<json> ApiClient::CreateLease(const std::string& ns, const json& lease) {
+  json body = lease;
+  body["apiVersion"] = "coordination.k8s.io/v1";
+  body["kind"] = "Lease";
+  return impl_->Call("POST", "/apis/coordination.k8s.io/v1/namespaces/" + ns + "/leases", body.dump());
+}
+
+Result<json> ApiClient::UpdateLease(const std::string& ns, const json& lease) {
+  const json* name = nullptr;
+  if (lease.is_object() && lease.contains("metadata") && lease["metadata"].is_object() &&
+      lease["metadata"].contains("name") && lease["metadata"]["name"].is_string()) {
+    name = &lease["metadata"]["name"];
+  }
+  if (name == nullptr) {
+    return common::InvalidArgument("UpdateLease: the lease has no metadata.name");
+  }
+  json body = lease;
+  body["apiVersion"] = "coordination.k8s.io/v1";
+  body["kind"] = "Lease";
+  return impl_->Call("PUT", "/apis/coordination.k8s.io/v1/namespaces/" + ns + "/leases/" + name->get<std::string>(),
+                     body.dump());
+}
+
+Result<json> ApiClient::Request(const std::string& method, const std::string& path, const std::string& body,
+                                const std::string& content_type) {
+  return impl_->Call(method, path, body, content_type);
+}
+
+}  // namespace gpusched::adapters::k8s

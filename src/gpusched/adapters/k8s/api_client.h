@@ -1,0 +1,113 @@
+#pragma once
+
+// ApiClient: a thin, thread-safe client of the Kubernetes REST API over libcurl (k8s-gpu-protocols.md §7): list
+// with pagination, watch streams, binding, merge-patching annotations, core/v1 Events and coordination.k8s.io
+// Leases, plus a generic Request for everything else.
+//
+// Threading: any number of threads may call any method at once. Each call borrows a curl easy handle from a small
+// pool (handles keep their TLS connections alive between calls) and returns it afterwards; a Watch uses its own
+// handle for the life of the stream. Nothing is held locked across network I/O.
+//
+// TLS: the server certificate is verified against ClientConfig::ca_pem (or the system store when empty) unless
+// insecure_skip_verify; client certificate and key are passed as PEM blobs, never written to disk. A bearer token
+// is sent when set; with token_file the file is re-read at most once a minute (projected tokens rotate).
+//
+// Errors: see api_errors.h. Every call is bounded by ClientConfig::request_timeout except Watch, whose connection
+// phase is bounded by it and whose stream lasts until timeout_seconds (+30 s of grace), the stop flag or the server.
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpusched/adapters/k8s/client_config.h"
+#include "gpusched/common/status.h"
+
+namespace gpusched::adapters::k8s {
+
+struct ListResult {
+  std::vector<nlohmann::json> items;
+  std::string resource_version;  // of the list: watch from here
+};
+
+enum class WatchEnd {
+  kClosed,   // the server ended the stream (timeoutSeconds, restart): reconnect from the last rv
+  kGone,     // 410, as an HTTP status or as an ERROR event with code 410: relist
+  kStopped,  // the caller's stop flag became true
+};
+
+struct EventSpec {
+  std::string namespace_, pod_name, pod_uid, reason, message, type /*Normal|Warning*/, component;
+};
+
+class ApiClient {
+ public:
+  static common::Result<std::unique_ptr<ApiClient>> Create(ClientConfig config);
+  ~ApiClient();
+  ApiClient(const ApiClient&) = delete;
+  ApiClient& operator=(const ApiClient&) = delete;
+
+  [[nodiscard]] const ClientConfig& config() const;
+
+  // GET; the parsed body.
+  common::Result<nlohmann::json> Get(const std::string& path);
+
+  // GET with limit=500 and continue tokens; selectors optional ("" = none). A 410 on a continue token (the token
+  // expired between pages) restarts the list from the first page once.
+  common::Result<ListResult> List(const std::string& path, const std::string& field_selector = "",
+                                  const std::string& label_selector = "");
+
+  // GET path?watch=1&resourceVersion=rv&allowWatchBookmarks=true&timeoutSeconds=N (N <= 0: no timeoutSeconds).
+  // Calls on_event({"type","object"}) for each line, BOOKMARK included, on the calling thread. Returns when the
+  // stream ends (kClosed), `stop` becomes true (checked at least every 100 ms: kStopped) or a 410 arrives (kGone).
+  // An ERROR event with another code, a non-200 answer or a malformed line is an error Status.
+  common::Result<WatchEnd> Watch(const std::string& path, const std::string& resource_version, int timeout_seconds,
+                                 const std::string& field_selector,
+                                 const std::function<void(const nlohmann::json&)>& on_event,
+                                 const std::atomic<bool>& stop);
+
+  // POST /api/v1/namespaces/{ns}/pods/{name}/binding with the pod uid as precondition (when non-empty); 201
+  // expected. Already bound (409) is Aborted with the server's message.
+  common::Status BindPod(const std::string& ns, const std::string& name, const std::string& uid,
+                         const std::string& node);
+
+  // merge-patch {"metadata":{"annotations":{k: v or null}}}; a non-empty resource_version is put in metadata as a
+  // precondition (stale: 409 -> Aborted). nullopt deletes the key.
+  common::Status PatchPodAnnotations(const std::string& ns, const std::string& name,
+                                     const std::map<std::string, std::optional<std::string>>& annotations,
+                                     const std::string& resource_version = "");
+  common::Status PatchNodeAnnotations(const std::string& name,
+                                      const std::map<std::string, std::optional<std::string>>& annotations,
+                                      const std::string& resource_version = "");
+
+  // core/v1 Event about a pod: generateName "<pod>.", first/lastTimestamp now (RFC 3339), count 1. An empty
+  // namespace_ means the config's namespace.
+  common::Status CreateEvent(const EventSpec& event);
+
+  // coordination.k8s.io/v1 Lease: get (NotFound when absent), create (AlreadyExists when present), update with its
+  // metadata.resourceVersion (stale: Aborted). Each returns the server's object.
+  common::Result<nlohmann::json> GetLease(const std::string& ns, const std::string& name);
+  common::Result<nlohmann::json> CreateLease(const std::string& ns, const nlohmann::json& lease);
+  common::Result<nlohmann::json> UpdateLease(const std::string& ns, const nlohmann::json& lease);
+
+  // Generic: method GET/POST/PUT/PATCH/DELETE; `content_type` applies when there is a body. A 2xx body that is not
+  // JSON is Internal; an empty 2xx body is a null json.
+  common::Result<nlohmann::json> Request(const std::string& method, const std::string& path,
+                                         const std::string& body = "",
+                                         const std::string& content_type = "application/json");
+
+ private:
+  struct Impl;
+  explicit ApiClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Percent-encodes a query parameter value (RFC 3986 unreserved characters stay). Exposed for tests.
+[[nodiscard]] std::string UrlEncode(const std::string& value);
+
+}  // namespace gpusched::adapters::k8s

@@ -1,0 +1,302 @@
+#include "gpusched/adapters/k8s/informer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "gpusched/common/log.h"
+
+namespace gpusched::adapters::k8s {
+namespace {
+
+using nlohmann::json;
+
+std::string ResourceVersionOf(const json& object) {
+  if (object.is_object() && object.contains("metadata") && object["metadata"].is_object()) {
+    return object["metadata"].value("resourceVersion", "");
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string ObjectKey(const json& object) {
+  if (!object.is_object() || !object.contains("metadata") || !object["metadata"].is_object()) {
+    return "";
+  }
+  const json& meta = object["metadata"];
+  const std::string name = meta.value("name", "");
+  const std::string ns = meta.value("namespace", "");
+  return ns.empty() ? name : ns + "/" + name;
+}
+
+Informer::Informer(ApiClient& client, InformerOptions options, Handler handler)
+    : client_(client),
+      options_(std::move(options)),
+      handler_(std::move(handler)),
+      backoff_(options_.initial_backoff),
+      rng_(options_.seed != 0 ? options_.seed : std::random_device{}()) {}
+
+Informer::~Informer() { Stop(); }
+
+void Informer::Start() {
+  std::lock_guard<std::mutex> lock(start_mu_);
+  if (thread_.joinable() || stop_.load()) {
+    return;
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Informer::Stop() {
+  std::lock_guard<std::mutex> lock(start_mu_);
+  {
+    std::lock_guard<std::mutex> state_lock(mu_);
+    stop_.store(true);
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+bool Informer::HasSynced() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return synced_;
+}
+
+bool Informer::WaitForSync(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [this] { return synced_; });
+}
+
+std::vector<json> Informer::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<json> out;
+  out.reserve(cache_.size());
+  for (const auto& [key, object] : cache_) {
+    out.push_back(object);
+  }
+  return out;
+}
+
+std::optional<json> Informer::Get(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = cache_.find(key);
+  if (it == cache_.end()) {
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+uint64_t Informer::relists() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return relists_;
+}
+
+uint64_t Informer::reconnects() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reconnects_;
+}
+
+std::string Informer::resource_version() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return resource_version_;
+}
+
+std::string Informer::last_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_error_;
+}
+
+void Informer::Deliver(const WatchEvent& event) {
+  if (handler_) {
+    handler_(event);
+  }
+}
+
+void Informer::Apply(WatchEvent::Type type, json object) {
+  const std::string key = ObjectKey(object);
+  if (key.empty()) {
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = cache_.find(key);
+    if (type == WatchEvent::Type::kDeleted) {
+      if (it == cache_.end()) {
+        return;
+      }
+      cache_.erase(it);
+    } else {
+      if (type == WatchEvent::Type::kAdded && it != cache_.end()) {
+        type = WatchEvent::Type::kModified;
+      }
+      cache_[key] = object;
+    }
+  }
+  Deliver(WatchEvent{.type = type, .object = std::move(object)});
+}
+
+bool Informer::Backoff(const common::Status& why, bool is_error) {
+  if (is_error) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_error_ = why.ToString();
+    }
+    common::Log(common::LogLevel::kWarn, "informer " + options_.path + ": " + why.ToString());
+  }
+  std::uniform_real_distribution<double> jitter(0.75, 1.25);
+  const auto wait =
+      std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(backoff_.count()) * jitter(rng_)));
+  backoff_ = std::min(backoff_ * 2, options_.max_backoff);
+  std::unique_lock<std::mutex> lock(mu_);
+  return !cv_.wait_for(lock, wait, [this] { return stop_.load(); });
+}
+
+void Informer::ResetBackoff() { backoff_ = options_.initial_backoff; }
+
+bool Informer::ListAndDeliver(bool first) {
+  auto listed = client_.List(options_.path, options_.field_selector, options_.label_selector);
+  if (!listed.ok()) {
+    Backoff(listed.status());
+    return false;
+  }
+  ListResult& list = *listed;
+  // The diff against the cache; on the first list the cache is empty and everything is kAdded.
+  std::map<std::string, json> fresh;
+  for (json& item : list.items) {
+    std::string key = ObjectKey(item);
+    if (!key.empty()) {
+      fresh.emplace(std::move(key), std::move(item));
+    }
+  }
+  std::vector<WatchEvent> events;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = cache_.begin(); it != cache_.end();) {
+      if (fresh.find(it->first) == fresh.end()) {
+        events.push_back(WatchEvent{.type = WatchEvent::Type::kDeleted, .object = std::move(it->second)});
+        it = cache_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Deliver deletions before additions (frees capacity first), each after its cache update.
+  for (const WatchEvent& e : events) {
+    Deliver(e);
+  }
+  for (auto& [key, object] : fresh) {
+    WatchEvent::Type type = WatchEvent::Type::kAdded;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const auto it = cache_.find(key);
+      if (it != cache_.end()) {
+        if (ResourceVersionOf(it->second) == ResourceVersionOf(object)) {
+          continue;
+        }
+        type = WatchEvent::Type::kModified;
+      }
+      cache_[key] = object;
+    }
+    Deliver(WatchEvent{.type = type, .object = std::move(object)});
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    resource_version_ = list.resource_version;
+    if (!first) {
+      ++relists_;
+    }
+    synced_ = true;
+  }
+  cv_.notify_all();
+  return true;
+}
+
+void Informer::OnWatchEvent(const json& event, bool& got_events) {
+  const std::string type = event.value("type", "");
+  if (!event.contains("object")) {
+    return;
+  }
+  const json& object = event["object"];
+  const std::string rv = ResourceVersionOf(object);
+  if (type == "BOOKMARK") {
+    got_events = true;  // the server is alive and streaming
+    if (!rv.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      resource_version_ = rv;
+    }
+    return;
+  }
+  WatchEvent::Type t;
+  if (type == "ADDED") {
+    t = WatchEvent::Type::kAdded;
+  } else if (type == "MODIFIED") {
+    t = WatchEvent::Type::kModified;
+  } else if (type == "DELETED") {
+    t = WatchEvent::Type::kDeleted;
+  } else {
+    return;
+  }
+  got_events = true;
+  if (!rv.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    resource_version_ = rv;
+  }
+  Apply(t, object);
+}
+
+void Informer::Run() {
+  // The watch call takes the field selector; the label selector rides in the path.
+  std::string watch_path = options_.path;
+  if (!options_.label_selector.empty()) {
+    watch_path += (watch_path.find('?') == std::string::npos ? "?labelSelector=" : "&labelSelector=") +
+                  UrlEncode(options_.label_selector);
+  }
+  bool need_list = true;
+  bool first_list = true;
+  bool first_watch = true;
+  while (!stop_.load()) {
+    if (need_list) {
+      if (!ListAndDeliver(first_list)) {
+        continue;
+      }
+      first_list = false;
+      need_list = false;
+      ResetBackoff();
+    }
+    const std::string rv = resource_version();
+    if (!first_watch) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++reconnects_;
+    }
+    first_watch = false;
+    bool got_events = false;
+    auto ended = client_.Watch(
+        watch_path, rv, options_.watch_timeout_seconds, options_.field_selector,
+        [this, &got_events](const json& event) { OnWatchEvent(event, got_events); }, stop_);
+    if (!ended.ok()) {
+      if (got_events) {
+        ResetBackoff();
+      }
+      Backoff(ended.status());
+      continue;
+    }
+    switch (*ended) {
+      case WatchEnd::kStopped:
+        return;
+      case WatchEnd::kGone:
+        need_list = true;
+        break;
+      case WatchEnd::kClosed:
+        if (got_events) {
+          ResetBackoff();
+        } else {
+          Backoff(common::Unavailable("watch closed before any event"),
+                  /*is_error=*/false);  // no busy loop on a flapping server
+        }
+        break;
+    }
+  }
+}
+
+}  // namespace gpusched::adapters::k8s

@@ -1,0 +1,113 @@
+#pragma once
+
+// Informer: a list+watch cache of one resource (nodes or pods), the client-go reflector pattern without the queue.
+//
+// The background thread runs:
+//   1. List (paginated). The first time, deliver kAdded for every object and mark the informer synced. On a relist
+//      (after 410 Gone), deliver the difference from the cache instead: first kDeleted for objects no longer listed
+//      (with their last known state), then, in key order, kModified for objects whose resourceVersion changed and
+//      kAdded for new ones, so the handler's view equals the server's again.
+//   2. Watch from the list's resourceVersion. ADDED/MODIFIED/DELETED update the cache and reach the handler; an
+//      ADDED for a cached key is delivered as kModified, a DELETED for an unknown key is dropped. BOOKMARKs advance
+//      the resourceVersion only.
+//   3. When the stream ends (server timeout, CloseWatches, restart), watch again from the last resourceVersion. On
+//      410, go to 1. On errors, wait with exponential backoff (x2 per failure, +-25% jitter, capped at
+//      max_backoff) and retry the step that failed; a watch that delivered events resets the backoff.
+//
+// Threading: the handler runs on the informer thread, in event order, after the cache is updated; it must not call
+// Stop(). List(), Get() and the counters may be called from any thread at any time: the mutex is held only for map
+// operations, never across network calls or the handler.
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpusched/adapters/k8s/api_client.h"
+
+namespace gpusched::adapters::k8s {
+
+struct WatchEvent {
+  enum class Type { kAdded, kModified, kDeleted };
+  Type type;
+  nlohmann::json object;
+};
+
+struct InformerOptions {
+  std::string path;  // "/api/v1/nodes" or "/api/v1/pods" (or a namespaced collection)
+  std::string field_selector, label_selector;
+  int watch_timeout_seconds = 300;
+  std::chrono::milliseconds initial_backoff{200}, max_backoff{30000};
+  uint64_t seed = 0;  // jitter; 0 picks one from std::random_device
+};
+
+// "ns/name" for namespaced objects, else "name".
+[[nodiscard]] std::string ObjectKey(const nlohmann::json& object);
+
+class Informer {
+ public:
+  using Handler = std::function<void(const WatchEvent&)>;
+
+  Informer(ApiClient& client, InformerOptions options, Handler handler);
+  ~Informer();  // stops
+  Informer(const Informer&) = delete;
+  Informer& operator=(const Informer&) = delete;
+
+  // Starts the background thread; a second call does nothing.
+  void Start();
+  // Stops and joins the thread (returns within about 100 ms of an idle watch). Idempotent.
+  void Stop();
+
+  [[nodiscard]] bool HasSynced() const;  // the first list was delivered
+  [[nodiscard]] bool WaitForSync(std::chrono::milliseconds timeout) const;
+  [[nodiscard]] std::vector<nlohmann::json> List() const;  // a copy of the cache, in key order
+  [[nodiscard]] std::optional<nlohmann::json> Get(const std::string& key) const;
+
+  // Counters for tests and metrics.
+  [[nodiscard]] uint64_t relists() const;     // lists after the first (each one follows a 410)
+  [[nodiscard]] uint64_t reconnects() const;  // watches started after the first
+  [[nodiscard]] std::string resource_version() const;
+  [[nodiscard]] std::string last_error() const;  // the last failure, "" when none yet
+
+ private:
+  void Run();
+  bool ListAndDeliver(bool first);  // false on error (backoff already applied)
+  void Apply(WatchEvent::Type type, nlohmann::json object);
+  void Deliver(const WatchEvent& event);
+  void OnWatchEvent(const nlohmann::json& event, bool& got_events);
+  // Sleeps for the current backoff unless stopped, then doubles it. False when stopped.
+  bool Backoff(const common::Status& why, bool is_error = true);
+  void ResetBackoff();
+
+  ApiClient& client_;
+  const InformerOptions options_;
+  const Handler handler_;
+
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex start_mu_;  // Start/Stop
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;           // synced_ and stop wake-ups
+  std::map<std::string, nlohmann::json> cache_;  // GUARDED_BY(mu_)
+  std::string resource_version_;                 // GUARDED_BY(mu_)
+  std::string last_error_;                       // GUARDED_BY(mu_)
+  bool synced_ = false;                          // GUARDED_BY(mu_)
+  uint64_t relists_ = 0, reconnects_ = 0;        // GUARDED_BY(mu_)
+
+  // Informer thread only.
+  std::chrono::milliseconds backoff_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace gpusched::adapters::k8s

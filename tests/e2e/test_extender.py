@@ -1,0 +1,556 @@
+"""End-to-end: a real kube-scheduler, configured with gpusched's extender, binds GPU-sharing pods correctly.
+
+Runs etcd, kube-apiserver and kube-scheduler on loopback (control_plane.py), fake GPU nodes (Node objects), and
+`$GPUSCHED_BIN extender`. Each test has its own pool of nodes (label gpusched-e2e/pool, pods select it with a
+nodeSelector), so tests do not depend on each other's deletions. All pods have the same priority: kube-scheduler
+1.20.2 panics when the extender fails every node for a pod that could preempt lower-priority pods
+(real-kubernetes.md).
+
+Environment:
+  GPUSCHED_BIN        the gpusched binary (required; the tests skip without it or without its `extender` verb)
+  GPUSCHED_K8S_BIN    directory with kube-apiserver and kube-scheduler (else scripts/build-k8s.sh --check)
+  GPUSCHED_ETCD       etcd binary (else etcd on PATH)
+  GPUSCHED_E2E_POLICY extender policy (default binpack)
+  GPUSCHED_E2E_KEEP   keep the temporary directory (logs, certs, configs) after the run
+  GPUSCHED_E2E_TMPDIR where to make that directory (default $TMPDIR or /tmp)
+  GPUSCHED_E2E_EXTENDER_ADMIN  run the extender as cluster admin instead of with deploy/rbac.yaml's permissions
+
+Run: cd tests/e2e && GPUSCHED_BIN=... python3 -m unittest -v test_extender
+"""
+
+import collections
+import functools
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import unittest
+import http.client
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from control_plane import (REPO_ROOT, ControlPlane, Process, find_etcd, find_k8s_bin, free_port,  # noqa: E402
+                           wait_until, write_kubeconfig)
+from kube import ALLOCATION_ANNOTATION, GPU_MEMORY_MIB, GPUS_ANNOTATION, Kube, gpu_pod  # noqa: E402
+
+POOL_LABEL = "gpusched-e2e/pool"
+EXTENDER_USER = "system:serviceaccount:kube-system:gpusched-extender"  # deploy/rbac.yaml
+PATH_PREFIX = "/scheduler"
+SHARE = {"gpusched.io/gpu": 1, "gpusched.io/gpu-memory": 20000, "gpusched.io/gpu-core": 30}
+BIND_TIMEOUT = 30
+FAIL_TIMEOUT = 30
+
+
+def log(msg):
+    sys.stderr.write(f"[e2e {time.strftime('%H:%M:%S')}] {msg}\n")
+    sys.stderr.flush()
+
+
+def _skip_reason():
+    _, why = find_k8s_bin()
+    if why:
+        return why
+    _, why = find_etcd()
+    if why:
+        return why
+    binary = os.environ.get("GPUSCHED_BIN")
+    if not binary:
+        return "GPUSCHED_BIN is unset (ctest sets it to the gpusched target)"
+    if not os.access(binary, os.X_OK):
+        return f"GPUSCHED_BIN={binary} is not an executable file"
+    try:
+        res = subprocess.run([binary, "extender", "--help"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{binary} extender --help failed: {e}"
+    # CLI11 answers --help of the main app (exit 0) when the subcommand does not exist: look at the usage line.
+    if res.returncode != 0 or not re.search(r"(?m)^Usage: \S+ extender\b", res.stdout + res.stderr):
+        out = (res.stdout + res.stderr).strip().splitlines()
+        return f"{binary} has no `extender` subcommand yet (`extender --help` printed: {out[:2]})"
+    return None
+
+
+SKIP_REASON = _skip_reason()
+
+
+class Extender:
+    """`gpusched extender` as a child process on a fixed loopback port (kept across restarts)."""
+
+    def __init__(self, binary, workdir, kubeconfig, port, policy="binpack"):
+        self.binary, self.workdir, self.kubeconfig, self.policy = binary, workdir, kubeconfig, policy
+        self.port = port
+        self.url = f"http://127.0.0.1:{self.port}{PATH_PREFIX}"
+        self.config = os.path.join(workdir, "extender.yaml")
+        with open(self.config, "w") as f:
+            f.write(f'listen: "127.0.0.1:{self.port}"\npathPrefix: "{PATH_PREFIX}"\npolicy: {policy}\n')
+        self.proc = None
+        self.runs = []  # every Process started, for logs
+
+    def start(self, timeout=30):
+        t0 = time.monotonic()
+        n = len(self.runs) + 1
+        self.proc = Process(f"gpusched-extender-{n}",
+                            [self.binary, "extender", "--config", self.config, "--kubeconfig", self.kubeconfig],
+                            os.path.join(self.workdir, f"extender-{n}.log"))
+        self.runs.append(self.proc)
+
+        def ready():
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+            try:
+                conn.request("GET", "/readyz")
+                r = conn.getresponse()
+                r.read()
+                return r.status == 200
+            finally:
+                conn.close()
+        wait_until(ready, timeout, interval=0.1, what="gpusched extender /readyz", alive=[self.proc])
+        return time.monotonic() - t0
+
+    def stop(self):
+        if self.proc:
+            self.proc.stop()
+
+    def kill(self):
+        if self.proc:
+            self.proc.kill()
+
+    # Sanitizer reports (the asan build); LeakSanitizer also turns the exit status non-zero.
+    SANITIZER = re.compile(r"ERROR: (AddressSanitizer|LeakSanitizer)|ThreadSanitizer|runtime error:")
+
+    def shutdown_problems(self):
+        """What went wrong with the extender processes, judged from exit statuses and logs after stop()."""
+        problems = []
+        last = self.runs[-1] if self.runs else None
+        for p in self.runs:
+            rc = p.proc.returncode
+            # Runs but the last were SIGKILLed on purpose; the last got SIGTERM and should exit 0.
+            if p is last and rc not in (0, -signal.SIGTERM):
+                problems.append(f"{p.name} exited with status {rc} after SIGTERM (see {p.log_path})")
+            with open(p.log_path, errors="replace") as f:
+                m = self.SANITIZER.search(f.read())
+            if m:
+                problems.append(f"{p.name}: sanitizer report '{m.group(0)}' in {p.log_path}")
+        return problems
+
+    def tails(self, lines=60):
+        return "\n".join(f"----- {p.name} ({p.log_path}), last {lines} lines -----\n{p.tail(lines)}"
+                         for p in self.runs)
+
+
+def dump_logs_on_failure(test):
+    @functools.wraps(test)
+    def wrapper(self, *a, **kw):
+        try:
+            return test(self, *a, **kw)
+        except BaseException:
+            self.dump_logs()
+            raise
+    return wrapper
+
+
+GPU_RESOURCES = ("gpusched.io/gpu", "gpusched.io/gpu-memory", "gpusched.io/gpu-core", "nvidia.com/gpu")
+
+
+def requests_gpu(pod):
+    for c in pod["spec"].get("containers", []) + pod["spec"].get("initContainers", []):
+        res = c.get("resources", {})
+        if any(r in GPU_RESOURCES for part in ("limits", "requests") for r in res.get(part, {})):
+            return True
+    return False
+
+
+@unittest.skipIf(SKIP_REASON is not None, SKIP_REASON or "")
+class ExtenderE2E(unittest.TestCase):
+    cp = None
+    ext = None
+    must_stay_pending = []  # pods that did not fit; nothing frees GPUs in this suite, so they never may
+
+    # -- set-up -----------------------------------------------------------------------------------------------
+
+    @classmethod
+    def setUpClass(cls):
+        cls.t_suite = time.monotonic()
+        binary = os.environ["GPUSCHED_BIN"]
+        port = free_port()
+        cls.cp = ControlPlane(extender_url=f"http://127.0.0.1:{port}{PATH_PREFIX}", log=log)
+        cls.addClassCleanup(cls._cleanup)
+        try:
+            cls.cp.start()
+            cls.kube = cls.cp.kube()
+            cls.kube.ensure_service_account("default")
+            kubeconfig = cls.cp.kubeconfig
+            if not os.environ.get("GPUSCHED_E2E_EXTENDER_ADMIN"):
+                # Run the extender with exactly deploy/rbac.yaml's permissions: a client certificate for the
+                # ServiceAccount's user name, which that file's ClusterRoleBinding names.
+                with open(os.path.join(REPO_ROOT, "deploy", "rbac.yaml")) as f:
+                    cls.kube.apply_yaml(f.read())
+                crt, key = cls.cp.pki.client_cert("extender", f"/CN={EXTENDER_USER}")
+                kubeconfig = write_kubeconfig(os.path.join(cls.cp.dir, "extender.kubeconfig"), cls.cp.server,
+                                              cls.cp.pki.ca_crt, crt, key)
+            cls.ext = Extender(binary, cls.cp.dir, kubeconfig, port,
+                               policy=os.environ.get("GPUSCHED_E2E_POLICY", "binpack"))
+            ready_s = cls.ext.start()
+            log(f"extender ready in {ready_s:.1f}s at {cls.ext.url}")
+            cls.startup_s = time.monotonic() - cls.t_suite
+        except BaseException:
+            cls._dump_class_logs()
+            raise
+
+    @classmethod
+    def _cleanup(cls):
+        problems = []
+        try:
+            if cls.ext:
+                cls.ext.stop()
+                problems = cls.ext.shutdown_problems()
+                if problems:
+                    cls._dump_class_logs()
+        finally:
+            if cls.cp:
+                cls.cp.stop()
+            log(f"suite wall time {time.monotonic() - cls.t_suite:.1f}s "
+                f"(control plane start-up {cls.cp.timings.get('startup_s', float('nan')):.1f}s)")
+        if problems:
+            raise AssertionError("gpusched extender: " + "; ".join(problems))
+
+    @classmethod
+    def _dump_class_logs(cls):
+        if cls.cp:
+            cls.cp.keep_dir = True  # a failure keeps every log for a look afterwards
+        parts = []
+        if cls.cp:
+            parts.append(cls.cp.log_tails(40))
+        if cls.ext:
+            parts.append(cls.ext.tails(80))
+        sys.stderr.write("\n".join(parts) + "\n")
+
+    def dump_logs(self):
+        self._dump_class_logs()
+        try:
+            pods = self.kube.list("pods")
+            sys.stderr.write("----- pods -----\n")
+            for p in pods:
+                sys.stderr.write(f"{p['metadata']['name']}: node={p['spec'].get('nodeName')} "
+                                 f"alloc={p['metadata'].get('annotations', {}).get(ALLOCATION_ANNOTATION)}\n")
+        except Exception as e:  # noqa: BLE001 - best effort diagnostics
+            sys.stderr.write(f"(cannot list pods: {e})\n")
+
+    # -- helpers ----------------------------------------------------------------------------------------------
+
+    def make_pool(self, pool, nodes, gpus):
+        inventories = {}
+        for i in range(nodes):
+            name = f"{pool}-node-{i}"
+            inventories[name] = self.kube.create_gpu_node(name, gpus=gpus, labels={POOL_LABEL: pool})
+        return inventories
+
+    def create_pod(self, name, limits, pool):
+        return self.kube.create("pods", gpu_pod(name, limits, labels={POOL_LABEL: pool},
+                                                node_selector={POOL_LABEL: pool}))
+
+    def alive(self):
+        self.ext.proc.check_alive()
+        for name in ("kube-scheduler", "kube-apiserver"):
+            self.cp.process(name).check_alive()
+
+    def wait_bound(self, name, timeout=BIND_TIMEOUT):
+        def bound():
+            pod = self.kube.get("pods", name)
+            return pod if pod and pod["spec"].get("nodeName") else None
+        try:
+            return Kube.wait_for(bound, timeout, what=f"pod {name} to be bound", on_poll=self.alive)
+        except TimeoutError:
+            msgs = [e.get("message") for e in self.kube.events_for(name)]
+            raise AssertionError(f"pod {name} was not bound within {timeout}s; its events: {msgs}") from None
+
+    def failed_scheduling(self, name):
+        """The newest FailedScheduling message of the pod that comes from the extender's filter, or None.
+
+        Messages of a failed extender call (connection refused while it restarts) do not count."""
+        events = self.kube.events_for(name, reason="FailedScheduling")
+        events.sort(key=lambda e: (e.get("lastTimestamp") or e.get("eventTime") or "", e["metadata"]["name"]))
+        for e in reversed(events):
+            msg = e.get("message") or e.get("note") or ""
+            if "Post " in msg or "connection refused" in msg or "deadline exceeded" in msg:
+                continue
+            return msg
+        return None
+
+    def wait_bound_or_failed(self, name, timeout=BIND_TIMEOUT):
+        """('bound', pod) or ('failed', FailedScheduling message), whichever kube-scheduler reports first."""
+        def decided():
+            pod = self.kube.get("pods", name)
+            if pod and pod["spec"].get("nodeName"):
+                return ("bound", pod)
+            msg = self.failed_scheduling(name)
+            if msg:
+                return ("failed", msg)
+            return None
+        return Kube.wait_for(decided, timeout, what=f"pod {name} to be bound or to fail scheduling",
+                             on_poll=self.alive)
+
+    def assert_pending_with_reason(self, name, timeout=FAIL_TIMEOUT, numbers=True):
+        """The pod fails scheduling with the extender's reason (naming a GPU, and with numbers=True giving milli
+        or MiB figures), and stays unbound."""
+        state, value = self.wait_bound_or_failed(name, timeout)
+        if state == "bound":
+            self.fail(f"pod {name} should not fit but was bound to {value['spec']['nodeName']} with "
+                      f"{value['metadata'].get('annotations', {}).get(ALLOCATION_ANNOTATION)}")
+        log(f"{name} FailedScheduling: {value}")
+        self.assertIn("nodes are available", value, f"not a filter verdict: {value!r}")
+        self.assertIn("GPU", value, f"the extender's reason should name the GPU: {value!r}")
+        if numbers:
+            self.assertTrue("milli" in value or "MiB" in value,
+                            f"the extender's reason should give the numbers (milli or MiB): {value!r}")
+        pod = self.kube.get("pods", name)
+        self.assertFalse(pod["spec"].get("nodeName"), f"{name} got bound after a FailedScheduling event")
+        # kube-scheduler retries it on every cluster event; audit() checks it stays pending for the whole suite.
+        type(self).must_stay_pending.append(name)
+        return value
+
+    def allocation(self, pod):
+        text = pod["metadata"].get("annotations", {}).get(ALLOCATION_ANNOTATION)
+        self.assertIsNotNone(text, f"bound pod {pod['metadata']['name']} has no {ALLOCATION_ANNOTATION} annotation")
+        try:
+            alloc = json.loads(text)
+        except ValueError as e:
+            self.fail(f"{ALLOCATION_ANNOTATION} of {pod['metadata']['name']} is not JSON ({e}): {text!r}")
+        self.assertEqual(alloc.get("node"), pod["spec"]["nodeName"],
+                         f"allocation node differs from spec.nodeName for {pod['metadata']['name']}: {text}")
+        self.assertIsInstance(alloc.get("id"), int, f"allocation id missing or not an integer: {text}")
+        self.assertIsInstance(alloc.get("containers"), list, f"allocation has no containers list: {text}")
+        return alloc
+
+    def check_share_allocation(self, pod, limits):
+        alloc = self.allocation(pod)
+        name = pod["metadata"]["name"]
+        self.assertEqual([c.get("name") for c in alloc["containers"]], ["main"], f"{name}: {alloc}")
+        gpus = alloc["containers"][0].get("gpus") or []
+        self.assertEqual(len(gpus), limits["gpusched.io/gpu"], f"{name}: {alloc}")
+        for g in gpus:
+            self.assertEqual(g.get("milli"), limits["gpusched.io/gpu-core"] * 10, f"{name}: {alloc}")
+            self.assertEqual(g.get("memory_mib"), limits["gpusched.io/gpu-memory"], f"{name}: {alloc}")
+            self.assertFalse(g.get("exclusive"), f"{name}: shared request got an exclusive GPU: {alloc}")
+        return alloc
+
+    def audit(self):
+        """Cluster-wide invariants over every pod's allocation; returns {(node, uuid): [milli, MiB, pods]}."""
+        nodes = {n["metadata"]["name"]: json.loads(n["metadata"].get("annotations", {}).get(GPUS_ANNOTATION, "[]"))
+                 for n in self.kube.list("nodes")}
+        usage = collections.defaultdict(lambda: [0, 0, []])
+        exclusive = collections.defaultdict(list)
+        ids = collections.defaultdict(list)
+        for pod in self.kube.list("pods"):
+            name = pod["metadata"]["name"]
+            text = pod["metadata"].get("annotations", {}).get(ALLOCATION_ANNOTATION)
+            if not pod["spec"].get("nodeName"):
+                self.assertIsNone(text, f"unbound pod {name} carries an allocation: {text}")
+                continue
+            if text is None and not requests_gpu(pod):
+                continue
+            alloc = self.allocation(pod)
+            ids[alloc["id"]].append(name)
+            inventory = {g["uuid"]: g for g in nodes.get(alloc["node"], [])}
+            for c in alloc["containers"]:
+                for g in c.get("gpus") or []:
+                    inv = inventory.get(g.get("uuid"))
+                    self.assertIsNotNone(inv, f"{name}: GPU {g} is not on node {alloc['node']}")
+                    self.assertEqual(g.get("index"), inv["index"], f"{name}: index/uuid mismatch {g}")
+                    u = usage[(alloc["node"], g["uuid"])]
+                    u[0] += g.get("milli", 0)
+                    u[1] += g.get("memory_mib", 0)
+                    u[2].append(name)
+                    if g.get("exclusive"):
+                        exclusive[(alloc["node"], g["uuid"])].append(name)
+        for (node, uuid), (milli, mib, pods) in usage.items():
+            self.assertLessEqual(milli, 1000, f"{uuid} on {node} overcommitted in compute: {pods}")
+            self.assertLessEqual(mib, GPU_MEMORY_MIB, f"{uuid} on {node} overcommitted in memory: {pods}")
+        for key, holders in exclusive.items():
+            self.assertEqual(usage[key][2], holders[:1],
+                             f"exclusive GPU {key[1]} shared: exclusive for {holders}, used by {usage[key][2]}")
+        for name in self.must_stay_pending:
+            pod = self.kube.get("pods", name)
+            self.assertFalse(pod["spec"].get("nodeName"),
+                             f"{name} did not fit earlier and nothing was freed since, yet it was bound: "
+                             f"{pod['metadata'].get('annotations', {}).get(ALLOCATION_ANNOTATION)}")
+        dup = {i: p for i, p in ids.items() if len(p) > 1}
+        self.assertFalse(dup, f"allocation ids are not unique: {dup}")
+        return usage
+
+    def log_usage(self, pool):
+        usage = self.audit()
+        for (node, uuid), (milli, mib, pods) in sorted(usage.items()):
+            if node.startswith(pool + "-"):
+                log(f"  {uuid}: {milli} milli, {mib} MiB, pods {sorted(pods)}")
+
+    # -- tests ------------------------------------------------------------------------------------------------
+
+    @dump_logs_on_failure
+    def test_0_deploy_manifests(self):
+        """deploy/extender.yaml passes the apiserver's validation (server-side dry run)."""
+        with open(os.path.join(REPO_ROOT, "deploy", "extender.yaml")) as f:
+            objs = self.kube.apply_yaml(f.read(), dry_run=True)
+        self.assertEqual(sorted(o["kind"] for o in objs), ["ConfigMap", "Deployment", "Service"])
+
+    @dump_logs_on_failure
+    def test_1_share(self):
+        """Six 30% / 20000 MiB pods on 2 nodes x 2 GPUs all bind, with valid allocations, never overcommitted."""
+        pool = "share"
+        self.make_pool(pool, nodes=2, gpus=2)
+        names = [f"share-{i}" for i in range(6)]
+        t0 = time.monotonic()
+        for name in names:
+            self.create_pod(name, SHARE, pool)
+        for name in names:
+            pod = self.wait_bound(name)
+            self.assertTrue(pod["spec"]["nodeName"].startswith(pool + "-"), pod["spec"]["nodeName"])
+            self.check_share_allocation(pod, SHARE)
+        log(f"6 shared pods bound in {time.monotonic() - t0:.1f}s")
+        self.log_usage(pool)
+
+    @dump_logs_on_failure
+    def test_2_capacity_exhaustion(self):
+        """Pods are added one by one until one does not fit: 3 per GPU by compute, 12 on 4 GPUs; the 13th stays
+        Pending with a FailedScheduling event that carries the extender's reason."""
+        pool = "full"
+        self.make_pool(pool, nodes=2, gpus=2)
+        expected = 4 * (1000 // (SHARE["gpusched.io/gpu-core"] * 10))  # compute, not memory, runs out first
+        t0 = time.monotonic()
+        bound = 0
+        for i in range(expected + 4):
+            name = f"full-{i}"
+            self.create_pod(name, SHARE, pool)
+            state, value = self.wait_bound_or_failed(name)
+            if state == "bound":
+                self.check_share_allocation(value, SHARE)
+                bound += 1
+                continue
+            log(f"{name} did not fit after {bound} bound pods ({time.monotonic() - t0:.1f}s)")
+            self.assertEqual(bound, expected, f"expected {expected} pods to fit; the reason given: {value}")
+            self.assert_pending_with_reason(name)
+            break
+        else:
+            self.fail(f"{expected + 4} pods of 30% fit on 4 GPUs")
+        self.log_usage(pool)
+        # The pending pod is retried on every cluster event; it must still be pending after more pods came and went
+        # elsewhere. Checked again at the end of the other tests through audit().
+
+    @dump_logs_on_failure
+    def test_3_whole_gpus(self):
+        """nvidia.com/gpu pods get whole exclusive GPUs, never one that another pod holds, and vice versa."""
+        pool = "whole"
+        inv = self.make_pool(pool, nodes=2, gpus=2)
+        share = self.wait_bound_after_create("whole-share-0", SHARE, pool)
+        node_a = share["spec"]["nodeName"]
+        node_b = next(n for n in inv if n != node_a)
+        shared_uuid = self.allocation(share)["containers"][0]["gpus"][0]["uuid"]
+
+        whole = self.wait_bound_after_create("whole-2gpu-0", {"nvidia.com/gpu": 2}, pool)
+        alloc = self.allocation(whole)
+        self.assertEqual(whole["spec"]["nodeName"], node_b,
+                         f"2 whole GPUs only fit on {node_b} ({node_a} shares a GPU): {alloc}")
+        gpus = alloc["containers"][0]["gpus"]
+        self.assertEqual(len(gpus), 2, alloc)
+        self.assertEqual(len({g["uuid"] for g in gpus}), 2, alloc)
+        for g in gpus:
+            self.assertTrue(g.get("exclusive"), f"nvidia.com/gpu must be exclusive: {alloc}")
+        log(f"whole-2gpu-0 got {[(g['uuid'], g.get('milli'), g.get('memory_mib')) for g in gpus]}")
+
+        # No node has 2 free whole GPUs now: kube-scheduler rejects node B (Insufficient nvidia.com/gpu), the
+        # extender rejects node A (one of its GPUs is shared).
+        self.create_pod("whole-2gpu-1", {"nvidia.com/gpu": 2}, pool)
+        self.assert_pending_with_reason("whole-2gpu-1", numbers=False)
+
+        one = self.wait_bound_after_create("whole-1gpu-0", {"nvidia.com/gpu": 1}, pool)
+        alloc1 = self.allocation(one)
+        self.assertEqual(one["spec"]["nodeName"], node_a, alloc1)
+        g1 = alloc1["containers"][0]["gpus"]
+        self.assertEqual(len(g1), 1, alloc1)
+        self.assertTrue(g1[0].get("exclusive"), alloc1)
+        self.assertNotEqual(g1[0]["uuid"], shared_uuid, f"exclusive GPU given while shared: {alloc1}")
+
+        # A shared pod now fits only beside whole-share-0, never on an exclusive GPU.
+        share2 = self.wait_bound_after_create("whole-share-1", SHARE, pool)
+        a2 = self.check_share_allocation(share2, SHARE)
+        self.assertEqual(a2["containers"][0]["gpus"][0]["uuid"], shared_uuid, a2)
+        self.log_usage(pool)
+
+    @dump_logs_on_failure
+    def test_4_restart(self):
+        """A killed and restarted extender rebuilds its state from the pods' allocation annotations."""
+        pool = "restart"
+        self.make_pool(pool, nodes=1, gpus=1)
+        for i in range(3):
+            pod = self.wait_bound_after_create(f"restart-{i}", SHARE, pool)
+            self.check_share_allocation(pod, SHARE)
+        before = {p["metadata"]["name"]: self.allocation(p)["id"] for p in self.kube.list("pods")
+                  if p["spec"].get("nodeName")}
+        self.ext.kill()
+        ready_s = self.ext.start()
+        log(f"extender killed and restarted, ready in {ready_s:.1f}s")
+
+        # 900 milli are in use: 300 more would overcommit compute if the state were lost.
+        self.create_pod("restart-over", SHARE, pool)
+        self.assert_pending_with_reason("restart-over")
+        # 100 milli and 20000 MiB fit exactly (1000 milli, 80000 of 81920 MiB).
+        edge = {"gpusched.io/gpu": 1, "gpusched.io/gpu-memory": 20000, "gpusched.io/gpu-core": 10}
+        pod = self.wait_bound_after_create("restart-edge", edge, pool)
+        alloc = self.check_share_allocation(pod, edge)
+        self.assertNotIn(alloc["id"], before.values(), f"allocation id reused after restart: {alloc}")
+        # Now the GPU is full in compute; a 1% pod must not fit either.
+        self.create_pod("restart-over-2", {"gpusched.io/gpu": 1, "gpusched.io/gpu-memory": 1000,
+                                           "gpusched.io/gpu-core": 1}, pool)
+        self.assert_pending_with_reason("restart-over-2")
+        self.assertFalse(self.kube.get("pods", "restart-over")["spec"].get("nodeName"))
+        self.log_usage(pool)
+
+    @dump_logs_on_failure
+    def test_5_pod_without_gpu(self):
+        """A pod that asks for no managed resource never reaches the extender: kube-scheduler binds it itself."""
+        pool = "plain"
+        self.make_pool(pool, nodes=1, gpus=1)
+        pod = self.wait_bound_after_create("plain-0", {}, pool)
+        self.assertNotIn(ALLOCATION_ANNOTATION, pod["metadata"].get("annotations", {}), pod["metadata"])
+        self.audit()
+
+    @dump_logs_on_failure
+    def test_6_multi_container(self):
+        """Each GPU container of a pod gets its own entry in the allocation; a container without GPU gets none."""
+        pool = "multi"
+        self.make_pool(pool, nodes=1, gpus=2)
+        trainer = {"gpusched.io/gpu": 2, "gpusched.io/gpu-memory": 10000, "gpusched.io/gpu-core": 50}
+        helper = {"gpusched.io/gpu": 1, "gpusched.io/gpu-memory": 30000, "gpusched.io/gpu-core": 40}
+        pod = gpu_pod("multi-0", trainer, labels={POOL_LABEL: pool}, node_selector={POOL_LABEL: pool})
+        base = pod["spec"]["containers"][0]
+        pod["spec"]["containers"] = [
+            dict(base, name="trainer"),
+            dict(base, name="helper", resources={"limits": {k: str(v) for k, v in helper.items()}}),
+            dict(base, name="sidecar", resources={"requests": {"cpu": "50m"}}),
+        ]
+        pod["spec"]["initContainers"] = [dict(base, name="init", resources={"requests": {"cpu": "50m"}})]
+        self.kube.create("pods", pod)
+        bound = self.wait_bound("multi-0")
+        alloc = self.allocation(bound)
+        log(f"multi-0 allocation: {json.dumps(alloc)}")
+        by_name = {c.get("name"): c.get("gpus") or [] for c in alloc["containers"]}
+        self.assertEqual(len(by_name.get("trainer", [])), 2, alloc)
+        self.assertEqual({g["index"] for g in by_name["trainer"]}, {0, 1}, alloc)
+        for g in by_name["trainer"]:
+            self.assertEqual((g.get("milli"), g.get("memory_mib"), bool(g.get("exclusive"))), (500, 10000, False),
+                             alloc)
+        self.assertEqual(len(by_name.get("helper", [])), 1, alloc)
+        g = by_name["helper"][0]
+        self.assertEqual((g.get("milli"), g.get("memory_mib"), bool(g.get("exclusive"))), (400, 30000, False), alloc)
+        self.assertFalse(by_name.get("sidecar"), f"a container without GPU got GPUs: {alloc}")
+        self.assertFalse(by_name.get("init"), f"an init container without GPU got GPUs: {alloc}")
+        self.audit()
+
+    def wait_bound_after_create(self, name, limits, pool):
+        self.create_pod(name, limits, pool)
+        return self.wait_bound(name)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,742 @@
+// adapters/k8s against FakeApiServer over mTLS on loopback: config loading, the REST calls, watch streams and
+// informers (sync, reconnect, relist with a diff), and the mapping of errors to Status.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>  // setenv, unsetenv
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpusched/adapters/k8s/api_client.h"
+#include "gpusched/adapters/k8s/client_config.h"
+#include "gpusched/adapters/k8s/informer.h"
+#include "gpusched/testing/fake_apiserver.h"
+#include "gpusched/testing/test_pki.h"
+
+namespace gpusched::adapters::k8s {
+namespace {
+
+using common::StatusCode;
+using nlohmann::json;
+using std::chrono::milliseconds;
+using testing::FakeApiServer;
+using testing::FakeApiServerOptions;
+using ::testing::HasSubstr;
+using testing::TestPki;
+
+constexpr milliseconds kDeadline{10000};  // generous: sanitizers and a shared 2-core machine
+
+// Polls `pred` every 5 ms until it holds or `timeout` passes.
+bool WaitFor(const std::function<bool()>& pred, milliseconds timeout = kDeadline) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return true;
+}
+
+json Node(const std::string& name) { return {{"metadata", {{"name", name}}}, {"status", {{"capacity", {}}}}}; }
+
+json Pod(const std::string& ns, const std::string& name, const std::string& node = "",
+         const std::map<std::string, std::string>& labels = {}) {
+  json pod = {{"metadata", {{"name", name}, {"namespace", ns}}},
+              {"spec", {{"schedulerName", "gpusched"}, {"containers", json::array()}}},
+              {"status", {{"phase", "Pending"}}}};
+  if (!node.empty()) {
+    pod["spec"]["nodeName"] = node;
+  }
+  if (!labels.empty()) {
+    pod["metadata"]["labels"] = labels;
+  }
+  return pod;
+}
+
+std::string Rv(const json& object) { return object["metadata"]["resourceVersion"].get<std::string>(); }
+
+// Records informer events; thread-safe.
+class Recorder {
+ public:
+  void operator()(const WatchEvent& e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(e);
+  }
+  std::vector<WatchEvent> events() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_;
+  }
+  // "ADDED ns/name" lines.
+  std::vector<std::string> Lines() const {
+    std::vector<std::string> out;
+    for (const WatchEvent& e : events()) {
+      const char* type = e.type == WatchEvent::Type::kAdded      ? "ADDED"
+                         : e.type == WatchEvent::Type::kModified ? "MODIFIED"
+                                                                 : "DELETED";
+      out.push_back(std::string(type) + " " + ObjectKey(e.object));
+    }
+    return out;
+  }
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_.size();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<WatchEvent> events_;
+};
+
+// Sets an environment variable for the scope, restoring the old value.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    const char* old = getenv(name);
+    had_ = old != nullptr;
+    if (had_) {
+      old_ = old;
+    }
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_.c_str(), old_.c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+class K8sClientTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(testing::MakeTempDir("gpusched-k8s-test"));
+    ASSERT_FALSE(dir_->empty());
+    auto pki = testing::MakeTestPki(*dir_ + "/pki");
+    ASSERT_TRUE(pki.ok()) << pki.status();
+    pki_ = new TestPki(*pki);
+  }
+  static void TearDownTestSuite() {
+    if (dir_ != nullptr) {
+      std::filesystem::remove_all(*dir_);
+    }
+    delete pki_;
+    delete dir_;
+    pki_ = nullptr;
+    dir_ = nullptr;
+  }
+
+  void SetUp() override { StartServer({}); }
+
+  void TearDown() override {
+    informers_.clear();
+    client_.reset();
+    server_.reset();
+  }
+
+  void StartServer(const std::string& token, bool require_client_cert = true) {
+    informers_.clear();
+    client_.reset();
+    server_.reset();
+    server_ = std::make_unique<FakeApiServer>(FakeApiServerOptions{
+        .cert_file = pki_->server_cert_file,
+        .key_file = pki_->server_key_file,
+        .client_ca_file = require_client_cert ? pki_->ca_file : "",
+        .token = token,
+        .bookmark_interval = milliseconds(100),
+    });
+    ASSERT_TRUE(server_->Start().ok());
+  }
+
+  ClientConfig Config() const {
+    return ClientConfig{.server = server_->url(),
+                        .ca_pem = pki_->ca_pem,
+                        .client_cert_pem = pki_->client_cert_pem,
+                        .client_key_pem = pki_->client_key_pem,
+                        .namespace_ = "default"};
+  }
+
+  ApiClient& Client() {
+    if (client_ == nullptr) {
+      auto created = ApiClient::Create(Config());
+      EXPECT_TRUE(created.ok()) << created.status();
+      client_ = std::move(created).value();
+    }
+    return *client_;
+  }
+
+  static std::unique_ptr<ApiClient> MakeClient(ClientConfig config) {
+    auto created = ApiClient::Create(std::move(config));
+    EXPECT_TRUE(created.ok()) << created.status();
+    return created.ok() ? std::move(created).value() : nullptr;
+  }
+
+  Informer& StartInformer(InformerOptions options, Recorder& recorder) {
+    options.initial_backoff = milliseconds(20);
+    options.max_backoff = milliseconds(200);
+    options.seed = 1;
+    informers_.push_back(
+        std::make_unique<Informer>(Client(), std::move(options), [&recorder](const WatchEvent& e) { recorder(e); }));
+    Informer& informer = *informers_.back();
+    informer.Start();
+    EXPECT_TRUE(informer.WaitForSync(kDeadline));
+    return informer;
+  }
+
+  // The informer's cache equals the server's pods: same keys, same resourceVersions.
+  ::testing::AssertionResult CacheMatchesServer(const Informer& informer) const {
+    std::map<std::string, std::string> want;
+    for (const json& pod : server_->Pods()) {
+      want[ObjectKey(pod)] = Rv(pod);
+    }
+    std::map<std::string, std::string> got;
+    for (const json& pod : informer.List()) {
+      got[ObjectKey(pod)] = Rv(pod);
+    }
+    if (want == got) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure() << "cache has " << got.size() << " pods, server " << want.size();
+  }
+
+  static std::string* dir_;
+  static TestPki* pki_;
+  std::unique_ptr<FakeApiServer> server_;
+  std::unique_ptr<ApiClient> client_;
+  std::vector<std::unique_ptr<Informer>> informers_;
+};
+
+std::string* K8sClientTest::dir_ = nullptr;
+TestPki* K8sClientTest::pki_ = nullptr;
+
+// --- configuration and TLS -------------------------------------------------------------------------------------
+
+TEST_F(K8sClientTest, KubeconfigWithDataFieldsReachesTheServer) {
+  const std::string path = testing::WriteKubeconfig(*pki_, server_->url(), *dir_ + "/kubeconfig-data");
+  ASSERT_FALSE(path.empty());
+  auto config = LoadKubeconfig(path);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->ca_pem, pki_->ca_pem);
+  server_->UpsertNode(Node("n1"));
+  auto client = MakeClient(*config);
+  auto node = client->Get("/api/v1/nodes/n1");
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ((*node)["metadata"]["name"], "n1");
+}
+
+TEST_F(K8sClientTest, KubeconfigWithFilePathsRelativeToItsDirectory) {
+  const std::string path = pki_->dir + "/kubeconfig-files";
+  std::ofstream(path) << "apiVersion: v1\nkind: Config\ncurrent-context: files\n"
+                      << "clusters:\n- name: c\n  cluster:\n    server: " << server_->url()
+                      << "\n    certificate-authority: ca.crt\n"
+                      << "users:\n- name: u\n  user:\n    client-certificate: client.crt\n"
+                      << "    client-key: client.key\n"
+                      << "contexts:\n- name: files\n  context:\n    cluster: c\n    user: u\n    namespace: gpu\n";
+  auto config = LoadKubeconfig(path);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->namespace_, "gpu");
+  auto client = MakeClient(*config);
+  EXPECT_TRUE(client->List("/api/v1/nodes").ok());
+}
+
+TEST_F(K8sClientTest, KubeconfigMissingKeysAreClearErrors) {
+  const std::string path = *dir_ + "/kubeconfig-bad";
+  std::ofstream(path) << "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+                      << "clusters:\n- name: c\n  cluster:\n    certificate-authority: ca.crt\n"
+                      << "contexts:\n- name: x\n  context:\n    cluster: c\n";
+  auto config = LoadKubeconfig(path);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(config.status().message(), HasSubstr(path));
+  EXPECT_THAT(config.status().message(), HasSubstr("missing key 'server'"));
+}
+
+TEST_F(K8sClientTest, InClusterConfigWithTokenAndServiceAccountCa) {
+  StartServer("sa-token", /*require_client_cert=*/false);
+  const std::string sa = *dir_ + "/sa";
+  std::filesystem::create_directories(sa);
+  std::ofstream(sa + "/token") << "sa-token\n";
+  std::ofstream(sa + "/ca.crt") << pki_->ca_pem;
+  std::ofstream(sa + "/namespace") << "gpu-system";
+  ScopedEnv host("KUBERNETES_SERVICE_HOST", "127.0.0.1");
+  ScopedEnv port("KUBERNETES_SERVICE_PORT", std::to_string(server_->port()));
+  auto config = InClusterConfig(sa);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->server, server_->url());
+  EXPECT_EQ(config->namespace_, "gpu-system");
+  auto client = MakeClient(*config);
+  EXPECT_TRUE(client->List("/api/v1/pods").ok());
+
+  // The token file is read again by a new client: a rotated token that the server does not know is a 401.
+  std::ofstream(sa + "/token") << "rotated-token\n";
+  auto rotated = MakeClient(*InClusterConfig(sa));
+  EXPECT_EQ(rotated->List("/api/v1/pods").status().code(), StatusCode::kUnauthenticated);
+}
+
+TEST_F(K8sClientTest, HandshakeRefusedWithoutClientCertificate) {
+  ClientConfig config = Config();
+  config.client_cert_pem.clear();
+  config.client_key_pem.clear();
+  auto no_cert = MakeClient(config)->Get("/api/v1/nodes");
+  EXPECT_EQ(no_cert.status().code(), StatusCode::kUnavailable) << no_cert.status();
+  EXPECT_THAT(no_cert.status().message(), HasSubstr("GET /api/v1/nodes"));
+  EXPECT_EQ(server_->RequestCount("GET", "list-nodes"), 0);
+
+  // A server certificate from another CA is rejected by the client.
+  ClientConfig wrong_ca = Config();
+  std::ifstream in(pki_->other_ca_file);
+  wrong_ca.ca_pem.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  EXPECT_EQ(MakeClient(wrong_ca)->Get("/api/v1/nodes").status().code(), StatusCode::kUnavailable);
+  // ...unless verification is off.
+  wrong_ca.insecure_skip_verify = true;
+  EXPECT_TRUE(MakeClient(wrong_ca)->Get("/api/v1/nodes").ok());
+}
+
+// --- list and watch --------------------------------------------------------------------------------------------
+
+TEST_F(K8sClientTest, ListPaginatesAndFilters) {
+  // 1203 pods: pages of 500, 500, 203 -> 3 requests.
+  for (int i = 0; i < 1203; ++i) {
+    server_->UpsertPod(Pod(i % 2 == 0 ? "a" : "b", "p" + std::to_string(i), i % 3 == 0 ? "n1" : "",
+                           {{"team", i % 5 == 0 ? "ml" : "web"}}));
+  }
+  auto all = Client().List("/api/v1/pods");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->items.size(), 1203U);
+  EXPECT_EQ(server_->RequestCount("GET", "list-pods"), 3);
+  EXPECT_EQ(all->resource_version, std::to_string(server_->resource_version()));
+  std::set<std::string> keys;
+  for (const json& pod : all->items) {
+    keys.insert(ObjectKey(pod));
+  }
+  EXPECT_EQ(keys.size(), 1203U);  // no duplicates across pages
+
+  auto count = [this](const std::string& path, const std::string& fields, const std::string& labels) -> size_t {
+    auto list = Client().List(path, fields, labels);
+    EXPECT_TRUE(list.ok()) << list.status();
+    return list.ok() ? list->items.size() : 0;
+  };
+  // i % 3 == 0 -> 401 pods on n1; of those in namespace a (i even): i % 6 == 0 -> 201.
+  EXPECT_EQ(count("/api/v1/pods", "spec.nodeName=n1", ""), 401U);
+  EXPECT_EQ(count("/api/v1/namespaces/a/pods", "spec.nodeName=n1", ""), 201U);
+  EXPECT_EQ(count("/api/v1/pods", "spec.nodeName=,spec.schedulerName=gpusched", ""), 802U);
+  // i % 5 == 0 -> 241 pods labelled ml.
+  EXPECT_EQ(count("/api/v1/pods", "", "team=ml"), 241U);
+  EXPECT_EQ(count("/api/v1/pods", "status.phase!=Pending", ""), 0U);
+}
+
+TEST_F(K8sClientTest, ListRestartsOnceWhenTheContinueTokenExpires) {
+  for (int i = 0; i < 600; ++i) {
+    server_->UpsertPod(Pod("default", "p" + std::to_string(i)));
+  }
+  server_->FailNext("GET", "continue=", 410, "The provided continue parameter is too old");
+  auto list = Client().List("/api/v1/pods");
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->items.size(), 600U);
+  EXPECT_EQ(server_->RequestCount("GET", "list-pods"), 4);  // page 1, page 2 (410), page 1, page 2
+
+  server_->FailNext("GET", "continue=", 410, "The provided continue parameter is too old", 2);
+  auto twice = Client().List("/api/v1/pods");
+  EXPECT_EQ(twice.status().code(), StatusCode::kFailedPrecondition) << twice.status();
+  EXPECT_THAT(twice.status().message(), HasSubstr("too old"));
+}
+
+TEST_F(K8sClientTest, WatchDeliversEventsAndBookmarks) {
+  server_->UpsertPod(Pod("default", "before"));
+  auto list = Client().List("/api/v1/pods");
+  ASSERT_TRUE(list.ok());
+
+  std::mutex mu;
+  std::vector<std::string> seen;  // "TYPE name"
+  std::atomic<bool> stop{false};
+  common::Result<WatchEnd> ended = common::Internal("not run");
+  std::thread watcher([&] {
+    ended = Client().Watch(
+        "/api/v1/pods", list->resource_version, 60, "",
+        [&](const json& event) {
+          std::lock_guard<std::mutex> lock(mu);
+          const std::string type = event["type"];
+          seen.push_back(type == "BOOKMARK" ? type
+                                            : type + " " + event["object"]["metadata"]["name"].get<std::string>());
+        },
+        stop);
+  });
+  auto has = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::find(seen.begin(), seen.end(), line) != seen.end();
+  };
+  ASSERT_TRUE(WaitFor([&] { return server_->open_watches() == 1; }));
+  server_->UpsertPod(Pod("default", "p1"));
+  server_->UpsertPod(Pod("default", "p1", "n1"));
+  server_->DeletePod("default", "p1");
+  EXPECT_TRUE(WaitFor([&] { return has("DELETED p1") && has("BOOKMARK"); }));
+  const auto stop_at = std::chrono::steady_clock::now();
+  stop = true;
+  watcher.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_at, milliseconds(1000));
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_EQ(*ended, WatchEnd::kStopped);
+  std::vector<std::string> changes;
+  for (const std::string& s : seen) {
+    if (s != "BOOKMARK") {
+      changes.push_back(s);
+    }
+  }
+  EXPECT_EQ(changes, (std::vector<std::string>{"ADDED p1", "MODIFIED p1", "DELETED p1"}));
+}
+
+TEST_F(K8sClientTest, WatchEndsOnTimeoutCloseAndGone) {
+  const std::atomic<bool> stop{false};
+  auto ignore = [](const json&) {};
+  const std::string rv = std::to_string(server_->resource_version());
+  // timeoutSeconds=1: the server closes the stream.
+  auto closed = Client().Watch("/api/v1/nodes", rv, 1, "", ignore, stop);
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  EXPECT_EQ(*closed, WatchEnd::kClosed);
+
+  // An rv from before the compaction point: an ERROR event with code 410.
+  server_->UpsertNode(Node("n1"));
+  server_->UpsertNode(Node("n2"));
+  server_->Compact();
+  auto gone = Client().Watch("/api/v1/nodes", rv, 60, "", ignore, stop);
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_EQ(*gone, WatchEnd::kGone);
+
+  // 410 as the HTTP status.
+  server_->FailNext("GET", "watch-nodes", 410, "too old resource version");
+  auto http_gone = Client().Watch("/api/v1/nodes", rv, 60, "", ignore, stop);
+  ASSERT_TRUE(http_gone.ok()) << http_gone.status();
+  EXPECT_EQ(*http_gone, WatchEnd::kGone);
+
+  // Other HTTP errors are errors.
+  server_->FailNext("GET", "watch-nodes", 403, "nodes is forbidden");
+  auto forbidden = Client().Watch("/api/v1/nodes", rv, 60, "", ignore, stop);
+  EXPECT_EQ(forbidden.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_THAT(forbidden.status().message(), HasSubstr("nodes is forbidden"));
+}
+
+// --- informers ----------------------------------------------------------------------------------------------------
+
+TEST_F(K8sClientTest, InformerSyncsAndFollowsChanges) {
+  server_->UpsertNode(Node("n1"));
+  server_->UpsertNode(Node("n2"));
+  Recorder recorder;
+  Informer& informer = StartInformer({.path = "/api/v1/nodes"}, recorder);
+  EXPECT_TRUE(informer.HasSynced());
+  EXPECT_EQ(recorder.Lines(), (std::vector<std::string>{"ADDED n1", "ADDED n2"}));
+
+  server_->UpsertNode(Node("n3"));
+  json n1 = *server_->GetNode("n1");
+  n1["metadata"]["labels"] = {{"gpu", "a100"}};
+  server_->UpsertNode(n1);
+  server_->DeleteNode("n2");
+  ASSERT_TRUE(WaitFor([&] { return recorder.size() == 5; })) << recorder.size();
+  EXPECT_EQ(recorder.Lines(),
+            (std::vector<std::string>{"ADDED n1", "ADDED n2", "ADDED n3", "MODIFIED n1", "DELETED n2"}));
+  EXPECT_EQ(informer.Get("n1")->at("metadata").at("labels").at("gpu"), "a100");
+  EXPECT_FALSE(informer.Get("n2").has_value());
+  EXPECT_EQ(informer.List().size(), 2U);
+  // Bookmarks move the rv to the server's.
+  EXPECT_TRUE(WaitFor([&] { return informer.resource_version() == std::to_string(server_->resource_version()); }));
+  EXPECT_EQ(informer.relists(), 0U);
+}
+
+TEST_F(K8sClientTest, InformerWithSelectorsSeesPodsEnterAndLeave) {
+  server_->UpsertPod(Pod("default", "bound", "n1"));
+  server_->UpsertPod(Pod("default", "pending"));
+  Recorder recorder;
+  Informer& informer = StartInformer({.path = "/api/v1/pods", .field_selector = "spec.nodeName=n1"}, recorder);
+  EXPECT_EQ(recorder.Lines(), (std::vector<std::string>{"ADDED default/bound"}));
+  server_->UpsertPod(Pod("default", "pending", "n1"));  // starts matching -> ADDED
+  server_->UpsertPod(Pod("default", "bound", "n2"));    // stops matching -> DELETED
+  ASSERT_TRUE(WaitFor([&] { return recorder.size() == 3; }));
+  EXPECT_EQ(recorder.Lines(),
+            (std::vector<std::string>{"ADDED default/bound", "ADDED default/pending", "DELETED default/bound"}));
+  EXPECT_TRUE(informer.Get("default/pending").has_value());
+  EXPECT_FALSE(informer.Get("default/bound").has_value());
+}
+
+TEST_F(K8sClientTest, InformerReconnectsAfterClosedWatchesWithoutLosingOrDuplicatingEvents) {
+  for (int i = 0; i < 20; ++i) {
+    server_->UpsertPod(Pod("default", "p" + std::to_string(i)));
+  }
+  Recorder recorder;
+  Informer& informer = StartInformer({.path = "/api/v1/pods"}, recorder);
+  ASSERT_EQ(recorder.size(), 20U);
+  // Change pods while the streams are being closed again and again: every change arrives exactly once.
+  ASSERT_TRUE(WaitFor([&] { return server_->open_watches() == 1; }));
+  for (int round = 0; round < 5; ++round) {
+    const int watches = server_->RequestCount("GET", "watch-pods");
+    server_->CloseWatches();
+    for (int i = 0; i < 4; ++i) {
+      server_->UpsertPod(Pod("default", "p" + std::to_string(round * 4 + i), "n" + std::to_string(round)));
+    }
+    ASSERT_TRUE(WaitFor([&] { return server_->RequestCount("GET", "watch-pods") > watches; }));
+  }
+  ASSERT_TRUE(WaitFor([&] { return recorder.size() == 40; })) << recorder.size();
+  EXPECT_TRUE(WaitFor([&] { return CacheMatchesServer(informer); }));
+  std::map<std::string, int> modified;
+  for (const WatchEvent& e : recorder.events()) {
+    if (e.type == WatchEvent::Type::kModified) {
+      ++modified[ObjectKey(e.object)];
+    }
+  }
+  EXPECT_EQ(modified.size(), 20U);
+  for (const auto& [key, count] : modified) {
+    EXPECT_EQ(count, 1) << key;
+  }
+  EXPECT_GE(informer.reconnects(), 1U);
+  EXPECT_EQ(informer.relists(), 0U);
+}
+
+TEST_F(K8sClientTest, InformerRelistsAfterCompactionAndDeliversTheDiff) {
+  server_->UpsertPod(Pod("default", "stays"));
+  server_->UpsertPod(Pod("default", "goes"));
+  server_->UpsertPod(Pod("default", "changes"));
+  Recorder recorder;
+  Informer& informer = StartInformer({.path = "/api/v1/pods"}, recorder);
+  ASSERT_EQ(recorder.size(), 3U);
+
+  // Disconnect the informer: its watches fail until ClearFailures.
+  server_->FailNext("GET", "watch-pods", 503, "apiserver is restarting", /*count=*/-1);
+  const int watches = server_->RequestCount("GET", "watch-pods");
+  server_->CloseWatches();
+  ASSERT_TRUE(WaitFor([&] { return server_->RequestCount("GET", "watch-pods") > watches; }));
+  // Meanwhile: one pod deleted, one changed, one added; then history is compacted.
+  server_->DeletePod("default", "goes");
+  server_->UpsertPod(Pod("default", "changes", "n1"));
+  server_->UpsertPod(Pod("default", "new"));
+  server_->Compact();
+  server_->ClearFailures();
+
+  ASSERT_TRUE(WaitFor([&] { return informer.relists() == 1 && recorder.size() == 6; })) << recorder.size();
+  const std::vector<std::string> lines = recorder.Lines();
+  EXPECT_EQ(std::vector<std::string>(lines.begin() + 3, lines.end()),
+            (std::vector<std::string>{"DELETED default/goes", "MODIFIED default/changes", "ADDED default/new"}));
+  EXPECT_TRUE(CacheMatchesServer(informer));
+  EXPECT_THAT(informer.last_error(), HasSubstr("apiserver is restarting"));
+  // And it keeps following after the relist.
+  server_->DeletePod("default", "stays");
+  ASSERT_TRUE(WaitFor([&] { return recorder.size() == 7; }));
+  EXPECT_EQ(recorder.Lines().back(), "DELETED default/stays");
+}
+
+TEST_F(K8sClientTest, InformerStopsPromptly) {
+  Recorder recorder;
+  Informer& informer = StartInformer({.path = "/api/v1/nodes"}, recorder);
+  ASSERT_TRUE(WaitFor([&] { return server_->open_watches() == 1; }));
+  const auto start = std::chrono::steady_clock::now();
+  informer.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(1000));
+  informer.Stop();  // idempotent
+}
+
+// --- writes ---------------------------------------------------------------------------------------------------------
+
+TEST_F(K8sClientTest, BindPod) {
+  const json pod = server_->UpsertPod(Pod("default", "p"));
+  const std::string uid = pod["metadata"]["uid"];
+  ASSERT_TRUE(Client().BindPod("default", "p", uid, "n1").ok());
+  EXPECT_EQ(server_->GetPod("default", "p")->at("spec").at("nodeName"), "n1");
+
+  const common::Status again = Client().BindPod("default", "p", uid, "n2");
+  EXPECT_EQ(again.code(), StatusCode::kAborted);
+  EXPECT_THAT(again.message(), HasSubstr("POST /api/v1/namespaces/default/pods/p/binding: HTTP 409"));
+  EXPECT_THAT(again.message(), HasSubstr("already assigned to node \"n1\""));
+
+  server_->UpsertPod(Pod("default", "q"));
+  EXPECT_EQ(Client().BindPod("default", "q", "some-other-uid", "n1").code(), StatusCode::kAborted);
+  EXPECT_EQ(Client().BindPod("default", "missing", "", "n1").code(), StatusCode::kNotFound);
+  EXPECT_EQ(server_->RequestCount("POST", "binding"), 4);
+}
+
+TEST_F(K8sClientTest, PatchAnnotations) {
+  const json pod = server_->UpsertPod(Pod("default", "p"));
+  ASSERT_TRUE(Client().PatchPodAnnotations("default", "p", {{"gpu/idx", "0,1"}, {"gpu/mem", "4096"}}).ok());
+  json stored = *server_->GetPod("default", "p");
+  EXPECT_EQ(stored["metadata"]["annotations"], (json{{"gpu/idx", "0,1"}, {"gpu/mem", "4096"}}));
+  EXPECT_EQ(stored["metadata"]["uid"], pod["metadata"]["uid"]);
+
+  // null deletes; the current rv as precondition passes.
+  ASSERT_TRUE(Client().PatchPodAnnotations("default", "p", {{"gpu/idx", std::nullopt}}, Rv(stored)).ok());
+  stored = *server_->GetPod("default", "p");
+  EXPECT_EQ(stored["metadata"]["annotations"], (json{{"gpu/mem", "4096"}}));
+
+  // A stale rv is a conflict.
+  const common::Status stale = Client().PatchPodAnnotations("default", "p", {{"x", "y"}}, Rv(pod));
+  EXPECT_EQ(stale.code(), StatusCode::kAborted);
+  EXPECT_THAT(stale.message(), HasSubstr("the object has been modified"));
+  EXPECT_FALSE(server_->GetPod("default", "p")->at("metadata").at("annotations").contains("x"));
+
+  server_->UpsertNode(Node("n1"));
+  ASSERT_TRUE(Client().PatchNodeAnnotations("n1", {{"gpusched/lock", "pod-a"}}).ok());
+  EXPECT_EQ(server_->GetNode("n1")->at("metadata").at("annotations").at("gpusched/lock"), "pod-a");
+  EXPECT_EQ(Client().PatchNodeAnnotations("n2", {{"a", "b"}}).code(), StatusCode::kNotFound);
+  EXPECT_EQ(server_->RequestCount("PATCH", "patch-pod"), 3);
+  EXPECT_EQ(server_->RequestCount("PATCH", "patch-node"), 2);
+
+  // The generic call: a strategic-merge patch of the status subresource.
+  auto patched = Client().Request("PATCH", "/api/v1/namespaces/default/pods/p/status",
+                                  R"({"status":{"conditions":[{"type":"PodScheduled","status":"False"}]}})",
+                                  "application/strategic-merge-patch+json");
+  ASSERT_TRUE(patched.ok()) << patched.status();
+  EXPECT_EQ((*patched)["status"]["conditions"][0]["type"], "PodScheduled");
+}
+
+TEST_F(K8sClientTest, CreateEvent) {
+  ASSERT_TRUE(Client()
+                  .CreateEvent({.namespace_ = "ml",
+                                .pod_name = "train-0",
+                                .pod_uid = "uid-1",
+                                .reason = "FailedScheduling",
+                                .message = "0/3 nodes are available",
+                                .type = "Warning",
+                                .component = "gpusched"})
+                  .ok());
+  ASSERT_TRUE(Client().CreateEvent({.pod_name = "p", .reason = "Scheduled", .component = "gpusched"}).ok());
+  const std::vector<json> events = server_->Events();
+  ASSERT_EQ(events.size(), 2U);
+  const json& e = events[0];
+  EXPECT_EQ(e["metadata"]["namespace"], "ml");
+  EXPECT_THAT(e["metadata"]["name"].get<std::string>(), ::testing::StartsWith("train-0."));
+  EXPECT_EQ(e["involvedObject"],
+            (json{{"kind", "Pod"}, {"apiVersion", "v1"}, {"namespace", "ml"}, {"name", "train-0"}, {"uid", "uid-1"}}));
+  EXPECT_EQ(e["reason"], "FailedScheduling");
+  EXPECT_EQ(e["type"], "Warning");
+  EXPECT_EQ(e["source"]["component"], "gpusched");
+  EXPECT_THAT(e["firstTimestamp"].get<std::string>(), ::testing::MatchesRegex("....-..-..T..:..:..Z"));
+  EXPECT_EQ(events[1]["metadata"]["namespace"], "default");  // the config's namespace
+  EXPECT_EQ(events[1]["type"], "Normal");
+  auto listed = Client().List("/api/v1/namespaces/ml/events");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->items.size(), 1U);
+}
+
+TEST_F(K8sClientTest, Leases) {
+  auto missing = Client().GetLease("kube-system", "gpusched");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+
+  const json lease = {{"metadata", {{"name", "gpusched"}}},
+                      {"spec", {{"holderIdentity", "a"}, {"leaseDurationSeconds", 15}}}};
+  auto created = Client().CreateLease("kube-system", lease);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ((*created)["metadata"]["namespace"], "kube-system");
+  auto again = Client().CreateLease("kube-system", lease);
+  EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists) << again.status();
+
+  json mine = *Client().GetLease("kube-system", "gpusched");
+  mine["spec"]["holderIdentity"] = "b";
+  auto updated = Client().UpdateLease("kube-system", mine);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_EQ(server_->GetLease("kube-system", "gpusched")->at("spec").at("holderIdentity"), "b");
+
+  // Another replica still holding the old rv loses.
+  mine["spec"]["holderIdentity"] = "c";
+  auto conflict = Client().UpdateLease("kube-system", mine);
+  EXPECT_EQ(conflict.status().code(), StatusCode::kAborted) << conflict.status();
+  EXPECT_EQ(server_->GetLease("kube-system", "gpusched")->at("spec").at("holderIdentity"), "b");
+  EXPECT_EQ(Client().UpdateLease("kube-system", json{{"spec", {}}}).status().code(), StatusCode::kInvalidArgument);
+}
+
+// --- errors ---------------------------------------------------------------------------------------------------------
+
+TEST_F(K8sClientTest, ErrorMapping) {
+  // 404 with the server's message.
+  auto missing = Client().Get("/api/v1/namespaces/default/pods/nope");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("GET /api/v1/namespaces/default/pods/nope: HTTP 404 Not Found: pods \"nope\" not found"));
+
+  // Injected 500 -> Unavailable, with method, path, code and message.
+  server_->FailNext("GET", "list-nodes", 500, "etcdserver: request timed out");
+  auto failed = Client().List("/api/v1/nodes");
+  EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("GET /api/v1/nodes: HTTP 500 Internal Server Error: etcdserver: request timed out"));
+  EXPECT_TRUE(Client().List("/api/v1/nodes").ok());  // count=1: the next one passes
+
+  server_->FailNext("PATCH", "patch-node", 403, "nodes \"n1\" is forbidden");
+  EXPECT_EQ(Client().PatchNodeAnnotations("n1", {{"a", "b"}}).code(), StatusCode::kPermissionDenied);
+  server_->FailNext("POST", "binding", 422, "Binding is invalid");
+  EXPECT_EQ(Client().BindPod("default", "p", "", "n1").code(), StatusCode::kInvalidArgument);
+  server_->FailNext("GET", "get-node", 429, "too many requests");
+  EXPECT_EQ(Client().Get("/api/v1/nodes/n1").status().code(), StatusCode::kUnavailable);
+
+  // The server is slower than the request timeout.
+  ClientConfig quick = Config();
+  quick.request_timeout = milliseconds(200);
+  server_->SetDelay(milliseconds(2000));
+  auto slow = MakeClient(quick)->Get("/api/v1/nodes");
+  EXPECT_EQ(slow.status().code(), StatusCode::kDeadlineExceeded) << slow.status();
+  EXPECT_THAT(slow.status().message(), HasSubstr("GET /api/v1/nodes"));
+  server_->SetDelay(milliseconds(0));
+}
+
+TEST_F(K8sClientTest, WrongTokenIsUnauthenticated) {
+  StartServer("right-token");
+  ClientConfig config = Config();
+  config.token = "wrong-token";
+  auto wrong = MakeClient(config)->Get("/api/v1/nodes");
+  EXPECT_EQ(wrong.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_THAT(wrong.status().message(), HasSubstr("HTTP 401"));
+  config.token = "right-token";
+  EXPECT_TRUE(MakeClient(config)->Get("/api/v1/nodes").ok());
+}
+
+TEST_F(K8sClientTest, ConnectionRefusedIsUnavailable) {
+  ClientConfig config = Config();
+  server_->Stop();
+  auto refused = MakeClient(config)->Get("/api/v1/nodes");
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status();
+}
+
+TEST_F(K8sClientTest, ConcurrentCallersShareOneClient) {
+  for (int i = 0; i < 8; ++i) {
+    server_->UpsertPod(Pod("default", "p" + std::to_string(i)));
+  }
+  Recorder recorder;
+  Informer& informer = StartInformer({.path = "/api/v1/pods"}, recorder);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string name = "p" + std::to_string(t);
+      for (int i = 0; i < 10; ++i) {
+        if (!Client().PatchPodAnnotations("default", name, {{"round", std::to_string(i)}}).ok()) {
+          ++failures;
+        }
+        if (!Client().Get("/api/v1/namespaces/default/pods/" + name).ok()) {
+          ++failures;
+        }
+        (void)informer.List();  // readers never wait on the network
+      }
+    });
+  }
+  for (std::thread& t : threads) {
+    t.join();
+  }
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_TRUE(WaitFor([&] { return CacheMatchesServer(informer); }));
+  EXPECT_EQ(informer.Get("default/p3")->at("metadata").at("annotations").at("round"), "9");
+}
+
+}  // namespace
+}  // namespace gpusched::adapters::k8s
