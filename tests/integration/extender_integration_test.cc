@@ -1,0 +1,433 @@
+// The extender end to end in one process, against FakeApiServer over mTLS on loopback: the real informers feed
+// the mirror, the real HTTP server answers kube-scheduler's verbs, and binds go through PodBinder to the fake
+// API server. Checks that binds land with the right annotation, that a restarted extender rebuilds the same
+// state from the annotations, that concurrent binds never overcommit (also run under TSan), that failed binds
+// change nothing, and how bad input is answered.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "gpusched/adapters/extender/server.h"
+#include "gpusched/adapters/k8s/api_client.h"
+#include "gpusched/adapters/k8s/client_config.h"
+#include "gpusched/adapters/k8s/informer.h"
+#include "gpusched/adapters/k8s/pod_binder.h"
+#include "gpusched/kube/annotations.h"
+#include "gpusched/testing/fake_apiserver.h"
+#include "gpusched/testing/test_pki.h"
+
+namespace gpusched {
+namespace {
+
+namespace ext = adapters::extender;
+namespace k8s = adapters::k8s;
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+bool WaitFor(const std::function<bool()>& pred, milliseconds timeout = milliseconds(15000)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return true;
+}
+
+json Node(const std::string& name, int gpus) {
+  json list = json::array();
+  for (int i = 0; i < gpus; ++i) {
+    list.push_back({{"uuid", "GPU-" + name + "-" + std::to_string(i)},
+                    {"index", i},
+                    {"model", "A100-SXM4-80GB"},
+                    {"memory_mib", 81920}});
+  }
+  return {{"metadata", {{"name", name}, {"annotations", {{"gpusched.io/gpus", list.dump()}}}}},
+          {"status", {{"allocatable", {{"cpu", "32"}, {"memory", "128Gi"}}}}}};
+}
+
+json Pod(const std::string& name, const json& limits) {
+  return {{"metadata", {{"name", name}, {"namespace", "default"}}},
+          {"spec",
+           {{"schedulerName", "default-scheduler"},
+            {"containers", json::array({{{"name", "main"}, {"resources", {{"limits", limits}}}}})}}},
+          {"status", {{"phase", "Pending"}}}};
+}
+
+json Share(int core) {
+  return {
+      {"gpusched.io/gpu", "1"}, {"gpusched.io/gpu-core", std::to_string(core)}, {"gpusched.io/gpu-memory", "20000"}};
+}
+
+// One extender process worth of objects: client, informers, mirror, service, server.
+struct Extender {
+  std::unique_ptr<k8s::ApiClient> client;
+  ext::ClusterMirror mirror;
+  std::unique_ptr<k8s::Informer> nodes;
+  std::unique_ptr<k8s::Informer> pods;
+  std::unique_ptr<k8s::PodBinder> binder;
+  ext::ExtenderMetrics metrics;
+  std::unique_ptr<ext::ExtenderService> service;
+  std::unique_ptr<ext::ExtenderServer> server;
+
+  static ext::EventType Type(k8s::WatchEvent::Type t) {
+    return t == k8s::WatchEvent::Type::kAdded      ? ext::EventType::kAdded
+           : t == k8s::WatchEvent::Type::kModified ? ext::EventType::kModified
+                                                   : ext::EventType::kDeleted;
+  }
+
+  void Start(const std::string& kubeconfig, const ext::ExtenderConfig& config, bool start_informers = true) {
+    auto cfg = k8s::LoadKubeconfig(kubeconfig);
+    ASSERT_TRUE(cfg.ok()) << cfg.status();
+    auto c = k8s::ApiClient::Create(*cfg);
+    ASSERT_TRUE(c.ok()) << c.status();
+    client = std::move(c).value();
+    nodes =
+        std::make_unique<k8s::Informer>(*client, k8s::InformerOptions{.path = "/api/v1/nodes"},
+                                        [this](const k8s::WatchEvent& e) { mirror.OnNode(Type(e.type), e.object); });
+    pods = std::make_unique<k8s::Informer>(*client, k8s::InformerOptions{.path = "/api/v1/pods"},
+                                           [this](const k8s::WatchEvent& e) { mirror.OnPod(Type(e.type), e.object); });
+    binder = std::make_unique<k8s::PodBinder>(*client);
+    auto s = ext::ExtenderService::Create(
+        mirror, *binder, [this](const std::string& ns, const std::string& name) { return pods->Get(ns + "/" + name); },
+        ext::ServiceOptions{.policy = config.policy, .seed = 3}, &metrics);
+    ASSERT_TRUE(s.ok()) << s.status();
+    service = std::move(s).value();
+    server = std::make_unique<ext::ExtenderServer>(*service, mirror, metrics, config, [this]() -> std::string {
+      return nodes->HasSynced() && pods->HasSynced() ? "" : "caches not synced";
+    });
+    ASSERT_TRUE(server->Start().ok());
+    if (start_informers) {
+      StartInformers();
+    }
+  }
+  void StartInformers() {
+    nodes->Start();
+    ASSERT_TRUE(nodes->WaitForSync(milliseconds(15000)));
+    pods->Start();
+    ASSERT_TRUE(pods->WaitForSync(milliseconds(15000)));
+  }
+  void Stop() {
+    if (server) server->Stop();
+    if (pods) pods->Stop();
+    if (nodes) nodes->Stop();
+  }
+  ~Extender() { Stop(); }
+};
+
+class ExtenderIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("gpusched-extender-it");
+    auto pki = testing::MakeTestPki(dir_ + "/pki");
+    ASSERT_TRUE(pki.ok()) << pki.status();
+    pki_ = *pki;
+    api_ = std::make_unique<testing::FakeApiServer>(testing::FakeApiServerOptions{
+        .cert_file = pki_.server_cert_file, .key_file = pki_.server_key_file, .client_ca_file = pki_.ca_file});
+    ASSERT_TRUE(api_->Start().ok());
+    kubeconfig_ = testing::WriteKubeconfig(pki_, api_->url(), dir_ + "/kubeconfig");
+    ASSERT_FALSE(kubeconfig_.empty());
+    config_.host = "127.0.0.1";
+    config_.port = 0;
+    config_.read_timeout_seconds = 1;
+    config_.max_body_bytes = 1 << 20;
+  }
+  void TearDown() override {
+    api_->Stop();
+    std::filesystem::remove_all(dir_);
+  }
+
+  httplib::Client Client(const Extender& e) {
+    httplib::Client c("127.0.0.1", e.server->port());
+    c.set_read_timeout(10, 0);
+    return c;
+  }
+
+  // kube-scheduler's cycle for one pod: filter, prioritize, then bind to the best-scored passing node.
+  // Returns the bind Error ("" on success) or a description of what failed before bind.
+  std::string Schedule(Extender& e, const json& pod, const std::vector<std::string>& nodes) {
+    auto c = Client(e);
+    const std::string args = json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", nodes}}.dump();
+    auto f = c.Post("/scheduler/filter", args, "application/json");
+    if (!f || f->status != 200) return "filter failed";
+    const json fr = json::parse(f->body);
+    if (fr["NodeNames"].empty()) return "no node fits: " + fr["FailedNodes"].dump();
+    auto p = c.Post("/scheduler/prioritize",
+                    json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", fr["NodeNames"]}}.dump(), "application/json");
+    if (!p || p->status != 200) return "prioritize failed";
+    std::string best;
+    int64_t best_score = -1;
+    for (const auto& h : json::parse(p->body)) {
+      if (h["Score"].get<int64_t>() > best_score) {
+        best_score = h["Score"];
+        best = h["Host"];
+      }
+    }
+    auto b = c.Post("/scheduler/bind",
+                    json{{"PodName", pod["metadata"]["name"]},
+                         {"PodNamespace", "default"},
+                         {"PodUID", pod["metadata"]["uid"]},
+                         {"Node", best}}
+                        .dump(),
+                    "application/json");
+    if (!b) return "bind transport failed";
+    return json::parse(b->body)["Error"].get<std::string>();
+  }
+
+  // Σ milli and MiB per GPU uuid over every bound pod's annotation, as the API server holds them.
+  std::map<std::string, std::pair<int64_t, int64_t>> UsageFromAnnotations() {
+    std::map<std::string, std::pair<int64_t, int64_t>> use;
+    for (const auto& p : api_->Pods()) {
+      const auto& md = p["metadata"];
+      if (!md.contains("annotations") || !md["annotations"].contains("gpusched.io/allocation")) continue;
+      auto a = kube::DecodeAllocation(md["annotations"]["gpusched.io/allocation"].get<std::string>(),
+                                      common::PodUid(md["uid"].get<std::string>()));
+      EXPECT_TRUE(a.ok()) << a.status();
+      EXPECT_EQ(a->node.str(), p["spec"].value("nodeName", "")) << p.dump();
+      for (const auto& c : a->containers) {
+        for (const auto& g : c.gpus) {
+          use[g.uuid.str()].first += g.milli.value();
+          use[g.uuid.str()].second += g.memory.value();
+        }
+      }
+    }
+    return use;
+  }
+
+  std::string dir_;
+  testing::TestPki pki_;
+  std::unique_ptr<testing::FakeApiServer> api_;
+  std::string kubeconfig_;
+  ext::ExtenderConfig config_;
+};
+
+TEST_F(ExtenderIntegrationTest, BindsLandWithTheRightAnnotationAndTheWatchConfirmsThem) {
+  api_->UpsertNode(Node("n1", 2));
+  api_->UpsertNode(Node("n2", 2));
+  Extender e;
+  e.Start(kubeconfig_, config_);
+  for (int i = 0; i < 4; ++i) {
+    const json pod = api_->UpsertPod(Pod("share-" + std::to_string(i), Share(30)));
+    ASSERT_TRUE(WaitFor([&] { return e.pods->Get("default/share-" + std::to_string(i)).has_value(); }));
+    EXPECT_EQ(Schedule(e, pod, {"n1", "n2"}), "") << i;
+  }
+  for (int i = 0; i < 4; ++i) {
+    auto pod = api_->GetPod("default", "share-" + std::to_string(i));
+    ASSERT_TRUE(pod.has_value());
+    const std::string node = (*pod)["spec"].value("nodeName", "");
+    ASSERT_FALSE(node.empty()) << "pod not bound";
+    auto a = kube::DecodeAllocation((*pod)["metadata"]["annotations"]["gpusched.io/allocation"].get<std::string>(),
+                                    common::PodUid((*pod)["metadata"]["uid"].get<std::string>()));
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->node.str(), node);
+    ASSERT_EQ(a->containers.size(), 1u);
+    EXPECT_EQ(a->containers[0].container, "main");
+    ASSERT_EQ(a->containers[0].gpus.size(), 1u);
+    const auto& g = a->containers[0].gpus[0];
+    EXPECT_EQ(g.uuid.str(), "GPU-" + node + "-" + std::to_string(g.index));
+    EXPECT_EQ(g.milli.value(), 300);
+    EXPECT_EQ(g.memory.value(), 20000);
+    EXPECT_FALSE(g.exclusive);
+  }
+  // binpack put all four on one node, on one GPU until it was full (3 x 300), then the next.
+  EXPECT_EQ(api_->RequestCount("POST", "binding"), 4);
+  EXPECT_EQ(api_->RequestCount("PATCH", "patch-pod"), 4);
+  ASSERT_TRUE(WaitFor([&] {
+    auto lock = e.mirror.ReadLock();
+    for (int i = 0; i < 4; ++i) {
+      auto pod = api_->GetPod("default", "share-" + std::to_string(i));
+      if (!e.mirror.state().IsConfirmed(common::PodUid((*pod)["metadata"]["uid"].get<std::string>()))) return false;
+    }
+    return true;
+  }));
+  auto lock = e.mirror.ReadLock();
+  EXPECT_EQ(e.mirror.state().AllocatedMilli().value(), 1200);
+  EXPECT_EQ(e.mirror.stats().rebuilt_allocations, 0u);  // all four were this extender's own binds
+}
+
+TEST_F(ExtenderIntegrationTest, ARestartedExtenderRebuildsTheSameStateAndKeepsCapacity) {
+  api_->UpsertNode(Node("n1", 2));
+  std::map<std::string, std::pair<int64_t, int64_t>> before;
+  {
+    Extender e;
+    e.Start(kubeconfig_, config_);
+    for (int i = 0; i < 6; ++i) {  // 6 x 30 % on 2 GPUs: 3 per GPU, 90 % each
+      const json pod = api_->UpsertPod(Pod("r" + std::to_string(i), Share(30)));
+      ASSERT_TRUE(WaitFor([&] { return e.pods->Get("default/r" + std::to_string(i)).has_value(); }));
+      ASSERT_EQ(Schedule(e, pod, {"n1"}), "") << i;
+    }
+    before = UsageFromAnnotations();
+  }
+  Extender again;
+  again.Start(kubeconfig_, config_);
+  {
+    auto lock = again.mirror.ReadLock();
+    const core::NodeView* v = again.mirror.state().Find(common::NodeName("n1"));
+    ASSERT_NE(v, nullptr);
+    for (size_t g = 0; g < v->gpus.size(); ++g) {
+      const auto& use = before["GPU-n1-" + std::to_string(g)];
+      EXPECT_EQ(v->gpus[g].free.value(), 1000 - use.first) << g;
+      EXPECT_EQ(v->gpus[g].memory_free.value(), 81920 - use.second) << g;
+    }
+    EXPECT_EQ(again.mirror.stats().rebuilt_allocations, 6u);
+  }
+  // A 30 % pod would overcommit if the state were lost: it must not fit; a 10 % one must.
+  const json big = api_->UpsertPod(Pod("big", Share(30)));
+  const json small = api_->UpsertPod(Pod("small", Share(10)));
+  ASSERT_TRUE(WaitFor([&] { return again.pods->Get("default/small").has_value(); }));
+  EXPECT_NE(Schedule(again, big, {"n1"}).find("no node fits"), std::string::npos);
+  EXPECT_EQ(Schedule(again, small, {"n1"}), "");
+  for (const auto& [uuid, use] : UsageFromAnnotations()) {
+    EXPECT_LE(use.first, 1000) << uuid;
+    EXPECT_LE(use.second, 81920) << uuid;
+  }
+}
+
+TEST_F(ExtenderIntegrationTest, ConcurrentBindsNeverOvercommit) {
+  api_->UpsertNode(Node("n1", 2));
+  api_->UpsertNode(Node("n2", 2));
+  Extender e;
+  e.Start(kubeconfig_, config_);
+  constexpr int kPods = 24;  // capacity: 4 GPUs x 3 pods of 30 % = 12
+  std::vector<json> pods;
+  for (int i = 0; i < kPods; ++i) {
+    pods.push_back(api_->UpsertPod(Pod("c" + std::to_string(i), Share(30))));
+  }
+  ASSERT_TRUE(WaitFor([&] { return e.pods->Get("default/c" + std::to_string(kPods - 1)).has_value(); }));
+  std::atomic<int> next{0};
+  std::atomic<int> bound{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&] {
+      for (int i = next++; i < kPods; i = next++) {
+        if (Schedule(e, pods[static_cast<size_t>(i)], {"n1", "n2"}).empty()) {
+          ++bound;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  EXPECT_EQ(bound.load(), 12);
+  for (const auto& [uuid, use] : UsageFromAnnotations()) {
+    EXPECT_LE(use.first, 1000) << uuid;
+    EXPECT_LE(use.second, 81920) << uuid;
+  }
+  int with_node = 0;
+  for (const auto& p : api_->Pods()) {
+    with_node += p["spec"].value("nodeName", "").empty() ? 0 : 1;
+  }
+  EXPECT_EQ(with_node, 12);
+  auto lock = e.mirror.ReadLock();
+  EXPECT_TRUE(e.mirror.state().CheckInvariants().ok());
+  EXPECT_EQ(e.mirror.state().AllocatedMilli().value(), 12 * 300);
+}
+
+TEST_F(ExtenderIntegrationTest, AFailedBindForgetsAndCleansTheAnnotation) {
+  api_->UpsertNode(Node("n1", 1));
+  Extender e;
+  e.Start(kubeconfig_, config_);
+  const json pod = api_->UpsertPod(Pod("f", Share(50)));
+  ASSERT_TRUE(WaitFor([&] { return e.pods->Get("default/f").has_value(); }));
+  api_->FailNext("POST", "binding", 500, "etcd is having a bad day");
+  const std::string error = Schedule(e, pod, {"n1"});
+  EXPECT_NE(error.find("etcd is having a bad day"), std::string::npos) << error;
+  auto stored = api_->GetPod("default", "f");
+  EXPECT_FALSE((*stored)["metadata"].contains("annotations") &&
+               (*stored)["metadata"]["annotations"].contains("gpusched.io/allocation"))
+      << stored->dump();
+  {
+    auto lock = e.mirror.ReadLock();
+    EXPECT_EQ(e.mirror.state().AllocatedMilli().value(), 0);
+  }
+  EXPECT_EQ(Schedule(e, pod, {"n1"}), "");  // kube-scheduler's retry
+  // The pod ends: its GPUs come back.
+  api_->DeletePod("default", "f");
+  ASSERT_TRUE(WaitFor([&] {
+    auto lock = e.mirror.ReadLock();
+    return e.mirror.state().AllocatedMilli().value() == 0;
+  }));
+}
+
+TEST_F(ExtenderIntegrationTest, BadInputGetsA4xxWithAMessageAndChangesNothing) {
+  api_->UpsertNode(Node("n1", 1));
+  Extender e;
+  e.Start(kubeconfig_, config_, /*start_informers=*/false);
+  auto c = Client(e);
+  auto not_ready = c.Get("/readyz");
+  ASSERT_TRUE(not_ready);
+  EXPECT_EQ(not_ready->status, 503);
+  EXPECT_NE(not_ready->body.find("not synced"), std::string::npos);
+  e.StartInformers();
+  EXPECT_EQ(c.Get("/readyz")->status, 200);
+  EXPECT_EQ(c.Get("/healthz")->status, 200);
+
+  const std::pair<std::string, std::string> bodies[] = {
+      {"/scheduler/filter", "{\"Pod\":"},                     // truncated
+      {"/scheduler/filter", "not json at all"},               // malformed
+      {"/scheduler/prioritize", "{\"NodeNames\":[\"n1\"]}"},  // missing Pod
+      {"/scheduler/bind", "{\"PodName\":\"x\"}"},             // missing Node
+      {"/scheduler/preempt", "{\"Pod\":{}}"},                 // no victims map
+  };
+  for (const auto& [path, body] : bodies) {
+    auto r = c.Post(path, body, "application/json");
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 400) << path << " " << body;
+    EXPECT_FALSE(json::parse(r->body)["Error"].get<std::string>().empty()) << r->body;
+  }
+  auto unknown =
+      c.Post("/scheduler/bind", R"({"PodName":"ghost","PodNamespace":"default","Node":"n1"})", "application/json");
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_NE(unknown->body.find("ghost"), std::string::npos);
+  auto big = c.Post("/scheduler/filter", std::string(2 << 20, ' '), "application/json");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 413);
+  EXPECT_NE(big->body.find("maxBodyBytes"), std::string::npos);
+  EXPECT_EQ(c.Post("/scheduler/nope", "{}", "application/json")->status, 404);
+
+  // A slow client: headers promise a body that never comes. The server cuts it off after readTimeoutSeconds
+  // and keeps serving others.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(e.server->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string head = "POST /scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"Pod\"";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), 0), static_cast<ssize_t>(head.size()));
+  EXPECT_EQ(c.Get("/healthz")->status, 200);
+  char buf[256];
+  const auto start = std::chrono::steady_clock::now();
+  const ssize_t n = ::recv(fd, buf, sizeof buf, 0);  // the server closes (or answers an error) after the timeout
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(waited, 5.0);
+  EXPECT_GE(n, 0);
+  ::close(fd);
+
+  auto lock = e.mirror.ReadLock();
+  EXPECT_EQ(e.mirror.state().AllocationCount(), 0u);
+  const std::string metrics = e.metrics.Serialize(e.mirror);
+  EXPECT_NE(metrics.find("gpusched_extender_requests_total{code=\"400\",verb=\"filter\"} 2"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("gpusched_extender_request_duration_seconds_bucket"), std::string::npos);
+  EXPECT_NE(metrics.find("gpusched_node_gpu_milli_capacity{node=\"n1\"} 1000"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpusched
