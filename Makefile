@@ -8,6 +8,10 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 20
+# The tests whose point is concurrency; `make tsan` builds and runs only these under ThreadSanitizer.
+TSAN_TARGETS := extender_test extender_integration_test k8s_client_test
+TSAN_TESTS := ExtenderIntegrationTest|ServiceTest|K8sClientTest
 CI ?=
 ifeq ($(CI),true)
 TEST_PRESET := ci
@@ -19,15 +23,20 @@ RELEASE_PRESET := release
 GPUSCHED_BIN := ./build/$(RELEASE_PRESET)/src/gpusched/cli/gpusched
 DEMO_OUT := out/demo
 
-.PHONY: help deps build demo test bench format lint clean
+.PHONY: help deps build demo test e2e fuzz tsan bench bench-extender format lint clean
 
 help:
 	@echo "gpusched make targets:"
 	@echo "  deps    install missing Debian packages (scripts/install-deps.sh)"
 	@echo "  build   configure (once) and build preset '$(RELEASE_PRESET)'"
 	@echo "  demo    build, then run a simulation into $(DEMO_OUT)/"
-	@echo "  test    unit + integration tests (not e2e), then benchmark smoke runs, preset '$(TEST_PRESET)'"
-	@echo "          (CI=true: preset 'ci' and format + layering checks first)"
+	@echo "  test    unit, integration and fuzz-replay tests, benchmark smoke runs, then the e2e suite (real etcd,"
+	@echo "          kube-apiserver, kube-scheduler; built once by scripts/build-k8s.sh), preset '$(TEST_PRESET)'"
+	@echo "          (CI=true: preset 'ci', format + layering checks first, then short libFuzzer runs and TSan)"
+	@echo "  e2e     only the end-to-end suite (scripts/e2e.sh)"
+	@echo "  fuzz    coverage-guided fuzzing of every decoder with clang's libFuzzer (FUZZ_SECONDS=$(FUZZ_SECONDS) each)"
+	@echo "  tsan    the concurrency tests (extender, API client) under ThreadSanitizer"
+	@echo "  bench-extender  extender latency and throughput on loopback (bench/extender-latency.sh)"
 	@echo "  bench   build, then bench/sim-speed.sh"
 	@echo "  format  clang-format -i the C++ sources"
 	@echo "  lint    check formatting and the layering rules (ARCHITECTURE.md section 2)"
@@ -55,6 +64,27 @@ endif
 	cmake --build --preset $(TEST_PRESET) --parallel $(JOBS)
 	ctest --preset $(TEST_PRESET) -LE 'e2e|bench' --output-on-failure
 	ctest --preset $(TEST_PRESET) -L bench --output-on-failure
+	bash scripts/e2e.sh build/$(TEST_PRESET)
+ifeq ($(CI),true)
+	bash scripts/fuzz.sh 10
+	$(MAKE) tsan
+endif
+
+e2e: deps
+	@test -f build/$(TEST_PRESET)/CMakeCache.txt || cmake --preset $(TEST_PRESET)
+	cmake --build --preset $(TEST_PRESET) --parallel $(JOBS) --target gpusched
+	bash scripts/e2e.sh build/$(TEST_PRESET)
+
+fuzz: deps
+	bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+tsan: deps
+	@test -f build/tsan/CMakeCache.txt || cmake --preset tsan
+	cmake --build --preset tsan --parallel $(JOBS) --target $(TSAN_TARGETS)
+	ctest --preset tsan -R '$(TSAN_TESTS)' --output-on-failure
+
+bench-extender: deps
+	bash bench/extender-latency.sh
 
 bench: build
 	bash bench/sim-speed.sh

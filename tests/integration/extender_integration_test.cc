@@ -429,5 +429,33 @@ TEST_F(ExtenderIntegrationTest, BadInputGetsA4xxWithAMessageAndChangesNothing) {
   EXPECT_NE(metrics.find("gpusched_node_gpu_milli_capacity{node=\"n1\"} 1000"), std::string::npos);
 }
 
+TEST_F(ExtenderIntegrationTest, ServesHttpsWhenTheConfigHasACertificate) {
+  api_->UpsertNode(Node("n1", 1));
+  config_.tls_cert_file = pki_.server_cert_file;
+  config_.tls_key_file = pki_.server_key_file;
+  Extender e;
+  e.Start(kubeconfig_, config_);
+  httplib::SSLClient c("127.0.0.1", e.server->port());
+  c.set_ca_cert_path(pki_.ca_file.c_str());
+  c.enable_server_certificate_verification(true);
+  const json pod = Pod("tls", Share(20));
+  auto r = c.Post("/scheduler/filter", json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", {"n1"}}}.dump(),
+                  "application/json");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body)["NodeNames"], json::array({"n1"}));
+  // Plain HTTP to the HTTPS port gets nowhere.
+  httplib::Client plain("127.0.0.1", e.server->port());
+  plain.set_read_timeout(2, 0);
+  auto p = plain.Get("/healthz");
+  EXPECT_TRUE(!p || p->status != 200);
+  // A bad certificate path is a clear error at start.
+  config_.tls_cert_file = dir_ + "/missing.crt";
+  ext::ExtenderServer bad(*e.service, e.mirror, e.metrics, config_, nullptr);
+  const common::Status s = bad.Start();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("missing.crt"), std::string::npos) << s;
+}
+
 }  // namespace
 }  // namespace gpusched

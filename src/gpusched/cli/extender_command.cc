@@ -90,7 +90,7 @@ int RunExtender(const ExtenderFlags& flags) {
   ext::ExtenderMetrics metrics;
   auto service = ext::ExtenderService::Create(
       mirror, binder, [&pods](const std::string& ns, const std::string& name) { return pods.Get(ns + "/" + name); },
-      ext::ServiceOptions{.policy = config.policy, .resources = config.resources}, &metrics);
+      ext::ServiceOptions{.policy = config.policy, .weights = config.weights, .resources = config.resources}, &metrics);
   if (!service.ok()) {
     return Fail(service.status().message());
   }

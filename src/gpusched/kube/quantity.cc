@@ -48,10 +48,14 @@ common::Result<int64_t> Parse(std::string_view text, int32_t scale_pow10) {
   } else if (s.front() == '-') {
     return Bad(text, "negative");
   }
+  // The mantissa keeps 20 significant digits (beyond int64 anyway); a dropped non-zero digit makes the value
+  // "a little more" (sticky), which matters only for rounding up.
+  constexpr Int kCap = static_cast<Int>(10000000000) * 10000000000;  // 10^20
   Int mantissa = 0;
   int32_t pow10 = scale_pow10;
   size_t digits = 0;
   bool point = false;
+  bool sticky = false;
   size_t i = 0;
   for (; i < s.size(); ++i) {
     const char c = s[i];
@@ -63,7 +67,8 @@ common::Result<int64_t> Parse(std::string_view text, int32_t scale_pow10) {
       break;
     }
     ++digits;
-    if (mantissa > kMax * 1000) {  // keep precision for huge values only while it can matter
+    if (mantissa >= kCap / 10) {  // one more digit would reach 10^20
+      sticky = sticky || c != '0';
       if (!point) {
         ++pow10;
       }
@@ -115,12 +120,9 @@ common::Result<int64_t> Parse(std::string_view text, int32_t scale_pow10) {
   if (mantissa == 0) {
     return int64_t{0};
   }
-  Int value = mantissa;
+  Int value = mantissa;  // < 10^20
   for (int32_t k = 0; k < pow2; ++k) {
-    value *= 2;
-    if (value > kMax) {
-      return Bad(text, "too large");
-    }
+    value *= 2;  // pow2 <= 60: value < 10^20 * 2^60 < 1.2e38, inside __int128
   }
   for (; pow10 > 0; --pow10) {
     value *= 10;
@@ -128,14 +130,17 @@ common::Result<int64_t> Parse(std::string_view text, int32_t scale_pow10) {
       return Bad(text, "too large");
     }
   }
-  if (pow10 < -40) {
-    return int64_t{1};  // a positive value far below one unit rounds up to 1
+  if (pow10 < -38) {
+    return int64_t{1};  // value < 10^39: a positive value far below one unit rounds up to 1
   }
   Int divisor = 1;
   for (; pow10 < 0; ++pow10) {
-    divisor *= 10;
+    divisor *= 10;  // <= 10^38
   }
-  const Int rounded = (value + divisor - 1) / divisor;
+  Int rounded = value / divisor;
+  if (value % divisor != 0 || sticky) {
+    rounded += 1;
+  }
   if (rounded > kMax) {
     return Bad(text, "too large");
   }

@@ -52,6 +52,18 @@ TEST(QuantityTest, RejectsWhatKubernetesRejects) {
   }
 }
 
+TEST(QuantityTest, LongMantissasRoundUpWithoutOverflow) {
+  // Found by quantity_fuzz: 45 fractional digits used to overflow the 128-bit divisor.
+  EXPECT_EQ(*ParseQuantity(".0000000000000000000149879795587979553013148"), 1);
+  EXPECT_EQ(*ParseQuantity("1.00000000000000000000000001"), 2);  // a non-zero digit beyond 20 digits still counts
+  EXPECT_EQ(*ParseQuantity("2.00000000000000000000000000"), 2);
+  EXPECT_EQ(*ParseMilliQuantity("0.0015"), 2);
+  EXPECT_EQ(*ParseQuantity("0.5Ki"), 512);
+  // Also found by quantity_fuzz: a 20-digit mantissa times 2^60 used to overflow.
+  EXPECT_FALSE(ParseQuantity("55.55555999999999999955554Ei").ok());
+  EXPECT_EQ(*ParseQuantity("0.000000000000000001Ei"), 2);  // 10^-18 x 2^60 = 1.15, rounded up
+}
+
 TEST(QuantityTest, OverflowIsAnErrorNotAWrap) {
   EXPECT_TRUE(ParseQuantity("9223372036854775807").ok());
   EXPECT_FALSE(ParseQuantity("9223372036854775808").ok());

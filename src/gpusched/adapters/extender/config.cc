@@ -63,9 +63,9 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
   if (!root.IsMap()) {
     return Bad(source, "the top level must be a mapping");
   }
-  static const std::set<std::string> kKeys = {"listen",  "pathPrefix",         "tls",
-                                              "policy",  "resourceNames",      "maxBodyBytes",
-                                              "threads", "readTimeoutSeconds", "kubeconfig"};
+  static const std::set<std::string> kKeys = {
+      "listen",  "pathPrefix",         "tls",       "weights", "policy", "resourceNames", "maxBodyBytes",
+      "threads", "readTimeoutSeconds", "kubeconfig"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     if (!kKeys.contains(key)) {
@@ -107,6 +107,19 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
     } else if (key == "policy") {
       GPUSCHED_ASSIGN_OR_RETURN(policy, As<std::string>(v, source, key));
       c.policy = policy;
+    } else if (key == "weights") {
+      if (!v.IsMap()) {
+        return Bad(source, "\"weights\" must map policy names to weights");
+      }
+      c.weights.clear();
+      for (const auto& w : v) {
+        const std::string name = w.first.as<std::string>();
+        GPUSCHED_ASSIGN_OR_RETURN(weight, As<double>(w.second, source, "weights." + name));
+        if (!(weight > 0) || weight > 1e6) {
+          return Bad(source, "\"weights." + name + "\" must be a positive number");
+        }
+        c.weights.emplace_back(name, weight);
+      }
     } else if (key == "resourceNames") {
       if (!v.IsSequence()) {
         return Bad(source, "\"resourceNames\" must be a list");

@@ -10,6 +10,9 @@
 //     keyFile: /etc/gpusched/tls.key
 //   policy: binpack                any policy of the registry (`gpusched extender --help` lists them); a pod may
 //                                  override it with the annotation gpusched.io/policy
+//   weights:                       optional: prioritize with several policies, score = sum(w * score) / sum(w) over
+//     binpack: 1                   their 0..100 scores (normalised per policy when it asks); filter and the GPUs
+//     fgd: 2                       chosen at bind stay with `policy`
 //   resourceNames: [...]           GPU resource names to honour; default: all that gpusched knows
 //   maxBodyBytes: 67108864         larger request bodies get 413 (a full NodeList of 5000 nodes is about 17 MB)
 //   threads: 8                     HTTP worker threads
@@ -18,6 +21,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gpusched/common/status.h"
 #include "gpusched/kube/resources.h"
@@ -31,6 +36,7 @@ struct ExtenderConfig {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string policy = "binpack";
+  std::vector<std::pair<std::string, double>> weights;  // empty: `policy` alone scores
   kube::ResourceConfig resources;
   size_t max_body_bytes = size_t{64} << 20;
   int threads = 8;

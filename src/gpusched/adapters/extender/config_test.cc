@@ -16,6 +16,7 @@ maxBodyBytes: 2048
 threads: 4
 readTimeoutSeconds: 2
 kubeconfig: /k
+weights: {binpack: 1, fgd: 2.5}
 )",
                                "x.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -31,6 +32,9 @@ kubeconfig: /k
   EXPECT_EQ(c->threads, 4);
   EXPECT_EQ(c->read_timeout_seconds, 2);
   EXPECT_EQ(c->kubeconfig, "/k");
+  ASSERT_EQ(c->weights.size(), 2u);
+  EXPECT_EQ(c->weights[1].first, "fgd");
+  EXPECT_DOUBLE_EQ(c->weights[1].second, 2.5);
   auto empty = ParseExtenderConfig("", "e.yaml");
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(empty->policy, "binpack");
@@ -49,6 +53,8 @@ TEST(ConfigTest, ErrorsNameTheFileAndTheKey) {
       {"[1, 2]", "mapping"},
       {"a: [", "not valid YAML"},
       {"pathPrefix: x", "must start with /"},
+      {"weights: {binpack: -1}", "positive"},
+      {"weights: [binpack]", "must map policy names"},
   };
   for (const auto& [yaml, expect] : cases) {
     auto c = ParseExtenderConfig(yaml, "bad.yaml");

@@ -126,6 +126,13 @@ common::Result<std::unique_ptr<ExtenderService>> ExtenderService::Create(Cluster
     return common::InvalidArgument("unknown policy \"" + s->options_.policy + "\"; choose one of " + names);
   }
   s->default_policy_ = it->second.get();
+  for (const auto& [name, weight] : s->options_.weights) {
+    auto w = s->policies_.find(name);
+    if (w == s->policies_.end()) {
+      return common::InvalidArgument("weights: unknown policy \"" + name + "\"");
+    }
+    s->weighted_.emplace_back(w->second.get(), weight);
+  }
   return s;
 }
 
@@ -310,22 +317,37 @@ Reply ExtenderService::Prioritize(std::string body) {
       index.push_back(i);
     }
   }
+  // One policy (the pod's, or the configured one), or the configured weighted mix when the pod names none.
+  std::vector<std::pair<const policy::PlacementPolicy*, double>> mix;
+  if (p.policy.empty() && !weighted_.empty()) {
+    mix = weighted_;
+  } else {
+    mix.emplace_back(pol, 1.0);
+  }
+  double total_weight = 0;
+  std::vector<double> combined(args->nodes.size(), 0.0);
   std::vector<sched::CycleRunner::NodeEval> evals;
-  RunnerFor(id_, *pol).Evaluate(request, state, slots, policy::Snapshot{}, evals);
-  lock.unlock();
-  std::vector<int64_t> raw;
-  std::vector<size_t> feasible;
-  for (size_t i = 0; i < evals.size(); ++i) {
-    if (evals[i].fits) {
-      raw.push_back(evals[i].score);
-      feasible.push_back(index[i]);
+  for (const auto& [policy, weight] : mix) {
+    RunnerFor(id_, *policy).Evaluate(request, state, slots, policy::Snapshot{}, evals);
+    std::vector<int64_t> raw;
+    std::vector<size_t> feasible;
+    for (size_t i = 0; i < evals.size(); ++i) {
+      if (evals[i].fits) {
+        raw.push_back(evals[i].score);
+        feasible.push_back(index[i]);
+      }
     }
+    if (policy->NormalizesScores()) {
+      sched::NormalizeScores(raw);
+    }
+    for (size_t i = 0; i < feasible.size(); ++i) {
+      combined[feasible[i]] += weight * static_cast<double>(std::clamp<int64_t>(raw[i], 0, policy::kMaxScore));
+    }
+    total_weight += weight;
   }
-  if (pol->NormalizesScores()) {
-    sched::NormalizeScores(raw);
-  }
-  for (size_t i = 0; i < feasible.size(); ++i) {
-    scores[feasible[i]].second = ToExtenderScore(raw[i]);
+  lock.unlock();
+  for (size_t i = 0; i < scores.size(); ++i) {
+    scores[i].second = ToExtenderScore(static_cast<int64_t>(combined[i] / total_weight + 0.5));
   }
   return Reply{.status = 200, .body = EncodeHostPriorityList(scores)};
 }

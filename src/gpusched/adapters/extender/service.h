@@ -42,6 +42,8 @@ namespace gpusched::adapters::extender {
 
 struct ServiceOptions {
   std::string policy = "binpack";
+  // Optional: prioritize with several policies, sum(w * score) / sum(w) of their 0..100 scores.
+  std::vector<std::pair<std::string, double>> weights;
   kube::ResourceConfig resources;
   uint64_t seed = 0;  // random tie breaks in GPU selection; 0 = from the clock
 };
@@ -86,6 +88,7 @@ class ExtenderService {
   uint64_t id_;
   std::map<std::string, std::unique_ptr<policy::PlacementPolicy>, std::less<>> policies_;
   const policy::PlacementPolicy* default_policy_ = nullptr;
+  std::vector<std::pair<const policy::PlacementPolicy*, double>> weighted_;
 
   // Pods seen in filter, by their JSON text's hash (filter and prioritize of one cycle decode once) and by
   // "namespace/name" (bind gets only names).

@@ -101,7 +101,7 @@ class ServiceTest : public ::testing::Test {
     mirror_.OnNode(EventType::kAdded, Node("b", 2));
     Make("binpack");
   }
-  void Make(const std::string& policy) {
+  void Make(const std::string& policy, std::vector<std::pair<std::string, double>> weights = {}) {
     auto s = ExtenderService::Create(
         mirror_, binder_,
         [this](const std::string& ns, const std::string& name) -> std::optional<json> {
@@ -109,7 +109,7 @@ class ServiceTest : public ::testing::Test {
           auto it = pods_.find(ns + "/" + name);
           return it == pods_.end() ? std::nullopt : std::optional<json>(it->second);
         },
-        ServiceOptions{.policy = policy, .seed = 7}, &metrics_);
+        ServiceOptions{.policy = policy, .weights = std::move(weights), .seed = 7}, &metrics_);
     ASSERT_TRUE(s.ok()) << s.status();
     service_ = std::move(s).value();
   }
@@ -208,6 +208,29 @@ TEST_F(ServiceTest, PrioritizeScoresZeroToTenWithThePolicy) {
   pod["metadata"]["annotations"] = {{"gpusched.io/policy", "nope"}};
   const json bad = json::parse(service_->Filter(Args(pod, {"b", "a"})).body);
   EXPECT_NE(bad["FailedNodes"]["a"].get<std::string>().find("unknown policy \"nope\""), std::string::npos);
+}
+
+TEST_F(ServiceTest, WeightsMixPoliciesInPrioritize) {
+  mirror_.OnPod(EventType::kAdded, BoundPod("f1", "a", 0, 500));
+  auto scores = [&] {
+    const json out = json::parse(service_->Prioritize(Args(Pod("p", Share(30)), {"b", "a"})).body);
+    return std::make_pair(out[0]["Score"].get<int>(), out[1]["Score"].get<int>());
+  };
+  Make("binpack", {{"binpack", 1}});
+  const auto binpack = scores();
+  Make("binpack", {{"spread", 1}});
+  const auto spread = scores();
+  Make("binpack", {{"binpack", 1}, {"spread", 1}});
+  const auto even = scores();
+  Make("binpack", {{"binpack", 3}, {"spread", 1}});
+  const auto mostly_binpack = scores();
+  // Each mixed score is the weighted mean of the single-policy scores (on the 0..100 scale, then rounded to 0..10).
+  EXPECT_GT(binpack.second, binpack.first);
+  EXPECT_GT(spread.first, spread.second);
+  EXPECT_NEAR(even.first, (binpack.first + spread.first) / 2.0, 1.0);
+  EXPECT_NEAR(even.second, (binpack.second + spread.second) / 2.0, 1.0);
+  EXPECT_GE(mostly_binpack.second, mostly_binpack.first);
+  EXPECT_FALSE(ExtenderService::Create(mirror_, binder_, nullptr, ServiceOptions{.weights = {{"nope", 1}}}).ok());
 }
 
 TEST_F(ServiceTest, BindAssumesBindsAndConfirms) {
