@@ -125,10 +125,10 @@ common::Result<int64_t> Parse(std::string_view text, int32_t scale_pow10) {
     value *= 2;  // pow2 <= 60: value < 10^20 * 2^60 < 1.2e38, inside __int128
   }
   for (; pow10 > 0; --pow10) {
-    value *= 10;
-    if (value > kMax) {
+    if (value > kMax) {  // checked before the multiplication, which could otherwise leave __int128
       return Bad(text, "too large");
     }
+    value *= 10;
   }
   if (pow10 < -38) {
     return int64_t{1};  // value < 10^39: a positive value far below one unit rounds up to 1
