@@ -10,9 +10,11 @@
 set(GPUSCHED_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wnon-virtual-dtor
     -Wold-style-cast -Woverloaded-virtual
     # Designated initialisers (STYLE.md 6) leave members defaulted on purpose.
-    -Wno-missing-field-initializers
-    # GCC 12 false positive on std::string concatenation at -O2 (GCC bug 105329).
-    -Wno-restrict)
+    -Wno-missing-field-initializers)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  # GCC 12 false positive on std::string concatenation at -O2 (GCC bug 105329); clang has no such option.
+  list(APPEND GPUSCHED_WARNINGS -Wno-restrict)
+endif()
 
 if(GPUSCHED_SANITIZE STREQUAL "address")
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
