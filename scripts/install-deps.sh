@@ -36,6 +36,12 @@ PACKAGES=(
   # tests/e2e: a real etcd; scripts/build-k8s.sh builds kube-apiserver and kube-scheduler from Debian's
   # kubernetes source package with Debian's Go (apt-get source needs dpkg-dev)
   etcd-server golang-go golang-github-modern-go-reflect2-dev dpkg-dev
+  # tests/integration/agent_metrics_test.cc: a real Prometheus (and promtool) scrapes the agent's /metrics, a
+  # real InfluxDB 1.x receives its pushed samples
+  prometheus influxdb
+  # adapters/deviceplugin: the kubelet's device plugin and PodResources gRPC APIs over unix sockets (protoc and
+  # the gRPC C++ plugin generate the code from proto/ at build time)
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
 )
 
 check_only=0

@@ -1,0 +1,58 @@
+#include "gpusched/adapters/deviceplugin/container_env.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace gpusched::adapters::deviceplugin {
+
+ContainerEnv BuildContainerEnv(std::span<const core::GpuShare> gpus, const MpsOptions& options) {
+  std::vector<core::GpuShare> sorted(gpus.begin(), gpus.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const core::GpuShare& a, const core::GpuShare& b) { return a.index < b.index; });
+
+  ContainerEnv out;
+  std::string visible;
+  std::string mem_limit;
+  int64_t min_milli = std::numeric_limits<int64_t>::max();
+  bool shared = false;
+  for (size_t ordinal = 0; ordinal < sorted.size(); ++ordinal) {
+    const core::GpuShare& g = sorted[ordinal];
+    if (!visible.empty()) {
+      visible += ",";
+    }
+    visible += g.uuid.str();
+    if (g.exclusive) {
+      continue;
+    }
+    shared = true;
+    if (g.milli.value() > 0) {
+      min_milli = std::min(min_milli, g.milli.value());
+    }
+    if (g.memory.value() > 0) {
+      if (!mem_limit.empty()) {
+        mem_limit += ",";
+      }
+      mem_limit += std::to_string(ordinal) + "=" + std::to_string(g.memory.value()) + "M";
+    }
+  }
+  out.envs[std::string(kEnvVisibleDevices)] = visible;
+  if (!shared) {
+    return out;
+  }
+  if (min_milli != std::numeric_limits<int64_t>::max()) {
+    out.envs[std::string(kEnvMpsThreadPercentage)] = std::to_string(std::max<int64_t>(1, min_milli / 10));
+  }
+  if (!mem_limit.empty()) {
+    out.envs[std::string(kEnvMpsMemLimit)] = mem_limit;
+    out.envs[std::string(kEnvCudaDeviceOrder)] = "PCI_BUS_ID";
+  }
+  out.envs[std::string(kEnvMpsPipeDirectory)] = options.pipe_container_dir;
+  out.mounts.push_back(
+      MountSpec{.container_path = options.pipe_container_dir, .host_path = options.pipe_host_dir, .read_only = false});
+  return out;
+}
+
+}  // namespace gpusched::adapters::deviceplugin

@@ -1,0 +1,57 @@
+#pragma once
+
+// What Allocate returns for one container: the environment and mounts that give it exactly its GPUs
+// (ARCHITECTURE.md §4 "Device handoff", k8s-gpu-protocols.md §4.1-4.2).
+//
+//   NVIDIA_VISIBLE_DEVICES             the GPUs' UUIDs, comma-separated, in host index order
+//   shared GPUs (a share that is not exclusive), for the MPS client:
+//   CUDA_MPS_ACTIVE_THREAD_PERCENTAGE  the share's compute in percent: milli/10, at least 1; the smallest over the
+//                                      container's shares when they differ (one value applies to every device).
+//                                      Left out when every shared GPU has milli 0 (a memory-only share, as
+//                                      gpushare requests are: no compute is reserved, so none is capped).
+//   CUDA_MPS_PINNED_DEVICE_MEM_LIMIT   "<ordinal>=<MiB>M" per shared GPU with memory, comma-separated, e.g.
+//                                      "0=20000M,1=20000M". The ordinal is the CUDA device ordinal inside the
+//                                      container: the GPU's position in NVIDIA_VISIBLE_DEVICES, which is host index
+//                                      order, and CUDA enumerates in that order because we also set
+//   CUDA_DEVICE_ORDER=PCI_BUS_ID       (NVML's host indices follow PCI bus order).
+//   CUDA_MPS_PIPE_DIRECTORY            the MPS pipe directory as the container sees it, plus a read-write mount of
+//                                      the host's pipe directory there (the control daemon runs on the host).
+// Exclusive GPUs get no MPS limits; a container whose GPUs are all exclusive gets NVIDIA_VISIBLE_DEVICES only.
+
+#include <compare>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gpusched/core/allocation.h"
+
+namespace gpusched::adapters::deviceplugin {
+
+inline constexpr std::string_view kEnvVisibleDevices = "NVIDIA_VISIBLE_DEVICES";
+inline constexpr std::string_view kEnvMpsThreadPercentage = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
+inline constexpr std::string_view kEnvMpsMemLimit = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT";
+inline constexpr std::string_view kEnvMpsPipeDirectory = "CUDA_MPS_PIPE_DIRECTORY";
+inline constexpr std::string_view kEnvCudaDeviceOrder = "CUDA_DEVICE_ORDER";
+
+struct MpsOptions {
+  std::string pipe_host_dir = "/tmp/nvidia-mps";       // where the host's MPS control daemon has its pipes
+  std::string pipe_container_dir = "/tmp/nvidia-mps";  // where the container sees them
+};
+
+struct MountSpec {
+  std::string container_path;
+  std::string host_path;
+  bool read_only = false;
+  auto operator<=>(const MountSpec&) const = default;
+};
+
+struct ContainerEnv {
+  std::map<std::string, std::string> envs;
+  std::vector<MountSpec> mounts;
+};
+
+// `gpus` must be non-empty and carry UUIDs (checked by the caller against the node's GPUs).
+[[nodiscard]] ContainerEnv BuildContainerEnv(std::span<const core::GpuShare> gpus, const MpsOptions& options);
+
+}  // namespace gpusched::adapters::deviceplugin

@@ -1,0 +1,107 @@
+#include "gpusched/adapters/deviceplugin/container_env.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gpusched::adapters::deviceplugin {
+namespace {
+
+core::GpuShare Share(int32_t index, int64_t milli, int64_t mib, bool exclusive = false) {
+  return core::GpuShare{.index = index,
+                        .uuid = common::GpuUuid("GPU-" + std::to_string(index)),
+                        .milli = common::MilliGpu{milli},
+                        .memory = common::MiB{mib},
+                        .exclusive = exclusive};
+}
+
+using Envs = std::map<std::string, std::string>;
+
+TEST(ContainerEnvTest, Table) {
+  const MountSpec default_mount{.container_path = "/tmp/nvidia-mps", .host_path = "/tmp/nvidia-mps"};
+  const struct {
+    const char* name;
+    std::vector<core::GpuShare> gpus;
+    Envs want;
+    bool mount;
+  } cases[] = {
+      {"exclusive GPU: UUID only, no MPS limits",
+       {Share(3, 1000, 81920, true)},
+       {{"NVIDIA_VISIBLE_DEVICES", "GPU-3"}},
+       false},
+      // 300 milli -> 30 %; 20000 MiB on ordinal 0
+      {"shared GPU: percentage, memory limit, pipe directory",
+       {Share(1, 300, 20000)},
+       {{"NVIDIA_VISIBLE_DEVICES", "GPU-1"},
+        {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "30"},
+        {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=20000M"},
+        {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+        {"CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"}},
+       true},
+      // sorted by host index: GPU-2 is ordinal 0, GPU-5 ordinal 1; percentage = min(400, 250)/10 = 25
+      {"two shared GPUs in host index order, smallest percentage",
+       {Share(5, 400, 1000), Share(2, 250, 2048)},
+       {{"NVIDIA_VISIBLE_DEVICES", "GPU-2,GPU-5"},
+        {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25"},
+        {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=2048M,1=1000M"},
+        {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+        {"CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"}},
+       true},
+      // 5 milli / 10 = 0 -> at least 1
+      {"tiny share gets at least 1 percent",
+       {Share(0, 5, 100)},
+       {{"NVIDIA_VISIBLE_DEVICES", "GPU-0"},
+        {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "1"},
+        {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=100M"},
+        {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+        {"CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"}},
+       true},
+      {"memory-only share: no compute cap",
+       {Share(0, 0, 4096)},
+       {{"NVIDIA_VISIBLE_DEVICES", "GPU-0"},
+        {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=4096M"},
+        {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+        {"CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"}},
+       true},
+      {"compute-only share: no memory limit",
+       {Share(0, 500, 0)},
+       {{"NVIDIA_VISIBLE_DEVICES", "GPU-0"},
+        {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "50"},
+        {"CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"}},
+       true},
+      // exclusive GPU-0 is ordinal 0 and gets no limit; shared GPU-1 is ordinal 1
+      {"exclusive and shared GPUs: only the shared one is limited",
+       {Share(1, 500, 8000), Share(0, 1000, 81920, true)},
+       {{"NVIDIA_VISIBLE_DEVICES", "GPU-0,GPU-1"},
+        {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "50"},
+        {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "1=8000M"},
+        {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+        {"CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"}},
+       true},
+  };
+  for (const auto& c : cases) {
+    const ContainerEnv env = BuildContainerEnv(c.gpus, MpsOptions{});
+    EXPECT_EQ(env.envs, c.want) << c.name;
+    if (c.mount) {
+      EXPECT_EQ(env.mounts, std::vector<MountSpec>{default_mount}) << c.name;
+    } else {
+      EXPECT_TRUE(env.mounts.empty()) << c.name;
+    }
+  }
+}
+
+TEST(ContainerEnvTest, PipeDirectoriesAreConfigurable) {
+  const std::vector<core::GpuShare> gpus = {Share(0, 300, 1000)};
+  const ContainerEnv env =
+      BuildContainerEnv(gpus, MpsOptions{.pipe_host_dir = "/run/mps/pipe", .pipe_container_dir = "/mps/pipe"});
+  EXPECT_EQ(env.envs.at("CUDA_MPS_PIPE_DIRECTORY"), "/mps/pipe");
+  ASSERT_EQ(env.mounts.size(), 1u);
+  EXPECT_EQ(env.mounts[0].host_path, "/run/mps/pipe");
+  EXPECT_EQ(env.mounts[0].container_path, "/mps/pipe");
+  EXPECT_FALSE(env.mounts[0].read_only);
+}
+
+}  // namespace
+}  // namespace gpusched::adapters::deviceplugin

@@ -1,0 +1,651 @@
+// adapters/deviceplugin against FakeKubelet over unix sockets in a temporary directory: registration,
+// ListAndWatch and health changes, kubelet restarts, a missing kubelet, the handoff under concurrent admissions
+// (each pod gets its own GPUs, never another pod's), preferred allocation, PreStartContainer's check, and the
+// error cases. Deterministic: every wait polls with a deadline; randomised rounds print their seed.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>  // mkdtemp
+
+#include <cstdio>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpusched/adapters/deviceplugin/device_plugin.h"
+#include "gpusched/common/log.h"
+#include "gpusched/kube/annotations.h"
+#include "gpusched/testing/fake_kubelet.h"
+
+// Debian's gRPC, protobuf and abseil are not built with TSan, so it cannot see their synchronisation and reports
+// every buffer they hand between threads. Reports with a frame in those libraries are suppressed; that includes
+// our gRPC handlers (gRPC frames sit below them), so their shared state is guarded by plain std::mutex and kept
+// simple (device_plugin.cc). Races among our own threads (supervisor, tests, OnSamples) are still reported.
+#if defined(__SANITIZE_THREAD__)
+extern "C" const char* __tsan_default_suppressions() {  // NOLINT(readability-identifier-naming)
+  return "called_from_lib:libgrpc.so\n"
+         "called_from_lib:libgrpc++.so\n"
+         "called_from_lib:libgpr.so\n"
+         "called_from_lib:libprotobuf.so\n"
+         "race:libgrpc.so\n"
+         "race:libgrpc++.so\n"
+         "race:libgpr.so\n"
+         "race:libabsl_\n"
+         "race:libprotobuf.so\n"
+         "race:absl::\n"
+         "race:grpc::\n"
+         "race:grpc_core::\n"
+         "race:google::protobuf::\n"
+         "mutex:libgrpc.so\n"
+         "mutex:libabsl_\n"
+         "deadlock:libgrpc.so\n"
+         "deadlock:libabsl_\n";
+}
+#endif
+
+namespace gpusched::adapters::deviceplugin {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using testing::FakeDevice;
+using testing::FakeKubelet;
+using testing::FakeKubeletOptions;
+using testing::FakePodSpec;
+using ::testing::HasSubstr;
+
+constexpr milliseconds kDeadline{20000};  // generous: sanitizers and a shared 2-core machine
+constexpr const char* kNode = "node-a";
+constexpr const char* kGpu = "gpusched.io/gpu";
+constexpr const char* kNvidia = "nvidia.com/gpu";
+constexpr const char* kKeti = "keti.com/mpsgpu";
+
+std::string Uuid(int i) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "GPU-00000000-0000-0000-0000-%012d", i);
+  return buf;
+}
+
+// A DeviceInventory whose GPUs a test scripts: health, failure.
+class ScriptedInventory final : public ports::DeviceInventory {
+ public:
+  explicit ScriptedInventory(int gpus) {
+    for (int i = 0; i < gpus; ++i) {
+      gpus_.push_back(ports::GpuSample{.index = i,
+                                       .uuid = common::GpuUuid(Uuid(i)),
+                                       .model = "A100-SXM4-80GB",
+                                       .numa_node = i % 2,
+                                       .memory_total = common::MiB{81920}});
+    }
+  }
+  common::Result<std::vector<ports::GpuSample>> Sample() override {
+    std::lock_guard lock(mu_);
+    if (failing_) {
+      return common::Unavailable("scripted: NVML lost the driver");
+    }
+    return gpus_;
+  }
+  std::string Describe() const override { return "scripted"; }
+  void SetHealthy(int index, bool healthy) {
+    std::lock_guard lock(mu_);
+    gpus_[static_cast<size_t>(index)].healthy = healthy;
+  }
+  void SetFailing(bool failing) {
+    std::lock_guard lock(mu_);
+    failing_ = failing;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<ports::GpuSample> gpus_;
+  bool failing_ = false;
+};
+
+// Pods in memory, as the API server has them. `Hide` leaves a pod out of PodsOnNode (a lagging read) while GetPod
+// still finds it.
+class MemoryPodSource final : public PodSource {
+ public:
+  common::Result<std::vector<json>> PodsOnNode() override {
+    std::lock_guard lock(mu_);
+    std::vector<json> out;
+    for (const auto& [key, pod] : pods_) {
+      if (!hidden_.contains(key) && pod["spec"].value("nodeName", "") == kNode) {
+        out.push_back(pod);
+      }
+    }
+    return out;
+  }
+  common::Result<json> GetPod(const std::string& ns, const std::string& name) override {
+    std::lock_guard lock(mu_);
+    auto it = pods_.find(ns + "/" + name);
+    if (it == pods_.end()) {
+      return common::NotFound("pod " + ns + "/" + name + " not found");
+    }
+    return it->second;
+  }
+  void Put(const json& pod) {
+    std::lock_guard lock(mu_);
+    pods_[pod["metadata"]["namespace"].get<std::string>() + "/" + pod["metadata"]["name"].get<std::string>()] = pod;
+  }
+  void Remove(const std::string& key) {
+    std::lock_guard lock(mu_);
+    pods_.erase(key);
+  }
+  void Hide(const std::string& key) {
+    std::lock_guard lock(mu_);
+    hidden_.insert(key);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, json> pods_;
+  std::set<std::string> hidden_;
+};
+
+// One GPU container of a test pod: the resource it asks for and the GPUs its allocation gives it.
+struct Gpus {
+  std::string container = "main";
+  std::string resource = kGpu;
+  std::vector<int> gpus;  // host indices
+  int64_t milli = 1000;
+  int64_t mib = 0;
+  bool exclusive = true;
+  bool init = false;
+};
+
+struct TestPod {
+  std::string name;
+  std::vector<Gpus> containers;
+  std::string alloc_node = kNode;
+  bool annotate = true;
+  bool extra_cpu_container = false;
+
+  [[nodiscard]] std::string Key() const { return "default/" + name; }
+
+  [[nodiscard]] json Json() const {
+    json pod = {{"metadata", {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name}}},
+                {"spec", {{"nodeName", kNode}, {"schedulerName", "gpusched"}, {"containers", json::array()}}},
+                {"status", {{"phase", "Pending"}}}};
+    core::Allocation a{.pod = common::PodUid("uid-" + name), .node = common::NodeName(alloc_node), .id = 7};
+    for (const auto& c : containers) {
+      json container = {{"name", c.container},
+                        {"resources", {{"limits", {{c.resource, std::to_string(c.gpus.size())}}}}}};
+      pod["spec"][c.init ? "initContainers" : "containers"].push_back(container);
+      core::ContainerAllocation ca{.container = c.init ? "init:" + c.container : c.container};
+      for (int g : c.gpus) {
+        ca.gpus.push_back(core::GpuShare{.index = g,
+                                         .uuid = common::GpuUuid(Uuid(g)),
+                                         .milli = common::MilliGpu{c.milli},
+                                         .memory = common::MiB{c.mib},
+                                         .exclusive = c.exclusive});
+      }
+      a.containers.push_back(std::move(ca));
+    }
+    if (extra_cpu_container) {
+      pod["spec"]["containers"].push_back({{"name", "sidecar"}});
+    }
+    if (annotate) {
+      pod["metadata"]["annotations"] = {{"gpusched.io/allocation", kube::EncodeAllocation(a)}};
+    }
+    return pod;
+  }
+
+  [[nodiscard]] FakePodSpec Spec() const {
+    FakePodSpec spec{.name = name};
+    for (const auto& c : containers) {
+      spec.containers.push_back(testing::FakeContainerSpec{
+          .name = c.container, .devices = {{c.resource, static_cast<int64_t>(c.gpus.size())}}, .init = c.init});
+    }
+    if (extra_cpu_container) {
+      spec.containers.push_back(testing::FakeContainerSpec{.name = "sidecar"});
+    }
+    return spec;
+  }
+
+  // NVIDIA_VISIBLE_DEVICES this container must get: its GPUs' UUIDs in host index order.
+  [[nodiscard]] static std::string Visible(const Gpus& c) {
+    std::vector<int> sorted = c.gpus;
+    std::sort(sorted.begin(), sorted.end());
+    std::string out;
+    for (int g : sorted) {
+      out += (out.empty() ? "" : ",") + Uuid(g);
+    }
+    return out;
+  }
+};
+
+class DevicePluginTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    common::SetLogLevel(common::LogLevel::kError);  // refusals are expected here; keep the output short
+    char tmpl[] = "/tmp/gpdp-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    plugin_.reset();
+    kubelet_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  void StartKubelet(FakeKubeletOptions o = {}) {
+    o.dir = dir_;
+    kubelet_ = std::make_unique<FakeKubelet>(o);
+    ASSERT_TRUE(kubelet_->Start().ok());
+  }
+
+  DevicePluginOptions Options() const {
+    return DevicePluginOptions{.node_name = kNode,
+                               .plugin_dir = dir_,
+                               .replicas = 4,
+                               .poll_interval = milliseconds(20),
+                               .sample_interval = milliseconds(20),
+                               .initial_backoff = milliseconds(20),
+                               .max_backoff = milliseconds(200),
+                               .rpc_timeout = milliseconds(5000)};
+  }
+
+  void StartPlugin(DevicePluginOptions o) {
+    pod_resources_ = NewKubeletPodResources(
+        kubelet_ != nullptr ? kubelet_->pod_resources_socket() : dir_ + "/pod-resources/kubelet.sock",
+        milliseconds(5000));
+    plugin_ = std::make_unique<DevicePlugin>(std::move(o), inventory_, pods_, *pod_resources_);
+    ASSERT_TRUE(plugin_->Start().ok());
+  }
+
+  // Plugin registered for all three resources and the kubelet holds a device list for each.
+  void StartBoth(FakeKubeletOptions k = {}) {
+    StartKubelet(k);
+    StartPlugin(Options());
+    ASSERT_TRUE(FakeKubelet::WaitFor(
+        [&] {
+          for (const char* r : {kGpu, kNvidia, kKeti}) {
+            auto d = kubelet_->Devices(r);
+            if (!d.has_value() || d->empty()) {
+              return false;
+            }
+          }
+          return plugin_->registered();
+        },
+        kDeadline))
+        << plugin_->last_error();
+  }
+
+  int CountHealth(const std::string& resource, const std::string& health, const std::string& uuid_prefix = "") {
+    auto d = kubelet_->Devices(resource);
+    if (!d.has_value()) {
+      return -1;
+    }
+    return static_cast<int>(std::count_if(d->begin(), d->end(), [&](const FakeDevice& x) {
+      return x.health == health && x.id.starts_with(uuid_prefix);
+    }));
+  }
+
+  std::string dir_;
+  ScriptedInventory inventory_{8};
+  MemoryPodSource pods_;
+  std::unique_ptr<PodResourcesSource> pod_resources_;
+  std::unique_ptr<FakeKubelet> kubelet_;
+  std::unique_ptr<DevicePlugin> plugin_;
+};
+
+TEST_F(DevicePluginTest, RegistersAndStreamsEveryResource) {
+  StartBoth();
+  EXPECT_TRUE(plugin_->registered());
+  EXPECT_EQ(plugin_->last_error(), "");
+  for (const char* r : {kGpu, kNvidia, kKeti}) {
+    EXPECT_EQ(kubelet_->registrations(r), 1) << r;
+    auto o = kubelet_->plugin_options(r);
+    ASSERT_TRUE(o.has_value()) << r;
+    EXPECT_TRUE(o->pre_start_required);
+    EXPECT_TRUE(o->get_preferred_allocation_available);
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/gpusched-gpusched-io-gpu.sock"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/gpusched-nvidia-com-gpu.sock"));
+  // 8 GPUs x 4 replicas; 8 x 1 for nvidia.com/gpu.
+  auto gpu = kubelet_->Devices(kGpu);
+  ASSERT_EQ(gpu->size(), 32u);
+  EXPECT_EQ((*gpu)[0].id, Uuid(0) + "::0");
+  EXPECT_EQ((*gpu)[5].id, Uuid(1) + "::1");
+  EXPECT_EQ((*gpu)[5].numa_nodes, std::vector<int64_t>{1});
+  auto nvidia = kubelet_->Devices(kNvidia);
+  ASSERT_EQ(nvidia->size(), 8u);
+  EXPECT_EQ((*nvidia)[3].id, Uuid(3));
+  EXPECT_EQ((*nvidia)[3].numa_nodes, std::vector<int64_t>{1});
+  EXPECT_EQ(kubelet_->Devices(kKeti)->size(), 32u);
+  EXPECT_EQ(CountHealth(kGpu, "Healthy"), 32);
+}
+
+TEST_F(DevicePluginTest, HealthChangesAreStreamed) {
+  StartBoth();
+  inventory_.SetHealthy(2, false);
+  ASSERT_TRUE(FakeKubelet::WaitFor(
+      [&] { return CountHealth(kGpu, "Unhealthy") == 4 && CountHealth(kNvidia, "Unhealthy") == 1; }, kDeadline));
+  EXPECT_EQ(CountHealth(kGpu, "Unhealthy", Uuid(2)), 4);
+  EXPECT_EQ(CountHealth(kNvidia, "Unhealthy", Uuid(2)), 1);
+  EXPECT_EQ(CountHealth(kKeti, "Unhealthy", Uuid(2)), 4);
+  EXPECT_EQ(CountHealth(kGpu, "Healthy"), 28);
+
+  inventory_.SetHealthy(2, true);
+  ASSERT_TRUE(FakeKubelet::WaitFor([&] { return CountHealth(kGpu, "Healthy") == 32; }, kDeadline));
+
+  // The driver is gone: every device turns Unhealthy, and back.
+  inventory_.SetFailing(true);
+  ASSERT_TRUE(FakeKubelet::WaitFor([&] { return CountHealth(kNvidia, "Unhealthy") == 8; }, kDeadline));
+  inventory_.SetFailing(false);
+  ASSERT_TRUE(FakeKubelet::WaitFor([&] { return CountHealth(kNvidia, "Healthy") == 8; }, kDeadline));
+}
+
+TEST_F(DevicePluginTest, ReRegistersWhenTheKubeletRestarts) {
+  StartBoth();
+  ASSERT_EQ(plugin_->registrations(), 1u);
+  for (int round = 2; round <= 3; ++round) {
+    ASSERT_TRUE(kubelet_->Restart().ok());
+    ASSERT_TRUE(FakeKubelet::WaitFor(
+        [&] {
+          for (const char* r : {kGpu, kNvidia, kKeti}) {
+            auto d = kubelet_->Devices(r);
+            if (kubelet_->registrations(r) != round || !d.has_value() || d->empty()) {
+              return false;
+            }
+          }
+          return plugin_->registrations() == static_cast<uint64_t>(round);
+        },
+        kDeadline))
+        << "round " << round << ": " << plugin_->last_error();
+    EXPECT_EQ(plugin_->registrations(), static_cast<uint64_t>(round));
+    EXPECT_TRUE(std::filesystem::exists(dir_ + "/gpusched-keti-com-mpsgpu.sock"));
+  }
+  // And it still hands out GPUs.
+  TestPod p{.name = "after-restart", .containers = {{.gpus = {5}}}};
+  pods_.Put(p.Json());
+  auto admitted = kubelet_->AdmitPod(p.Spec());
+  ASSERT_TRUE(admitted.ok()) << admitted.status();
+  EXPECT_EQ((*admitted)[0].response.envs.at("NVIDIA_VISIBLE_DEVICES"), Uuid(5));
+}
+
+TEST_F(DevicePluginTest, MissingKubeletIsAClearErrorRetriedWithBackoff) {
+  StartPlugin(Options());  // no kubelet yet
+  ASSERT_TRUE(FakeKubelet::WaitFor([&] { return !plugin_->last_error().empty(); }, kDeadline));
+  EXPECT_THAT(plugin_->last_error(), HasSubstr("kubelet socket " + dir_ + "/kubelet.sock does not exist"));
+  EXPECT_FALSE(plugin_->registered());
+  StartKubelet();
+  ASSERT_TRUE(plugin_->WaitRegistered(kDeadline)) << plugin_->last_error();
+  EXPECT_EQ(plugin_->last_error(), "");
+  EXPECT_EQ(kubelet_->registrations(kGpu), 1);
+}
+
+TEST_F(DevicePluginTest, AllocateReturnsTheShareEnvironment) {
+  StartBoth();
+  const TestPod shared{.name = "shared", .containers = {{.gpus = {1}, .milli = 300, .mib = 20000, .exclusive = false}}};
+  const TestPod whole{.name = "whole", .containers = {{.resource = kNvidia, .gpus = {6, 2}}}};
+  const TestPod keti{.name = "keti",
+                     .containers = {{.resource = kKeti, .gpus = {3}, .milli = 1000, .mib = 0, .exclusive = false}}};
+  for (const auto* p : {&shared, &whole, &keti}) {
+    pods_.Put(p->Json());
+  }
+  auto a = kubelet_->AdmitPod(shared.Spec());
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->size(), 1u);
+  const auto& env = (*a)[0].response.envs;
+  EXPECT_EQ(env.at("NVIDIA_VISIBLE_DEVICES"), Uuid(1));
+  EXPECT_EQ(env.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "30");
+  EXPECT_EQ(env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=20000M");
+  EXPECT_EQ(env.at("CUDA_MPS_PIPE_DIRECTORY"), "/tmp/nvidia-mps");
+  ASSERT_EQ((*a)[0].response.mounts.size(), 1u);
+  EXPECT_EQ((*a)[0].response.mounts[0].host_path, "/tmp/nvidia-mps");
+  EXPECT_TRUE((*a)[0].pre_start.ok()) << (*a)[0].pre_start;
+  // Preferred allocation steered the kubelet to a replica of GPU 1.
+  ASSERT_EQ((*a)[0].device_ids.size(), 1u);
+  EXPECT_TRUE((*a)[0].device_ids[0].starts_with(Uuid(1) + "::")) << (*a)[0].device_ids[0];
+
+  auto b = kubelet_->AdmitPod(whole.Spec());
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)[0].response.envs,
+            (std::map<std::string, std::string>{{"NVIDIA_VISIBLE_DEVICES", Uuid(2) + "," + Uuid(6)}}));
+  EXPECT_TRUE((*b)[0].response.mounts.empty());
+  EXPECT_EQ(std::set<std::string>((*b)[0].device_ids.begin(), (*b)[0].device_ids.end()),
+            (std::set<std::string>{Uuid(2), Uuid(6)}));
+
+  auto c = kubelet_->AdmitPod(keti.Spec());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)[0].response.envs.at("NVIDIA_VISIBLE_DEVICES"), Uuid(3));
+  EXPECT_EQ((*c)[0].response.envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "100");
+  EXPECT_FALSE((*c)[0].response.envs.contains("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"));
+  EXPECT_EQ(plugin_->allocations(), 3u);
+  EXPECT_EQ(plugin_->refusals(), 0u);
+}
+
+TEST_F(DevicePluginTest, MultiContainerPodsGetEachContainerItsOwnGpus) {
+  StartBoth();
+  const TestPod p{.name = "multi",
+                  .containers = {{.container = "setup", .gpus = {4}, .init = true},
+                                 {.container = "a", .gpus = {0, 1}},
+                                 {.container = "b", .gpus = {7}, .milli = 500, .mib = 4000, .exclusive = false}},
+                  .extra_cpu_container = true};
+  pods_.Put(p.Json());
+  auto a = kubelet_->AdmitPod(p.Spec());
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->size(), 3u);
+  std::map<std::string, std::string> visible;
+  for (const auto& c : *a) {
+    visible[c.container] = c.response.envs.at("NVIDIA_VISIBLE_DEVICES");
+    EXPECT_TRUE(c.pre_start.ok()) << c.container << ": " << c.pre_start;
+  }
+  EXPECT_EQ(visible,
+            (std::map<std::string, std::string>{{"setup", Uuid(4)}, {"a", Uuid(0) + "," + Uuid(1)}, {"b", Uuid(7)}}));
+}
+
+// Runs `rounds` rounds of `pods_per_round` pods, each created and admitted by its own thread at the same time;
+// every pod gets distinct GPUs (shares of one GPU for some). Returns (admitted, refused); fails the test if a
+// container ever gets GPUs other than its own.
+std::pair<int, int> RunConcurrentRounds(MemoryPodSource& pods, FakeKubelet& kubelet, int rounds, int pods_per_round,
+                                        uint64_t seed, bool bind_all_first) {
+  std::mt19937_64 rng(seed);
+  std::atomic<int> admitted{0}, refused{0};
+  for (int round = 0; round < rounds; ++round) {
+    // 8 GPUs: pod i gets GPU i (exclusive, shared or via nvidia.com/gpu) so no two pods share a GPU.
+    std::vector<TestPod> round_pods;
+    for (int i = 0; i < pods_per_round; ++i) {
+      const auto kind = rng() % 3;
+      const int64_t milli = 100 + static_cast<int64_t>(rng() % 9) * 100;
+      Gpus g{.resource = kind == 1 ? kNvidia : kGpu, .gpus = {i}};
+      if (kind == 2) {
+        g.milli = milli;
+        g.mib = 1000 * (i + 1);
+        g.exclusive = false;
+      }
+      round_pods.push_back(TestPod{.name = "r" + std::to_string(round) + "-p" + std::to_string(i), .containers = {g}});
+    }
+    if (bind_all_first) {
+      for (const auto& p : round_pods) {
+        pods.Put(p.Json());
+      }
+    }
+    std::vector<std::thread> threads;
+    for (const auto& p : round_pods) {
+      threads.emplace_back([&, p] {
+        if (!bind_all_first) {
+          pods.Put(p.Json());
+        }
+        auto result = kubelet.AdmitPod(p.Spec());
+        if (!result.ok()) {
+          ++refused;
+          EXPECT_THAT(result.status().message(), HasSubstr("ambiguous")) << p.name << " seed " << seed;
+          return;
+        }
+        ++admitted;
+        ASSERT_EQ(result->size(), 1u);
+        const auto& c = (*result)[0];
+        EXPECT_EQ(c.response.envs.at("NVIDIA_VISIBLE_DEVICES"), TestPod::Visible(p.containers[0]))
+            << p.name << " got another pod's GPUs; seed " << seed;
+        if (!p.containers[0].exclusive) {
+          EXPECT_EQ(c.response.envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), std::to_string(p.containers[0].milli / 10))
+              << p.name << "; seed " << seed;
+          EXPECT_EQ(c.response.envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"),
+                    "0=" + std::to_string(p.containers[0].mib) + "M")
+              << p.name << "; seed " << seed;
+        } else {
+          EXPECT_FALSE(c.response.envs.contains("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")) << p.name;
+        }
+        EXPECT_TRUE(c.pre_start.ok()) << p.name << ": " << c.pre_start << "; seed " << seed;
+      });
+    }
+    for (auto& t : threads) {
+      t.join();
+    }
+    for (const auto& p : round_pods) {
+      kubelet.RemovePod("default", p.name);
+      pods.Remove(p.Key());
+    }
+  }
+  return {admitted.load(), refused.load()};
+}
+
+TEST_F(DevicePluginTest, ConcurrentAdmissionsEachGetTheirOwnGpus) {
+  StartBoth();
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  // Pods bound while others are admitted, and pods all bound before the kubelet admits any (the worst case:
+  // several wait at once). The kubelet lists the pod it admits, so every one is placed and none is refused.
+  auto [admitted, refused] = RunConcurrentRounds(pods_, *kubelet_, 10, 8, seed, /*bind_all_first=*/false);
+  EXPECT_EQ(admitted, 80);
+  EXPECT_EQ(refused, 0);
+  std::tie(admitted, refused) = RunConcurrentRounds(pods_, *kubelet_, 10, 8, seed + 1, /*bind_all_first=*/true);
+  EXPECT_EQ(admitted, 80);
+  EXPECT_EQ(refused, 0);
+  EXPECT_EQ(plugin_->refusals(), 0u);
+}
+
+TEST_F(DevicePluginTest, AKubeletThatListsPodsLateNeverCausesAWrongHandoff) {
+  // A kubelet that lists a pod only after its admission: when several pods wait with the same device count the
+  // plugin cannot tell them apart and refuses (the pod is rejected) instead of guessing.
+  StartBoth(FakeKubeletOptions{.list_admitting_pod = false});
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto [admitted, refused] = RunConcurrentRounds(pods_, *kubelet_, 6, 8, seed, /*bind_all_first=*/true);
+  EXPECT_EQ(admitted + refused, 48);
+  EXPECT_GT(refused, 0);  // 8 pods wait with one device each: the first of them is ambiguous
+}
+
+TEST_F(DevicePluginTest, OverlappingAdmissionsNeverCrossPods) {
+  // No real kubelet admits pods in parallel; if one did, every call is either right or refused.
+  StartBoth(FakeKubeletOptions{.serial_admission = false});
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto [admitted, refused] = RunConcurrentRounds(pods_, *kubelet_, 6, 8, seed, /*bind_all_first=*/true);
+  EXPECT_EQ(admitted + refused, 48);
+}
+
+TEST_F(DevicePluginTest, ALaggingPodReadIsCompletedFromTheKubeletsList) {
+  StartBoth();
+  // "early" was bound first and waits; "late" is the one the kubelet admits, but the pod read misses it.
+  const TestPod early{.name = "early", .containers = {{.gpus = {0}}}};
+  const TestPod late{.name = "late", .containers = {{.gpus = {1}}}};
+  pods_.Put(early.Json());
+  pods_.Put(late.Json());
+  pods_.Hide(late.Key());
+  auto a = kubelet_->AdmitPod(late.Spec());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)[0].response.envs.at("NVIDIA_VISIBLE_DEVICES"), Uuid(1));
+  auto b = kubelet_->AdmitPod(early.Spec());
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)[0].response.envs.at("NVIDIA_VISIBLE_DEVICES"), Uuid(0));
+}
+
+TEST_F(DevicePluginTest, ErrorsNameThePodAndTheDevices) {
+  StartBoth();
+  // No pod at all / a pod that requests no GPU: nobody waits.
+  pods_.Put(json{{"metadata", {{"name", "cpu-only"}, {"namespace", "default"}, {"uid", "u-cpu"}}},
+                 {"spec", {{"nodeName", kNode}, {"containers", {{{"name", "main"}}}}}},
+                 {"status", {{"phase", "Pending"}}}});
+  auto none = kubelet_->Allocate(kGpu, {Uuid(0) + "::0"});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), common::StatusCode::kNotFound);
+  EXPECT_THAT(none.status().message(), HasSubstr("no pod bound to node node-a waits for gpusched.io/gpu"));
+  EXPECT_THAT(none.status().message(), HasSubstr(Uuid(0) + "::0"));
+
+  // Unknown device id.
+  auto unknown = kubelet_->Allocate(kGpu, {"GPU-nope::0"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.status().message(), HasSubstr("unknown gpusched.io/gpu device id \"GPU-nope::0\""));
+
+  // Not scheduled by gpusched: no allocation annotation.
+  TestPod foreign{.name = "foreign", .containers = {{.resource = kNvidia, .gpus = {0}}}, .annotate = false};
+  pods_.Put(foreign.Json());
+  auto f = kubelet_->AdmitPod(foreign.Spec());
+  ASSERT_FALSE(f.ok());
+  EXPECT_THAT(f.status().message(), HasSubstr("pod default/foreign container main requests nvidia.com/gpu but the "
+                                              "pod has no gpusched.io/allocation annotation"));
+  pods_.Remove(foreign.Key());
+
+  // Allocation for another node.
+  TestPod moved{.name = "moved", .containers = {{.gpus = {0}}}, .alloc_node = "node-b"};
+  pods_.Put(moved.Json());
+  auto m = kubelet_->AdmitPod(moved.Spec());
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(m.status().message(), HasSubstr("pod default/moved: its allocation is for node node-b, this is node "
+                                              "node-a"));
+  pods_.Remove(moved.Key());
+
+  // The kubelet passes 2 devices, the allocation names 1 GPU.
+  TestPod p{.name = "short", .containers = {{.gpus = {3}}}};
+  json j = p.Json();
+  j["spec"]["containers"][0]["resources"]["limits"][kGpu] = "2";
+  pods_.Put(j);
+  FakePodSpec spec = p.Spec();
+  spec.containers[0].devices[kGpu] = 2;
+  auto s = kubelet_->AdmitPod(spec);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("pod default/short container main: kubelet passed 2 device(s)"));
+  EXPECT_THAT(s.status().message(), HasSubstr("the allocation names 1 GPU(s) [" + Uuid(3) + "]"));
+  EXPECT_GE(plugin_->refusals(), 5u);
+  EXPECT_EQ(plugin_->allocations(), 0u);
+}
+
+TEST_F(DevicePluginTest, PreStartContainerRefusesAMismatchedHandoff) {
+  StartBoth();
+  const TestPod a{.name = "a", .containers = {{.gpus = {0}}}};
+  pods_.Put(a.Json());
+  const std::vector<std::string> ids = {Uuid(0) + "::2"};
+  auto r = kubelet_->Allocate(kGpu, ids);  // the only waiting pod: a
+  ASSERT_TRUE(r.ok()) << r.status();
+  // The kubelet's record says the devices went to another pod: the container must not start.
+  kubelet_->RecordDevices("default", "intruder", "main", kGpu, ids);
+  auto s = kubelet_->PreStartContainer(kGpu, ids);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), common::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("handoff mismatch"));
+  EXPECT_THAT(s.message(), HasSubstr("pod default/a container main"));
+  EXPECT_THAT(s.message(), HasSubstr("pod default/intruder container main"));
+  // With the kubelet's record right, it starts.
+  kubelet_->RemovePod("default", "intruder");
+  kubelet_->RecordDevices("default", "a", "main", kGpu, ids);
+  EXPECT_TRUE(kubelet_->PreStartContainer(kGpu, ids).ok());
+}
+
+TEST(DevicePluginOptionsTest, BadOptionsFailAtStart) {
+  EXPECT_FALSE(ValidateOptions(DevicePluginOptions{}).ok());  // no node
+  EXPECT_THAT(ValidateOptions(DevicePluginOptions{.node_name = "n", .resources = {"aliyun.com/gpu-mem"}}).message(),
+              HasSubstr("unsupported resource"));
+  EXPECT_THAT(ValidateOptions(DevicePluginOptions{.node_name = "n", .replicas = 0}).message(),
+              HasSubstr("replicas must be 1..1000"));
+  EXPECT_THAT(
+      ValidateOptions(DevicePluginOptions{.node_name = "n", .plugin_dir = "/" + std::string(120, 'x')}).message(),
+      HasSubstr("longer than"));
+  EXPECT_TRUE(ValidateOptions(DevicePluginOptions{.node_name = "n"}).ok());
+  EXPECT_EQ(SocketName("gpusched", "gpusched.io/gpu"), "gpusched-gpusched-io-gpu.sock");
+}
+
+}  // namespace
+}  // namespace gpusched::adapters::deviceplugin
