@@ -62,7 +62,7 @@ TEST(QuantityTest, LongMantissasRoundUpWithoutOverflow) {
   // Also found by quantity_fuzz: a 20-digit mantissa times 2^60 used to overflow.
   EXPECT_FALSE(ParseQuantity("55.55555999999999999955554Ei").ok());
   EXPECT_FALSE(ParseQuantity("9999995559999999999955554Ei").ok());  // ... and then times 10^5
-  EXPECT_EQ(*ParseQuantity("0.000000000000000001Ei"), 2);  // 10^-18 x 2^60 = 1.15, rounded up
+  EXPECT_EQ(*ParseQuantity("0.000000000000000001Ei"), 2);           // 10^-18 x 2^60 = 1.15, rounded up
 }
 
 TEST(QuantityTest, OverflowIsAnErrorNotAWrap) {
