@@ -2,12 +2,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "gpusched/cli/agent_command.h"
 #include "gpusched/cli/extender_command.h"
 #include "gpusched/cli/simulate_command.h"
 #include "gpusched/policy/registry.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"gpusched: a Kubernetes GPU scheduler (simulate, extender; scheduler and agent come next)"};
+  CLI::App app{"gpusched: a Kubernetes GPU scheduler (simulate, extender, agent; the standalone scheduler comes next)"};
   app.require_subcommand(1);
   int exit_code = 0;
   gpusched::cli::SimulateFlags simulate;
@@ -28,6 +29,29 @@ int main(int argc, char** argv) {
   ext->add_option("--policy", extender.policy, "Placement policy, overrides the config. Known: " + policies);
   ext->add_flag("-v,--verbose", extender.verbose, "Debug logging");
   ext->callback([&extender, &exit_code] { exit_code = gpusched::cli::RunExtender(extender); });
+
+  gpusched::cli::AgentFlags agent;
+  CLI::App* ag = app.add_subcommand(
+      "agent", "Node agent: GPU metrics (DCGM names) on /metrics, the node's GPU inventory, the kubelet device plugin");
+  ag->add_option("--fake-gpus", agent.fake_gpus,
+                 "Fake GPUs instead of NVML: 4xA100-80GB, 2xH100-80GB,1xT4, or a YAML file");
+  ag->add_option("--nvml-library", agent.nvml_library, "NVML library to dlopen")->capture_default_str();
+  ag->add_option("--listen", agent.listen, "host:port for /metrics and /healthz")->capture_default_str();
+  ag->add_flag("--standalone", agent.standalone, "No kubelet and no API server: serve /metrics and /healthz only");
+  ag->add_option("--node-name", agent.node_name, "This node's name (default $NODE_NAME, else the host name)");
+  ag->add_option("--kubeconfig", agent.kubeconfig, "kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config)");
+  ag->add_option("--interval", agent.interval_s, "Sampling interval in seconds")->capture_default_str();
+  ag->add_option("--influxdb-url", agent.influxdb_url, "Push samples to this InfluxDB 1.x (e.g. http://influx:8086)");
+  ag->add_option("--influxdb-db", agent.influxdb_db, "InfluxDB database")->capture_default_str();
+  ag->add_option("--device-plugin-dir", agent.device_plugin_dir, "kubelet device-plugin directory")
+      ->capture_default_str();
+  ag->add_option("--pod-resources-socket", agent.pod_resources_socket, "kubelet PodResources socket")
+      ->capture_default_str();
+  ag->add_option("--replicas", agent.replicas, "gpusched.io/gpu devices per GPU")->capture_default_str();
+  ag->add_option("--mps-pipe-dir", agent.mps_pipe_dir, "MPS pipe directory mounted into containers")
+      ->capture_default_str();
+  ag->add_flag("-v,--verbose", agent.verbose, "Debug logging");
+  ag->callback([&agent, &exit_code] { exit_code = gpusched::cli::RunAgent(agent); });
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;

@@ -1,0 +1,340 @@
+#include "gpusched/cli/agent_command.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "gpusched/adapters/deviceplugin/device_plugin.h"
+#include "gpusched/adapters/deviceplugin/pod_resources.h"
+#include "gpusched/adapters/deviceplugin/pod_source.h"
+#include "gpusched/adapters/extender/config.h"
+#include "gpusched/adapters/influxdb/influx_writer.h"
+#include "gpusched/adapters/influxdb/line_protocol.h"
+#include "gpusched/adapters/k8s/api_client.h"
+#include "gpusched/adapters/k8s/client_config.h"
+#include "gpusched/adapters/k8s/informer.h"
+#include "gpusched/adapters/nvml/fake_inventory.h"
+#include "gpusched/adapters/nvml/nvml_inventory.h"
+#include "gpusched/agent/collector.h"
+#include "gpusched/agent/inventory.h"
+#include "gpusched/common/log.h"
+#include "gpusched/kube/objects.h"
+
+namespace gpusched::cli {
+namespace {
+
+namespace dp = adapters::deviceplugin;
+namespace k8s = adapters::k8s;
+using std::chrono::milliseconds;
+
+void Info(const std::string& m) { common::Log(common::LogLevel::kInfo, "gpusched agent: " + m); }
+void Warn(const std::string& m) { common::Log(common::LogLevel::kWarn, "gpusched agent: " + m); }
+
+int Fail(const std::string& message) {
+  std::cerr << "gpusched agent: " << message << "\n";
+  return 1;
+}
+
+// A backend that has nothing: NVML could not be opened and no fake was asked for. Every sample fails with the
+// reason, which /healthz and the error counter report; the agent keeps serving.
+class UnavailableInventory : public ports::DeviceInventory {
+ public:
+  explicit UnavailableInventory(common::Status why) : why_(std::move(why)) {}
+  common::Result<std::vector<ports::GpuSample>> Sample() override { return why_; }
+  std::string Describe() const override { return "no GPU backend (" + why_.message() + ")"; }
+
+ private:
+  common::Status why_;
+};
+
+// The device plugin's pod reads: quorum reads of the API server, as its contract asks (not the informer cache).
+class ApiPodSource : public dp::PodSource {
+ public:
+  ApiPodSource(k8s::ApiClient& client, std::string node) : client_(client), node_(std::move(node)) {}
+  common::Result<std::vector<nlohmann::json>> PodsOnNode() override {
+    auto list = client_.List("/api/v1/pods", "spec.nodeName=" + node_);
+    if (!list.ok()) {
+      return list.status();
+    }
+    return std::move(list->items);
+  }
+  common::Result<nlohmann::json> GetPod(const std::string& ns, const std::string& name) override {
+    return client_.Get("/api/v1/namespaces/" + ns + "/pods/" + name);
+  }
+
+ private:
+  k8s::ApiClient& client_;
+  std::string node_;
+};
+
+std::string DefaultNodeName() {
+  if (const char* env = std::getenv("NODE_NAME"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) {
+    return host;
+  }
+  return "localhost";
+}
+
+// Which pods hold which GPUs, from the pods' allocation annotations, plus the kubelet's PodResources for whole
+// GPUs handed out by another device plugin (nvidia.com/gpu device ids are the GPUs' UUIDs).
+class Attribution {
+ public:
+  void SetPods(const std::vector<nlohmann::json>& pods, const std::string& node) {
+    agent::PodsOnNode s = agent::SummarisePods(pods, node);
+    std::lock_guard lock(mu_);
+    from_pods_ = std::move(s);
+  }
+  void SetKubelet(const std::vector<dp::KubeletPod>& pods) {
+    agent::PodAttribution a;
+    for (const auto& p : pods) {
+      for (const auto& c : p.containers) {
+        auto it = c.devices.find("nvidia.com/gpu");
+        if (it == c.devices.end()) {
+          continue;
+        }
+        for (const auto& id : it->second) {
+          if (id.starts_with("GPU-") && id.find("::") == std::string::npos) {
+            a[common::GpuUuid(id)].push_back(
+                agent::PodRef{.namespace_name = p.namespace_, .pod = p.name, .container = c.name});
+          }
+        }
+      }
+    }
+    std::lock_guard lock(mu_);
+    from_kubelet_ = std::move(a);
+  }
+  std::pair<agent::PodAttribution, agent::AllocationMap> Get() const {
+    std::lock_guard lock(mu_);
+    agent::PodAttribution a = from_pods_.attribution;
+    for (const auto& [uuid, refs] : from_kubelet_) {
+      auto& mine = a[uuid];
+      for (const auto& r : refs) {
+        if (std::find(mine.begin(), mine.end(), r) == mine.end()) {
+          mine.push_back(r);
+        }
+      }
+    }
+    return {std::move(a), from_pods_.allocations};
+  }
+
+ private:
+  mutable std::mutex mu_;
+  agent::PodsOnNode from_pods_;
+  agent::PodAttribution from_kubelet_;
+};
+
+}  // namespace
+
+int RunAgent(const AgentFlags& flags) {
+  common::SetLogLevel(flags.verbose ? common::LogLevel::kDebug : common::LogLevel::kInfo);
+  const std::string node = flags.node_name.empty() ? DefaultNodeName() : flags.node_name;
+  std::string host;
+  int port = 0;
+  if (auto s = adapters::extender::ParseListen(flags.listen, host, port); !s.ok()) {
+    return Fail("--listen: " + s.message());
+  }
+  if (!(flags.interval_s >= 0.05 && flags.interval_s <= 3600)) {
+    return Fail("--interval must be between 0.05 and 3600 seconds");
+  }
+  const milliseconds interval(static_cast<int64_t>(flags.interval_s * 1000));
+
+  // The GPUs.
+  std::unique_ptr<ports::DeviceInventory> inventory;
+  if (!flags.fake_gpus.empty()) {
+    auto fake =
+        adapters::nvml::FakeInventory::Create(flags.fake_gpus, adapters::nvml::FakeInventoryOptions{.node_name = node});
+    if (!fake.ok()) {
+      return Fail("--fake-gpus: " + fake.status().message());
+    }
+    inventory = std::move(fake).value();
+  } else {
+    auto nvml = adapters::nvml::NvmlInventory::Open(flags.nvml_library);
+    if (nvml.ok()) {
+      inventory = std::move(nvml).value();
+    } else {
+      Warn("no GPUs: " + nvml.status().message() + "; serving the agent's own metrics only");
+      inventory = std::make_unique<UnavailableInventory>(nvml.status());
+    }
+  }
+  ports::DeviceInventory& devices = *inventory;
+  Info("GPUs: " + devices.Describe() + "; node " + node);
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Attribution attribution;
+  std::unique_ptr<k8s::ApiClient> client;
+  std::unique_ptr<k8s::Informer> pods;
+  std::unique_ptr<agent::InventoryPublisher> publisher;
+  std::unique_ptr<ApiPodSource> pod_source;
+  std::unique_ptr<dp::PodResourcesSource> pod_resources;
+  std::unique_ptr<dp::DevicePlugin> plugin;
+  if (!flags.standalone) {
+    auto config = k8s::ResolveClientConfig(flags.kubeconfig);
+    if (!config.ok()) {
+      return Fail(config.status().message() + " (or run with --standalone)");
+    }
+    auto c = k8s::ApiClient::Create(std::move(config).value());
+    if (!c.ok()) {
+      return Fail(c.status().message());
+    }
+    client = std::move(c).value();
+    // The node's inventory annotation as it is now: a restart with the same GPUs patches nothing.
+    publisher =
+        std::make_unique<agent::InventoryPublisher>(node, [&client](const std::string& n, const std::string& value) {
+          return client->PatchNodeAnnotations(n, {{std::string(kube::kAnnotationGpus), value}});
+        });
+    if (auto current = client->Get("/api/v1/nodes/" + node); current.ok()) {
+      const auto& md = (*current)["metadata"];
+      if (md.contains("annotations") && md["annotations"].contains(std::string(kube::kAnnotationGpus))) {
+        publisher->SetCurrent(md["annotations"][std::string(kube::kAnnotationGpus)].get<std::string>());
+      }
+    } else {
+      Warn("cannot read node " + node + " yet (" + current.status().message() + "); retrying at every sample");
+    }
+    pods = std::make_unique<k8s::Informer>(
+        *client, k8s::InformerOptions{.path = "/api/v1/pods", .field_selector = "spec.nodeName=" + node},
+        [&attribution, &pods, &node](const k8s::WatchEvent&) { attribution.SetPods(pods->List(), node); });
+    pods->Start();
+    pod_source = std::make_unique<ApiPodSource>(*client, node);
+    pod_resources = dp::NewKubeletPodResources(flags.pod_resources_socket, milliseconds(5000));
+    dp::DevicePluginOptions options{.node_name = node, .plugin_dir = flags.device_plugin_dir};
+    options.replicas = flags.replicas;
+    options.mps.pipe_host_dir = flags.mps_pipe_dir;
+    options.mps.pipe_container_dir = flags.mps_pipe_dir;
+    options.sample_interval = milliseconds(0);  // the collector pushes its samples (OnSamples)
+    plugin = std::make_unique<dp::DevicePlugin>(options, devices, *pod_source, *pod_resources);
+    if (auto s = plugin->Start(); !s.ok()) {
+      Warn("device plugin: " + s.message() + "; retrying with backoff");
+    }
+  }
+
+  // Sampling; each snapshot goes to the device plugin's health and the inventory annotation.
+  agent::Collector collector(
+      std::move(inventory),
+      agent::CollectorOptions{.interval = interval, .on_sample = [&](const agent::GpuSnapshot& s) {
+                                if (plugin) {
+                                  plugin->OnSamples(s.samples);
+                                }
+                                if (publisher) {
+                                  if (auto st = publisher->Publish(s.samples); !st.ok()) {
+                                    Warn("inventory annotation: " + st.message());
+                                  }
+                                }
+                              }});
+  if (auto s = collector.Start(); !s.ok()) {
+    return Fail(s.message());
+  }
+
+  // /metrics and /healthz.
+  httplib::Server server;
+  server.new_task_queue = [] { return new httplib::ThreadPool(4); };
+  server.set_tcp_nodelay(true);
+  server.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    auto [pod_refs, allocations] = attribution.Get();
+    res.set_content(collector.RenderMetrics(pod_refs, allocations, node), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server.Get("/healthz", [&](const httplib::Request&, httplib::Response& res) {
+    const common::Status s = collector.last_error();
+    std::string body = std::string(s.ok() ? "ok" : "degraded") + ": " + collector.Describe();
+    if (!s.ok()) {
+      body += "; last sample failed: " + s.message();
+      res.status = 503;
+    }
+    if (plugin && !plugin->registered()) {
+      body += "; device plugin not registered: " + plugin->last_error();
+    }
+    res.set_content(body + "\n", "text/plain");
+  });
+  if (!server.bind_to_port(host, port)) {
+    return Fail("cannot listen on " + flags.listen);
+  }
+  std::thread http([&server] { server.listen_after_bind(); });
+
+  // PodResources attribution and the InfluxDB push, every interval.
+  std::unique_ptr<adapters::influxdb::InfluxWriter> influx;
+  if (!flags.influxdb_url.empty()) {
+    auto w = adapters::influxdb::InfluxWriter::Create(
+        adapters::influxdb::InfluxWriterOptions{.url = flags.influxdb_url, .database = flags.influxdb_db});
+    if (!w.ok()) {
+      return Fail("--influxdb-url: " + w.status().message());
+    }
+    influx = std::move(w).value();
+  }
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stopping = false;
+  std::thread periodic([&] {
+    bool database = false;
+    bool influx_failing = false;
+    std::unique_lock lock(stop_mu);
+    while (!stop_cv.wait_for(lock, interval, [&] { return stopping; })) {
+      lock.unlock();
+      if (pod_resources && access(flags.pod_resources_socket.c_str(), F_OK) == 0) {
+        if (auto list = pod_resources->List(); list.ok()) {
+          attribution.SetKubelet(*list);
+        }
+      }
+      if (influx) {
+        auto snap = collector.Latest();
+        common::Status s = common::Status::Ok();
+        if (!database) {
+          s = influx->CreateDatabase();
+          database = s.ok();
+        }
+        if (s.ok() && snap != nullptr) {
+          const auto ms = std::chrono::duration_cast<milliseconds>(snap->time.time_since_epoch()).count();
+          s = influx->Write(adapters::influxdb::GpuSampleLines(snap->samples, {.hostname = node}, ms));
+        }
+        if (!s.ok() && !influx_failing) {
+          Warn("InfluxDB: " + s.message() + " (retrying every interval)");
+        } else if (s.ok() && influx_failing) {
+          Info("InfluxDB: writing again");
+        }
+        influx_failing = !s.ok();
+      }
+      lock.lock();
+    }
+  });
+
+  Info(std::string("serving /metrics and /healthz on ") + flags.listen + (flags.standalone ? " (standalone)" : ""));
+  int sig = 0;
+  sigwait(&signals, &sig);
+  Info(std::string("stopping on ") + strsignal(sig));
+  {
+    std::lock_guard lock(stop_mu);
+    stopping = true;
+  }
+  stop_cv.notify_all();
+  periodic.join();
+  server.stop();
+  http.join();
+  collector.Stop();
+  if (plugin) {
+    plugin->Stop();
+  }
+  if (pods) {
+    pods->Stop();
+  }
+  return 0;
+}
+
+}  // namespace gpusched::cli
