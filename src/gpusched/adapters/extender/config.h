@@ -15,7 +15,9 @@
 //     fgd: 2                       chosen at bind stay with `policy`
 //   resourceNames: [...]           GPU resource names to honour; default: all that gpusched knows
 //   maxBodyBytes: 67108864         larger request bodies get 413 (a full NodeList of 5000 nodes is about 17 MB)
-//   threads: 8                     HTTP worker threads
+//   threads: 32                    HTTP worker threads. cpp-httplib serves a keep-alive connection on one thread
+//                                  until it goes idle for a second, so keep this above the number of connections
+//                                  kube-scheduler holds at once (its scheduling loop plus concurrent binds)
 //   readTimeoutSeconds: 5          a client that sends its body slower than this is cut off
 //   kubeconfig: ""                 used when --kubeconfig is not given (then KUBECONFIG, in-cluster, ~/.kube/config)
 
@@ -39,7 +41,7 @@ struct ExtenderConfig {
   std::vector<std::pair<std::string, double>> weights;  // empty: `policy` alone scores
   kube::ResourceConfig resources;
   size_t max_body_bytes = size_t{64} << 20;
-  int threads = 8;
+  int threads = 32;
   int read_timeout_seconds = 5;
   std::string kubeconfig;
 };

@@ -36,6 +36,9 @@ common::Status ExtenderServer::Start() {
   svr.set_read_timeout(config_.read_timeout_seconds, 0);
   svr.set_write_timeout(config_.read_timeout_seconds, 0);
   svr.set_keep_alive_max_count(1000000);
+  // An idle keep-alive connection holds its worker thread; release it soon so that a burst of new connections
+  // (concurrent binds) never waits for a thread longer than this.
+  svr.set_keep_alive_timeout(1);
   svr.set_tcp_nodelay(true);  // responses go out at once, not after the client's delayed ACK
   svr.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) {
