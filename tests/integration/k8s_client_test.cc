@@ -189,6 +189,11 @@ class K8sClientTest : public ::testing::Test {
     return created.ok() ? std::move(created).value() : nullptr;
   }
 
+  Recorder& NewRecorder() {
+    recorders_.push_back(std::make_unique<Recorder>());
+    return *recorders_.back();
+  }
+
   Informer& StartInformer(InformerOptions options, Recorder& recorder) {
     options.initial_backoff = milliseconds(20);
     options.max_backoff = milliseconds(200);
@@ -221,6 +226,7 @@ class K8sClientTest : public ::testing::Test {
   static TestPki* pki_;
   std::unique_ptr<FakeApiServer> server_;
   std::unique_ptr<ApiClient> client_;
+  std::vector<std::unique_ptr<Recorder>> recorders_;  // declared first: destroyed after the informers
   std::vector<std::unique_ptr<Informer>> informers_;
 };
 
@@ -438,7 +444,7 @@ TEST_F(K8sClientTest, WatchEndsOnTimeoutCloseAndGone) {
 TEST_F(K8sClientTest, InformerSyncsAndFollowsChanges) {
   server_->UpsertNode(Node("n1"));
   server_->UpsertNode(Node("n2"));
-  Recorder recorder;
+  Recorder& recorder = NewRecorder();  // owned by the fixture: it outlives the informer threads
   Informer& informer = StartInformer({.path = "/api/v1/nodes"}, recorder);
   EXPECT_TRUE(informer.HasSynced());
   EXPECT_EQ(recorder.Lines(), (std::vector<std::string>{"ADDED n1", "ADDED n2"}));
@@ -462,7 +468,7 @@ TEST_F(K8sClientTest, InformerSyncsAndFollowsChanges) {
 TEST_F(K8sClientTest, InformerWithSelectorsSeesPodsEnterAndLeave) {
   server_->UpsertPod(Pod("default", "bound", "n1"));
   server_->UpsertPod(Pod("default", "pending"));
-  Recorder recorder;
+  Recorder& recorder = NewRecorder();  // owned by the fixture: it outlives the informer threads
   Informer& informer = StartInformer({.path = "/api/v1/pods", .field_selector = "spec.nodeName=n1"}, recorder);
   EXPECT_EQ(recorder.Lines(), (std::vector<std::string>{"ADDED default/bound"}));
   server_->UpsertPod(Pod("default", "pending", "n1"));  // starts matching -> ADDED
@@ -478,7 +484,7 @@ TEST_F(K8sClientTest, InformerReconnectsAfterClosedWatchesWithoutLosingOrDuplica
   for (int i = 0; i < 20; ++i) {
     server_->UpsertPod(Pod("default", "p" + std::to_string(i)));
   }
-  Recorder recorder;
+  Recorder& recorder = NewRecorder();  // owned by the fixture: it outlives the informer threads
   Informer& informer = StartInformer({.path = "/api/v1/pods"}, recorder);
   ASSERT_EQ(recorder.size(), 20U);
   // Change pods while the streams are being closed again and again: every change arrives exactly once.
@@ -511,7 +517,7 @@ TEST_F(K8sClientTest, InformerRelistsAfterCompactionAndDeliversTheDiff) {
   server_->UpsertPod(Pod("default", "stays"));
   server_->UpsertPod(Pod("default", "goes"));
   server_->UpsertPod(Pod("default", "changes"));
-  Recorder recorder;
+  Recorder& recorder = NewRecorder();  // owned by the fixture: it outlives the informer threads
   Informer& informer = StartInformer({.path = "/api/v1/pods"}, recorder);
   ASSERT_EQ(recorder.size(), 3U);
 
@@ -540,7 +546,7 @@ TEST_F(K8sClientTest, InformerRelistsAfterCompactionAndDeliversTheDiff) {
 }
 
 TEST_F(K8sClientTest, InformerStopsPromptly) {
-  Recorder recorder;
+  Recorder& recorder = NewRecorder();  // owned by the fixture: it outlives the informer threads
   Informer& informer = StartInformer({.path = "/api/v1/nodes"}, recorder);
   ASSERT_TRUE(WaitFor([&] { return server_->open_watches() == 1; }));
   const auto start = std::chrono::steady_clock::now();
@@ -712,7 +718,7 @@ TEST_F(K8sClientTest, ConcurrentCallersShareOneClient) {
   for (int i = 0; i < 8; ++i) {
     server_->UpsertPod(Pod("default", "p" + std::to_string(i)));
   }
-  Recorder recorder;
+  Recorder& recorder = NewRecorder();  // owned by the fixture: it outlives the informer threads
   Informer& informer = StartInformer({.path = "/api/v1/pods"}, recorder);
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
