@@ -12,11 +12,14 @@
 #include "gpusched/adapters/extender/server.h"
 #include "gpusched/adapters/extender/service.h"
 #include "gpusched/adapters/extender/state.h"
+#include "gpusched/adapters/influxdb/influx_source.h"
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/client_config.h"
 #include "gpusched/adapters/k8s/informer.h"
 #include "gpusched/adapters/k8s/pod_binder.h"
+#include "gpusched/adapters/prometheus/prometheus_source.h"
 #include "gpusched/common/log.h"
+#include "gpusched/sched/metrics_cache.h"
 
 namespace gpusched::cli {
 namespace {
@@ -34,6 +37,73 @@ ext::EventType ToEvent(k8s::WatchEvent::Type t) {
       return ext::EventType::kDeleted;
   }
   return ext::EventType::kModified;
+}
+
+// The config's metric sources. A source whose address is wrong or whose query does not run is reported here, at
+// start-up, and the extender still starts: scoring uses static attributes until the source answers.
+common::Result<std::vector<std::unique_ptr<ports::MetricsSource>>> MakeSources(const ext::ExtenderConfig& config) {
+  std::vector<std::unique_ptr<ports::MetricsSource>> sources;
+  for (const auto& src : config.metrics_sources) {
+    auto query_of = [&](size_t i, const std::string& fallback) {
+      auto it = src.queries.find(std::string(core::GpuMetricName(static_cast<core::GpuMetric>(i))));
+      return it == src.queries.end() ? fallback : it->second;
+    };
+    std::unique_ptr<ports::MetricsSource> made;
+    common::Status check = common::Status::Ok();
+    if (src.kind == "prometheus") {
+      adapters::prometheus::PrometheusSourceOptions o{
+          .url = src.url, .timeout = std::chrono::seconds(src.timeout_seconds), .uuid_label = src.uuid_label};
+      o.queries = adapters::prometheus::DefaultQueries(src.uuid_label);
+      for (size_t i = 0; i < core::kGpuMetricCount; ++i) {
+        o.queries[i] = query_of(i, o.queries[i]);
+      }
+      auto p = adapters::prometheus::PrometheusSource::Create(std::move(o));
+      if (!p.ok()) {
+        return common::InvalidArgument("metrics.prometheus: " + p.status().message());
+      }
+      check = (*p)->Check();
+      made = std::move(p).value();
+    } else {
+      adapters::influxdb::InfluxSourceOptions o{
+          .url = src.url, .database = src.database, .timeout = std::chrono::seconds(src.timeout_seconds)};
+      for (size_t i = 0; i < core::kGpuMetricCount; ++i) {
+        o.queries[i] = query_of(i, o.queries[i]);
+      }
+      auto p = adapters::influxdb::InfluxSource::Create(std::move(o));
+      if (!p.ok()) {
+        return common::InvalidArgument("metrics.influxdb: " + p.status().message());
+      }
+      check = (*p)->Check();
+      made = std::move(p).value();
+    }
+    if (!check.ok()) {
+      common::Log(common::LogLevel::kWarn, "gpusched extender: metrics source " + made->Describe() +
+                                               " does not answer yet: " + check.message() +
+                                               " (scoring uses static GPU attributes until it does)");
+    }
+    sources.push_back(std::move(made));
+  }
+  return sources;
+}
+
+policy::LoadAwareOptions LoadAware(const ext::ExtenderConfig& config) {
+  policy::LoadAwareOptions o;
+  const std::pair<const char*, int64_t*> fields[] = {{"memorySize", &o.memory_size_weight},
+                                                     {"memoryBandwidth", &o.memory_bandwidth_weight},
+                                                     {"compute", &o.compute_weight},
+                                                     {"gpuUtil", &o.gpu_util_weight},
+                                                     {"memoryUsed", &o.memory_used_weight},
+                                                     {"memoryCopyUtil", &o.memory_copy_util_weight},
+                                                     {"power", &o.power_weight},
+                                                     {"temperature", &o.temperature_weight},
+                                                     {"encoderUtil", &o.encoder_util_weight},
+                                                     {"decoderUtil", &o.decoder_util_weight}};
+  for (const auto& [key, field] : fields) {
+    if (auto it = config.load_aware_weights.find(key); it != config.load_aware_weights.end()) {
+      *field = it->second;
+    }
+  }
+  return o;
 }
 
 int Fail(const std::string& message) {
@@ -86,11 +156,32 @@ int RunExtender(const ExtenderFlags& flags) {
   nodes.Start();
   pods.Start();
 
+  auto sources = MakeSources(config);
+  if (!sources.ok()) {
+    return Fail(sources.status().message());
+  }
+  std::unique_ptr<sched::MetricsCache> metrics_cache;
+  if (!sources->empty()) {
+    metrics_cache = std::make_unique<sched::MetricsCache>(
+        std::move(sources).value(),
+        sched::MetricsCacheOptions{.interval = std::chrono::seconds(config.metrics_refresh_seconds)});
+    if (auto s = metrics_cache->Start(); !s.ok()) {
+      return Fail(s.message());
+    }
+  }
+
   k8s::PodBinder binder(**client);
   ext::ExtenderMetrics metrics;
+  metrics.SetMetricsCache(metrics_cache.get());
   auto service = ext::ExtenderService::Create(
       mirror, binder, [&pods](const std::string& ns, const std::string& name) { return pods.Get(ns + "/" + name); },
-      ext::ServiceOptions{.policy = config.policy, .weights = config.weights, .resources = config.resources}, &metrics);
+      ext::ServiceOptions{.policy = config.policy,
+                          .weights = config.weights,
+                          .resources = config.resources,
+                          .metrics = metrics_cache.get(),
+                          .staleness_ms = int64_t{config.metrics_staleness_seconds} * 1000,
+                          .load_aware = LoadAware(config)},
+      &metrics);
   if (!service.ok()) {
     return Fail(service.status().message());
   }
@@ -104,6 +195,9 @@ int RunExtender(const ExtenderFlags& flags) {
     }
     return why;
   });
+  if (metrics_cache) {
+    server.SetDegraded([&metrics_cache] { return metrics_cache->Degraded(); });
+  }
   if (auto s = server.Start(); !s.ok()) {
     return Fail(s.message());
   }
@@ -114,6 +208,9 @@ int RunExtender(const ExtenderFlags& flags) {
   sigwait(&signals, &sig);
   common::Log(common::LogLevel::kInfo, std::string("gpusched extender: stopping on ") + strsignal(sig));
   server.Stop();
+  if (metrics_cache) {
+    metrics_cache->Stop();
+  }
   pods.Stop();
   nodes.Stop();
   return 0;

@@ -165,7 +165,29 @@ Fit FitGpus(const core::PodRequest& pod, const core::NodeView& node) {
     }
     return n >= c.count ? Fit::Fits() : Explain(c, node, node.gpus);
   }
-  return FitFrom(pod, node, node.gpus, 0);
+  Fit fit = FitFrom(pod, node, node.gpus, 0);
+  if (fit.code != Fit::Code::kUnschedulable) {
+    return fit;
+  }
+  // Each container alone could fit somewhere, but together? If not even on the empty node, nothing could make the
+  // pod fit here (e.g. its GPU memory in all is more than the node's).
+  const core::NodeView empty = core::NodeView::Empty(node.node);
+  if (FitFrom(pod, empty, empty.gpus, 0).fits()) {
+    return fit;
+  }
+  int64_t asked = 0;
+  int64_t total = 0;
+  for (const core::GpuRequest& c : pod.containers) {
+    asked += c.count * c.memory_per_gpu.value();
+  }
+  for (const core::Gpu& g : node.node->gpus) {
+    total += g.healthy ? g.memory.value() : 0;
+  }
+  if (asked > total) {
+    return Fit::Unresolvable("pod needs " + std::to_string(asked) + " MiB of GPU memory in all, node has " +
+                             std::to_string(total) + " MiB on its healthy GPUs");
+  }
+  return Fit::Unresolvable("the pod's GPU containers do not fit together even on the empty node (" + fit.reason + ")");
 }
 
 std::vector<core::ContainerAllocation> SelectGpusWith(const core::PodRequest& pod, const core::NodeView& node,
@@ -234,6 +256,35 @@ std::vector<core::ContainerAllocation> SelectGpusWorst(const core::PodRequest& p
                         });
 }
 
+std::vector<core::ContainerAllocation> SelectGpusRanked(const core::PodRequest& pod, const core::NodeView& node,
+                                                        std::span<const double> rank) {
+  GPUSCHED_CHECK(rank.size() == node.gpus.size(), "SelectGpusRanked needs one rank per GPU");
+  std::vector<core::ContainerAllocation> out;
+  out.reserve(pod.containers.size());
+  std::vector<core::GpuState> gpus = node.gpus;
+  std::vector<size_t> candidates;
+  for (size_t ci = 0; ci < pod.containers.size(); ++ci) {
+    const core::GpuRequest& c = pod.containers[ci];
+    candidates.clear();
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      if (GpuCanHost(c, node, gpus, i)) {
+        candidates.push_back(i);
+      }
+    }
+    if (static_cast<int32_t>(candidates.size()) < c.count) {
+      // An earlier container's ranked pick took what this one needed; FitGpus's placement is known to fit.
+      return SelectGpusBest(pod, node);
+    }
+    std::stable_sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) { return rank[a] < rank[b]; });
+    core::ContainerAllocation& alloc = out.emplace_back();
+    alloc.container = c.container;
+    for (int32_t k = 0; k < c.count; ++k) {
+      Take(c, node, gpus, candidates[static_cast<size_t>(k)], alloc);
+    }
+  }
+  return out;
+}
+
 std::vector<core::ContainerAllocation> SelectGpusRandom(const core::PodRequest& pod, const core::NodeView& node,
                                                         common::Rng& rng) {
   return SelectGpusWith(
@@ -249,6 +300,13 @@ Fit PlacementPolicy::Filter(const core::PodRequest& pod, const core::NodeView& n
 std::vector<core::ContainerAllocation> PlacementPolicy::SelectGpus(const core::PodRequest& pod,
                                                                    const core::NodeView& node, common::Rng&) const {
   return SelectGpusBest(pod, node);
+}
+
+std::vector<core::ContainerAllocation> PlacementPolicy::SelectGpusWithSnapshot(const core::PodRequest& pod,
+                                                                               const core::NodeView& node,
+                                                                               const Snapshot&,
+                                                                               common::Rng& rng) const {
+  return SelectGpus(pod, node, rng);
 }
 
 }  // namespace gpusched::policy

@@ -26,6 +26,9 @@ namespace gpusched::policy {
 [[nodiscard]] bool GpuCanHost(const core::GpuRequest& c, const core::NodeView& node,
                               std::span<const core::GpuState> gpus, size_t i);
 
+// Fits, or why not: unresolvable when nothing on the node could make it fit (too few usable GPUs of the allowed
+// models with the memory asked; for several GPU containers, not fitting together on the empty node, e.g. more GPU
+// memory in all than the node has), unschedulable otherwise.
 [[nodiscard]] Fit FitGpus(const core::PodRequest& pod, const core::NodeView& node);
 
 // Picks one GPU among the candidate indices (all of which can host the container) for a shared container.
@@ -44,6 +47,13 @@ using ShareChooser = std::function<size_t(const core::GpuRequest&, const core::N
 // "worst": the fitting GPU with the most free milli (lowest index on ties) — spreading inside the node.
 [[nodiscard]] std::vector<core::ContainerAllocation> SelectGpusWorst(const core::PodRequest& pod,
                                                                      const core::NodeView& node);
+// "ranked": for every container, the `count` fitting GPUs of lowest rank[i] (lowest index on ties), rank having
+// one entry per GPU of the node (load-aware passes each GPU's measured load). Greedy per container; when an
+// earlier container's pick leaves a later one without room, the whole pod falls back to SelectGpusBest, whose
+// placement FitGpus proved. Precondition: fits.
+[[nodiscard]] std::vector<core::ContainerAllocation> SelectGpusRanked(const core::PodRequest& pod,
+                                                                      const core::NodeView& node,
+                                                                      std::span<const double> rank);
 // "random": a uniformly random fitting GPU.
 [[nodiscard]] std::vector<core::ContainerAllocation> SelectGpusRandom(const core::PodRequest& pod,
                                                                       const core::NodeView& node, common::Rng& rng);

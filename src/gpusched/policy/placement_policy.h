@@ -12,6 +12,7 @@
 
 #include "gpusched/common/rng.h"
 #include "gpusched/core/allocation.h"
+#include "gpusched/core/gpu_metrics.h"
 #include "gpusched/core/gpu_request.h"
 #include "gpusched/core/node_view.h"
 
@@ -33,9 +34,20 @@ struct Fit {
   static Fit Unresolvable(std::string why) { return {Code::kUnresolvable, std::move(why)}; }
 };
 
-// Cluster-wide inputs copied in before a cycle (live metrics, model predictions: later policies). Empty for the
-// benchmark policies.
-struct Snapshot {};
+// Cluster-wide inputs the front end hands to a cycle: what a policy may read besides the request and the node
+// view. A cheap, copyable aggregate of pointers and numbers; `Snapshot{}` (no metrics) is what the benchmark
+// policies get. The policy never reads a clock: "now" is `now_ms`, chosen by the front end (wall time in the
+// extender, simulated time in the simulator).
+struct Snapshot {
+  // Live GPU samples by UUID (the background metrics cache's current map); null = no metrics at all. Borrowed:
+  // it must outlive the cycle and not change during it.
+  const core::GpuMetricsMap* gpu_metrics = nullptr;
+  int64_t now_ms = 0;            // Unix milliseconds at which freshness is judged
+  int64_t staleness_ms = 30000;  // a sample older than this at now_ms counts as unknown (GpuMetrics::Fresh)
+  // Changes whenever *gpu_metrics changes (each refresh of the cache). With now_ms and staleness_ms it identifies
+  // what a snapshot-reading Score can see; the cycle runner's score cache relies on that (cycle_runner.h).
+  uint64_t metrics_generation = 0;
+};
 
 inline constexpr int64_t kMaxScore = 100;
 
@@ -56,6 +68,10 @@ class PlacementPolicy {
   [[nodiscard]] virtual int64_t Score(const core::PodRequest& pod, const core::NodeView& node,
                                       const Snapshot& snapshot) const = 0;
 
+  // Whether Score reads the snapshot. The runner's score cache then reuses a score only for the same snapshot
+  // (cycle_runner.h); policies that ignore the snapshot keep the default and are cached per node generation.
+  [[nodiscard]] virtual bool ScoresFromSnapshot() const { return false; }
+
   // Whether the runner min-max normalises the feasible nodes' scores to 0..kMaxScore.
   [[nodiscard]] virtual bool NormalizesScores() const { return false; }
 
@@ -68,6 +84,13 @@ class PlacementPolicy {
   [[nodiscard]] virtual std::vector<core::ContainerAllocation> SelectGpus(const core::PodRequest& pod,
                                                                           const core::NodeView& node,
                                                                           common::Rng& rng) const;
+
+  // SelectGpus for a policy whose GPU choice reads the snapshot (load-aware: the least-loaded GPUs). Front ends
+  // call this one with the cycle's snapshot. Default: SelectGpus(pod, node, rng), ignoring the snapshot.
+  [[nodiscard]] virtual std::vector<core::ContainerAllocation> SelectGpusWithSnapshot(const core::PodRequest& pod,
+                                                                                      const core::NodeView& node,
+                                                                                      const Snapshot& snapshot,
+                                                                                      common::Rng& rng) const;
 };
 
 }  // namespace gpusched::policy

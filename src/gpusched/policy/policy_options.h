@@ -2,15 +2,51 @@
 
 // Typed options every policy factory receives; each factory validates the fields it needs.
 
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "gpusched/policy/target_workload.h"
 
 namespace gpusched::policy {
 
+// One GPU model's static attributes, from public spec sheets (load_aware_policy.h has the default table).
+struct GpuModelSpec {
+  std::string name;                  // canonical, e.g. "A100-SXM4-80GB"
+  std::vector<std::string> aliases;  // other spellings: "A100-80GB", "A100" (the trace), GFD's product label
+  int64_t memory_mib = 0;            // nominal device memory (used when the node does not report it)
+  int64_t bandwidth_gbps = 0;        // memory bandwidth, GB/s
+  double fp32_tflops = 0;            // FP32 (non-tensor) peak, TFLOPS
+  int64_t tdp_w = 0;                 // board power limit, W: the scale of the power metric
+};
+
+// load-aware: Score = Σ weight · term / Σ weight over the terms that are known, each term 0..100 (higher = better).
+// Weights are non-negative integers (0 switches a term off); at least one must be positive. The defaults give the
+// dynamic terms 80 of 100 when all metrics are present, so live load dominates and the static attributes decide
+// between equally loaded GPUs (and alone when no fresh metric exists). Formulas in load_aware_policy.h.
+struct LoadAwareOptions {
+  // Static attributes of the GPUs the pod would get, each relative to the largest in the model table.
+  int64_t memory_size_weight = 5;       // device memory / largest in the table
+  int64_t memory_bandwidth_weight = 5;  // GB/s / largest in the table
+  int64_t compute_weight = 10;          // FP32 TFLOPS / largest in the table
+  // Dynamic metrics (core::GpuMetric), each as 100 − load%; a missing or stale sample drops out.
+  int64_t gpu_util_weight = 30;          // DCGM_FI_DEV_GPU_UTIL
+  int64_t memory_used_weight = 20;       // DCGM_FI_DEV_FB_USED / device memory
+  int64_t memory_copy_util_weight = 10;  // DCGM_FI_DEV_MEM_COPY_UTIL
+  int64_t power_weight = 5;              // DCGM_FI_DEV_POWER_USAGE / TDP
+  int64_t temperature_weight = 5;        // DCGM_FI_DEV_GPU_TEMP, 30 °C = 0% .. 90 °C = 100%
+  int64_t encoder_util_weight = 5;       // DCGM_FI_DEV_ENC_UTIL
+  int64_t decoder_util_weight = 5;       // DCGM_FI_DEV_DEC_UTIL
+  // The model table, matched by the GPU's model string ignoring case and every non-alphanumeric character, and a
+  // leading "NVIDIA"/"Tesla". Empty = DefaultGpuModelTable().
+  std::vector<GpuModelSpec> models;
+};
+
 struct PolicyOptions {
   // fgd: the target workload M (TypicalPods of the trace or of the cluster's recent pods). Required by fgd.
   std::shared_ptr<const TargetWorkload> target_workload;
+  LoadAwareOptions load_aware;
 };
 
 }  // namespace gpusched::policy

@@ -8,6 +8,7 @@
 #include "gpusched/policy/fgd_policy.h"
 #include "gpusched/policy/gpu_clustering_policy.h"
 #include "gpusched/policy/gpu_packing_policy.h"
+#include "gpusched/policy/load_aware_policy.h"
 #include "gpusched/policy/random_policy.h"
 
 namespace gpusched::policy {
@@ -23,6 +24,7 @@ constexpr std::array kPolicies{
     PolicyEntry{"fgd", "fragmentation gradient descent (ATC'23)", &FgdPolicy::Create},
     PolicyEntry{"binpack", "most used node and GPU first", &BinpackPolicy::Create},
     PolicyEntry{"spread", "least used node and GPU first", &SpreadPolicy::Create},
+    PolicyEntry{"load-aware", "least-loaded GPUs by live metrics, then the stronger model", &LoadAwarePolicy::Create},
 };
 
 }  // namespace

@@ -96,6 +96,42 @@ uint32_t CycleRunner::Signature(const core::PodRequest& pod) {
   return it->second;
 }
 
+uint32_t CycleRunner::SnapshotEpoch(const policy::Snapshot& snapshot) {
+  if (!policy_.ScoresFromSnapshot()) {
+    return 0;
+  }
+  const SnapshotKey key{.gpu_metrics = snapshot.gpu_metrics,
+                        .metrics_generation = snapshot.metrics_generation,
+                        .now_ms = snapshot.now_ms,
+                        .staleness_ms = snapshot.staleness_ms};
+  if (snapshot_epoch_ != 0 && key == snapshot_key_) {
+    return snapshot_epoch_;
+  }
+  snapshot_key_ = key;
+  if (snapshot_epoch_ == std::numeric_limits<uint32_t>::max()) {
+    cache_.clear();  // epochs wrap: no old entry may match a reused number
+    snapshot_epoch_ = 0;
+  }
+  return ++snapshot_epoch_;
+}
+
+CycleRunner::Entry CycleRunner::Cached(const core::PodRequest& pod, size_t slot, uint32_t sig, uint32_t epoch,
+                                       const core::NodeView& view, const policy::Snapshot& snapshot) {
+  if (cache_.size() <= slot) {
+    cache_.resize(slot + 1);
+  }
+  std::vector<Entry>& row = cache_[slot];
+  if (row.size() <= sig) {
+    row.resize(sig + 1);
+  }
+  Entry& e = row[sig];
+  if (e.generation != view.generation || e.snapshot_epoch != epoch) {
+    e = Evaluate(pod, view, snapshot);
+    e.snapshot_epoch = epoch;
+  }
+  return e;
+}
+
 CycleRunner::Entry CycleRunner::Evaluate(const core::PodRequest& pod, const core::NodeView& node,
                                          const policy::Snapshot& snapshot) const {
   Entry e{.generation = node.generation, .fits = Filter(pod, node).fits()};
@@ -110,24 +146,14 @@ void CycleRunner::Evaluate(const core::PodRequest& pod, const core::ClusterState
   out.clear();
   out.reserve(slots.size());
   const uint32_t sig = options_.use_score_cache ? Signature(pod) : 0;
+  const uint32_t epoch = options_.use_score_cache ? SnapshotEpoch(snapshot) : 0;
   if (options_.use_score_cache && cache_.size() < state.SlotCount()) {
     cache_.resize(state.SlotCount());
   }
   for (size_t slot : slots) {
     const core::NodeView& view = state.View(slot);
-    Entry e;
-    if (options_.use_score_cache) {
-      std::vector<Entry>& row = cache_[slot];
-      if (row.size() <= sig) {
-        row.resize(sig + 1);
-      }
-      if (row[sig].generation != view.generation) {
-        row[sig] = Evaluate(pod, view, snapshot);
-      }
-      e = row[sig];
-    } else {
-      e = Evaluate(pod, view, snapshot);
-    }
+    const Entry e =
+        options_.use_score_cache ? Cached(pod, slot, sig, epoch, view, snapshot) : Evaluate(pod, view, snapshot);
     out.push_back(NodeEval{.fits = e.fits, .score = e.score});
   }
 }
@@ -137,6 +163,7 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
   CycleResult result;
   const size_t slots = state.SlotCount();
   const uint32_t sig = options_.use_score_cache ? Signature(pod) : 0;
+  const uint32_t epoch = options_.use_score_cache ? SnapshotEpoch(snapshot) : 0;
   if (options_.use_score_cache && cache_.size() < slots) {
     cache_.resize(slots);
   }
@@ -147,19 +174,8 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
     }
     ++result.considered_nodes;
     const core::NodeView& view = state.View(slot);
-    Entry e;
-    if (options_.use_score_cache) {
-      std::vector<Entry>& row = cache_[slot];
-      if (row.size() <= sig) {
-        row.resize(sig + 1);
-      }
-      if (row[sig].generation != view.generation) {
-        row[sig] = Evaluate(pod, view, snapshot);
-      }
-      e = row[sig];
-    } else {
-      e = Evaluate(pod, view, snapshot);
-    }
+    const Entry e =
+        options_.use_score_cache ? Cached(pod, slot, sig, epoch, view, snapshot) : Evaluate(pod, view, snapshot);
     if (e.fits) {
       feasible_.emplace_back(slot, e.score);
     }
@@ -215,7 +231,7 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
                               .node = view.name(),
                               .cpu = pod.cpu,
                               .memory = pod.memory,
-                              .containers = policy_.SelectGpus(pod, view, rng)};
+                              .containers = policy_.SelectGpusWithSnapshot(pod, view, snapshot, rng)};
   common::Status reserved = state.Assume(allocation);
   if (!reserved.ok()) {
     return common::Internal("policy " + std::string(policy_.Name()) +

@@ -8,7 +8,7 @@
 //   pick            the highest score; ties broken uniformly at random with the injected generator, or, when a
 //                   tie rank is given, by the lowest rank (the FGD benchmark's simulator picks the tied node with
 //                   the smallest name, and names carry a random prefix: a fixed random order per run)
-//   SelectGpus      the policy chooses GPUs on the chosen node
+//   SelectGpus      the policy chooses GPUs on the chosen node (SelectGpusWithSnapshot: it may read the metrics)
 //   Reserve         ClusterState::Assume;  Unreserve = Forget
 //   Bind            ports::Binder, then Confirm (or Forget on failure)
 //
@@ -16,6 +16,15 @@
 // them per (node slot, node generation, request signature). A node's generation changes whenever anything on it
 // changes, so an entry is never stale; a cycle then costs one lookup per unchanged node. With many distinct
 // request signatures the cache is simply cleared and refilled.
+//
+// A policy whose Score reads the snapshot (ScoresFromSnapshot: load-aware) is a pure function of (request, node
+// view, snapshot). What it can see of the snapshot is identified by (gpu_metrics pointer, metrics_generation,
+// now_ms, staleness_ms): the front end bumps metrics_generation on every change of the map, and freshness is
+// judged at now_ms. The runner numbers each distinct such key it is handed (a snapshot epoch) and reuses an entry
+// only when its node generation AND its epoch match, so a cached score is exactly the score for this snapshot,
+// never one computed from older metrics or an earlier now. The price: every change of the key recomputes each node
+// once. A front end that wants hits across cycles passes now_ms rounded (to a second, or to the refresh interval):
+// freshness is then judged at that granularity. Policies that ignore the snapshot are unaffected.
 //
 // Thread-safety: a CycleRunner is used by one thread at a time (it owns the cache); the policy is shared.
 
@@ -96,9 +105,23 @@ class CycleRunner {
   struct Entry {
     uint64_t generation = 0;  // 0 = empty (generations start at 1)
     bool fits = false;
+    uint32_t snapshot_epoch = 0;  // the epoch the score was computed in; 0 for snapshot-blind policies
     int64_t score = 0;
   };
+  // What a snapshot-reading Score can see of a snapshot (see the class comment).
+  struct SnapshotKey {
+    const core::GpuMetricsMap* gpu_metrics = nullptr;
+    uint64_t metrics_generation = 0;
+    int64_t now_ms = 0;
+    int64_t staleness_ms = 0;
+    bool operator==(const SnapshotKey&) const = default;
+  };
   uint32_t Signature(const core::PodRequest& pod);
+  // The epoch of `snapshot`: 0 when the policy ignores snapshots, else a number that changes with the key.
+  uint32_t SnapshotEpoch(const policy::Snapshot& snapshot);
+  // The cached entry for (slot, signature), recomputed unless its generation and epoch are current.
+  Entry Cached(const core::PodRequest& pod, size_t slot, uint32_t sig, uint32_t epoch, const core::NodeView& view,
+               const policy::Snapshot& snapshot);
   Entry Evaluate(const core::PodRequest& pod, const core::NodeView& node, const policy::Snapshot& snapshot) const;
 
   static constexpr size_t kMaxSignatures = 1024;
@@ -107,6 +130,8 @@ class CycleRunner {
   CycleOptions options_;
   std::unordered_map<std::string, uint32_t> signatures_;
   std::vector<std::vector<Entry>> cache_;  // [slot][signature]
+  SnapshotKey snapshot_key_;
+  uint32_t snapshot_epoch_ = 0;  // 0 until the first snapshot
   std::vector<size_t> ties_;
   std::vector<std::pair<size_t, int64_t>> feasible_;
   std::vector<int64_t> scores_;

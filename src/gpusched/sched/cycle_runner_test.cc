@@ -3,6 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "gpusched/policy/registry.h"
 #include "gpusched/testing/builders.h"
 #include "gpusched/testing/fake_cluster.h"
@@ -103,6 +108,113 @@ TEST(CycleRunnerTest, CacheGivesTheSameDecisionsAsNoCache) {
       }
     }
   }
+}
+
+// Scores the snapshot itself: metrics_generation + now_ms / 1000 + staleness_ms / 1000 (clamped to 100), counting
+// its calls. ScoresFromSnapshot says whether the runner may know that.
+class SnapshotScorePolicy final : public policy::PlacementPolicy {
+ public:
+  explicit SnapshotScorePolicy(bool declares) : declares_(declares) {}
+  [[nodiscard]] std::string_view Name() const override { return "snapshot-score"; }
+  [[nodiscard]] int64_t Score(const core::PodRequest&, const core::NodeView&,
+                              const policy::Snapshot& snapshot) const override {
+    ++calls;
+    return std::min<int64_t>(policy::kMaxScore, static_cast<int64_t>(snapshot.metrics_generation) +
+                                                    snapshot.now_ms / 1000 + snapshot.staleness_ms / 1000);
+  }
+  [[nodiscard]] bool ScoresFromSnapshot() const override { return declares_; }
+  mutable int calls = 0;
+
+ private:
+  bool declares_;
+};
+
+TEST(CycleRunnerTest, SnapshotScoresAreCachedPerSnapshot) {
+  core::ClusterState state = TwoNodes();
+  const std::vector<size_t> slots = {0, 1};
+  const core::GpuMetricsMap map_a;
+  const core::GpuMetricsMap map_b;
+  auto snap = [](const core::GpuMetricsMap* m, uint64_t gen, int64_t now_ms, int64_t staleness_ms) {
+    return policy::Snapshot{
+        .gpu_metrics = m, .now_ms = now_ms, .staleness_ms = staleness_ms, .metrics_generation = gen};
+  };
+  struct Step {
+    std::string name;
+    policy::Snapshot snapshot;
+    int64_t want_score = 0;  // each of the two nodes
+    int want_calls = 0;      // Score calls this step (2 = both nodes recomputed, 0 = both from the cache)
+  };
+  const std::vector<Step> steps = {
+      // 1 + 10 + 30 = 41
+      {.name = "first snapshot computes", .snapshot = snap(&map_a, 1, 10000, 30000), .want_score = 41, .want_calls = 2},
+      {.name = "the same snapshot hits", .snapshot = snap(&map_a, 1, 10000, 30000), .want_score = 41, .want_calls = 0},
+      // 2 + 10 + 30
+      {.name = "a new metrics generation recomputes",
+       .snapshot = snap(&map_a, 2, 10000, 30000),
+       .want_score = 42,
+       .want_calls = 2},
+      // 2 + 11 + 30: samples may have gone stale since
+      {.name = "a later now recomputes", .snapshot = snap(&map_a, 2, 11000, 30000), .want_score = 43, .want_calls = 2},
+      // 2 + 11 + 20
+      {.name = "another staleness bound recomputes",
+       .snapshot = snap(&map_a, 2, 11000, 20000),
+       .want_score = 33,
+       .want_calls = 2},
+      {.name = "another map recomputes", .snapshot = snap(&map_b, 2, 11000, 20000), .want_score = 33, .want_calls = 2},
+      {.name = "back to an earlier snapshot recomputes (one epoch is remembered)",
+       .snapshot = snap(&map_a, 1, 10000, 30000),
+       .want_score = 41,
+       .want_calls = 2},
+      {.name = "no map at all", .snapshot = policy::Snapshot{}, .want_score = 30, .want_calls = 2},
+  };
+  SnapshotScorePolicy pol(/*declares=*/true);
+  CycleRunner runner(pol, {.check_node_resources = false});
+  std::vector<CycleRunner::NodeEval> out;
+  for (const Step& st : steps) {
+    SCOPED_TRACE(st.name);
+    pol.calls = 0;
+    runner.Evaluate(testing::Pod("p").Gpus(1).Build(), state, slots, st.snapshot, out);
+    ASSERT_EQ(out.size(), 2U);
+    EXPECT_EQ(out[0].score, st.want_score);
+    EXPECT_EQ(out[1].score, st.want_score);
+    EXPECT_EQ(pol.calls, st.want_calls);
+  }
+
+  // A node change still recomputes that node alone under an unchanged snapshot.
+  pol.calls = 0;
+  common::Rng rng(1);
+  auto r = runner.Schedule(testing::Pod("q").Gpus(1).Build(), state, policy::Snapshot{}, rng);
+  ASSERT_TRUE(r.ok() && r->allocation);
+  EXPECT_EQ(pol.calls, 0) << "Schedule with the same snapshot reuses Evaluate's entries";
+  pol.calls = 0;
+  runner.Evaluate(testing::Pod("p").Gpus(1).Build(), state, slots, policy::Snapshot{}, out);
+  EXPECT_EQ(pol.calls, 1) << "only the node that took q changed";
+
+  // A policy that does not declare it is cached per node generation only: the old score survives a new snapshot.
+  // This is why a snapshot-reading policy must say so.
+  SnapshotScorePolicy blind(/*declares=*/false);
+  CycleRunner blind_runner(blind, {.check_node_resources = false});
+  blind_runner.Evaluate(testing::Pod("p").Gpus(1).Build(), state, slots, snap(&map_a, 1, 10000, 30000), out);
+  EXPECT_EQ(out[0].score, 41);
+  blind_runner.Evaluate(testing::Pod("p").Gpus(1).Build(), state, slots, snap(&map_a, 2, 10000, 30000), out);
+  EXPECT_EQ(out[0].score, 41);
+}
+
+TEST(CycleRunnerTest, ScheduleHandsTheSnapshotToSelectGpus) {
+  // load-aware picks GPU 1 of "small" when GPU 0 is busy by metrics; binpack-style best fit would take GPU 0.
+  core::ClusterState state;
+  ASSERT_TRUE(state.AddNode(testing::Node("small").Gpus(2).Build()).ok());
+  auto pol = Make("load-aware");
+  core::GpuMetricsMap m;
+  m[common::GpuUuid("GPU-small-0")].Set(core::GpuMetric::kGpuUtil, {.value = 95, .timestamp_ms = 1000});
+  m[common::GpuUuid("GPU-small-1")].Set(core::GpuMetric::kGpuUtil, {.value = 5, .timestamp_ms = 1000});
+  CycleRunner runner(*pol, {});
+  common::Rng rng(1);
+  auto r = runner.Schedule(testing::Pod("p").Gpus(1).Build(), state,
+                           policy::Snapshot{.gpu_metrics = &m, .now_ms = 2000, .metrics_generation = 1}, rng);
+  ASSERT_TRUE(r.ok() && r->allocation);
+  ASSERT_EQ(r->allocation->containers.size(), 1U);
+  EXPECT_EQ(r->allocation->containers[0].gpus.at(0).index, 1);
 }
 
 TEST(CycleRunnerTest, TieRankBreaksTiesDeterministically) {

@@ -6,6 +6,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "gpusched/core/gpu_metrics.h"
+
 namespace gpusched::adapters::extender {
 namespace {
 
@@ -64,8 +66,8 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
     return Bad(source, "the top level must be a mapping");
   }
   static const std::set<std::string> kKeys = {
-      "listen",  "pathPrefix",         "tls",       "weights", "policy", "resourceNames", "maxBodyBytes",
-      "threads", "readTimeoutSeconds", "kubeconfig"};
+      "listen",  "pathPrefix",         "tls",        "weights", "policy",   "resourceNames", "maxBodyBytes",
+      "threads", "readTimeoutSeconds", "kubeconfig", "metrics", "loadAware"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     if (!kKeys.contains(key)) {
@@ -154,6 +156,84 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
         return Bad(source, "\"readTimeoutSeconds\" must be 1..3600");
       }
       c.read_timeout_seconds = seconds;
+    } else if (key == "metrics") {
+      if (!v.IsMap()) {
+        return Bad(source, "\"metrics\" must be a mapping");
+      }
+      for (const auto& m : v) {
+        const std::string mk = m.first.as<std::string>();
+        if (mk == "refreshSeconds" || mk == "stalenessSeconds") {
+          GPUSCHED_ASSIGN_OR_RETURN(seconds, As<int>(m.second, source, "metrics." + mk));
+          if (seconds < 1 || seconds > 86400) {
+            return Bad(source, "\"metrics." + mk + "\" must be 1..86400");
+          }
+          (mk == "refreshSeconds" ? c.metrics_refresh_seconds : c.metrics_staleness_seconds) = seconds;
+        } else if (mk == "prometheus" || mk == "influxdb") {
+          MetricsSourceConfig src{.kind = mk};
+          if (!m.second.IsMap()) {
+            return Bad(source, "\"metrics." + mk + "\" must be a mapping");
+          }
+          for (const auto& f : m.second) {
+            const std::string fk = f.first.as<std::string>();
+            const std::string where = "metrics." + mk + "." + fk;
+            if (fk == "url" || fk == "database" || fk == "uuidLabel") {
+              GPUSCHED_ASSIGN_OR_RETURN(text, As<std::string>(f.second, source, where));
+              (fk == "url" ? src.url : fk == "database" ? src.database : src.uuid_label) = text;
+            } else if (fk == "timeoutSeconds") {
+              GPUSCHED_ASSIGN_OR_RETURN(seconds, As<int>(f.second, source, where));
+              if (seconds < 1 || seconds > 600) {
+                return Bad(source, "\"" + where + "\" must be 1..600");
+              }
+              src.timeout_seconds = seconds;
+            } else if (fk == "queries") {
+              if (!f.second.IsMap()) {
+                return Bad(source, "\"" + where + "\" must map metric names to queries");
+              }
+              for (const auto& q : f.second) {
+                const std::string metric = q.first.as<std::string>();
+                bool known = false;
+                for (size_t i = 0; i < core::kGpuMetricCount; ++i) {
+                  known = known || core::GpuMetricName(static_cast<core::GpuMetric>(i)) == metric;
+                }
+                if (!known) {
+                  return Bad(source, "unknown metric \"" + where + "." + metric + "\"");
+                }
+                GPUSCHED_ASSIGN_OR_RETURN(query, As<std::string>(q.second, source, where + "." + metric));
+                src.queries[metric] = query;
+              }
+            } else {
+              return Bad(source, "unknown key \"" + where + "\"");
+            }
+          }
+          if (src.url.empty()) {
+            return Bad(source, "\"metrics." + mk + ".url\" is required");
+          }
+          if (mk == "influxdb" && src.database.empty()) {
+            return Bad(source, "\"metrics.influxdb.database\" is required");
+          }
+          c.metrics_sources.push_back(std::move(src));
+        } else {
+          return Bad(source, "unknown key \"metrics." + mk + "\"");
+        }
+      }
+    } else if (key == "loadAware") {
+      if (!v.IsMap()) {
+        return Bad(source, "\"loadAware\" must map weight names to integers");
+      }
+      static const std::set<std::string> kWeights = {"memorySize",  "memoryBandwidth", "compute", "gpuUtil",
+                                                     "memoryUsed",  "memoryCopyUtil",  "power",   "temperature",
+                                                     "encoderUtil", "decoderUtil"};
+      for (const auto& w : v) {
+        const std::string wk = w.first.as<std::string>();
+        if (!kWeights.contains(wk)) {
+          return Bad(source, "unknown key \"loadAware." + wk + "\"");
+        }
+        GPUSCHED_ASSIGN_OR_RETURN(weight, As<int64_t>(w.second, source, "loadAware." + wk));
+        if (weight < 0 || weight > 1000000) {
+          return Bad(source, "\"loadAware." + wk + "\" must be 0..1000000");
+        }
+        c.load_aware_weights[wk] = weight;
+      }
     } else if (key == "kubeconfig") {
       GPUSCHED_ASSIGN_OR_RETURN(path, As<std::string>(v, source, key));
       c.kubeconfig = path;

@@ -20,8 +20,21 @@
 //                                  kube-scheduler holds at once (its scheduling loop plus concurrent binds)
 //   readTimeoutSeconds: 5          a client that sends its body slower than this is cut off
 //   kubeconfig: ""                 used when --kubeconfig is not given (then KUBECONFIG, in-cluster, ~/.kube/config)
+//   metrics:                       live GPU metrics for the load-aware policy (optional)
+//     refreshSeconds: 15           background refresh; a scheduling cycle never waits on the network
+//     stalenessSeconds: 60         older samples count as unknown (scoring falls back to static attributes)
+//     prometheus:                  and/or influxdb: (same keys, plus database)
+//       url: http://prometheus:9090
+//       timeoutSeconds: 5
+//       uuidLabel: UUID            the GPU UUID label of the series (dcgm-exporter's)
+//       queries:                   per metric (gpu_util, memory_used_mib, memory_copy_util, power_w, temperature_c,
+//         gpu_util: 'avg_over_time(DCGM_FI_DEV_GPU_UTIL[1m])'   encoder_util, decoder_util); "" turns one off
+//   loadAware:                     weights of the load-aware policy (policy_options.h LoadAwareOptions)
+//     gpuUtil: 30                  memorySize, memoryBandwidth, compute, gpuUtil, memoryUsed, memoryCopyUtil, power,
+//                                  temperature, encoderUtil, decoderUtil
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +43,15 @@
 #include "gpusched/kube/resources.h"
 
 namespace gpusched::adapters::extender {
+
+struct MetricsSourceConfig {
+  std::string kind;  // "prometheus" or "influxdb"
+  std::string url;
+  std::string database;  // influxdb
+  int timeout_seconds = 5;
+  std::string uuid_label = "UUID";
+  std::map<std::string, std::string> queries;  // by core::GpuMetricName; absent = the source's default
+};
 
 struct ExtenderConfig {
   std::string host = "0.0.0.0";
@@ -44,6 +66,10 @@ struct ExtenderConfig {
   int threads = 32;
   int read_timeout_seconds = 5;
   std::string kubeconfig;
+  std::vector<MetricsSourceConfig> metrics_sources;
+  int metrics_refresh_seconds = 15;
+  int metrics_staleness_seconds = 60;
+  std::map<std::string, int64_t> load_aware_weights;  // config key -> weight
 };
 
 // Parses YAML text; `source` names the file in errors.

@@ -6,7 +6,7 @@ namespace gpusched::adapters::extender {
 namespace {
 
 TEST(ConfigTest, ParsesEveryKey) {
-  auto c = ParseExtenderConfig(R"(
+  auto c = ParseExtenderConfig(R"yaml(
 listen: "127.0.0.1:18890"
 pathPrefix: /scheduler/
 tls: {certFile: /a.crt, keyFile: /a.key}
@@ -17,7 +17,13 @@ threads: 4
 readTimeoutSeconds: 2
 kubeconfig: /k
 weights: {binpack: 1, fgd: 2.5}
-)",
+metrics:
+  refreshSeconds: 5
+  stalenessSeconds: 30
+  prometheus: {url: "http://prom:9090", timeoutSeconds: 2, queries: {gpu_util: "avg_over_time(DCGM_FI_DEV_GPU_UTIL[1m])"}}
+  influxdb: {url: "http://influx:8086", database: gpusched}
+loadAware: {gpuUtil: 50, compute: 0}
+)yaml",
                                "x.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->host, "127.0.0.1");
@@ -32,6 +38,15 @@ weights: {binpack: 1, fgd: 2.5}
   EXPECT_EQ(c->threads, 4);
   EXPECT_EQ(c->read_timeout_seconds, 2);
   EXPECT_EQ(c->kubeconfig, "/k");
+  ASSERT_EQ(c->metrics_sources.size(), 2u);
+  EXPECT_EQ(c->metrics_sources[0].kind, "prometheus");
+  EXPECT_EQ(c->metrics_sources[0].timeout_seconds, 2);
+  EXPECT_EQ(c->metrics_sources[0].queries.at("gpu_util"), "avg_over_time(DCGM_FI_DEV_GPU_UTIL[1m])");
+  EXPECT_EQ(c->metrics_sources[1].database, "gpusched");
+  EXPECT_EQ(c->metrics_refresh_seconds, 5);
+  EXPECT_EQ(c->metrics_staleness_seconds, 30);
+  EXPECT_EQ(c->load_aware_weights.at("gpuUtil"), 50);
+  EXPECT_EQ(c->load_aware_weights.at("compute"), 0);
   ASSERT_EQ(c->weights.size(), 2u);
   EXPECT_EQ(c->weights[1].first, "fgd");
   EXPECT_DOUBLE_EQ(c->weights[1].second, 2.5);
@@ -55,6 +70,12 @@ TEST(ConfigTest, ErrorsNameTheFileAndTheKey) {
       {"pathPrefix: x", "must start with /"},
       {"weights: {binpack: -1}", "positive"},
       {"weights: [binpack]", "must map policy names"},
+      {"metrics: {prometheus: {timeoutSeconds: 2}}", "\"metrics.prometheus.url\" is required"},
+      {"metrics: {influxdb: {url: x}}", "\"metrics.influxdb.database\" is required"},
+      {"metrics: {prometheus: {url: x, queries: {gpu_utl: q}}}", "unknown metric"},
+      {"metrics: {graphite: {}}", "unknown key \"metrics.graphite\""},
+      {"loadAware: {gpu: 1}", "unknown key \"loadAware.gpu\""},
+      {"loadAware: {gpuUtil: -1}", "0..1000000"},
   };
   for (const auto& [yaml, expect] : cases) {
     auto c = ParseExtenderConfig(yaml, "bad.yaml");

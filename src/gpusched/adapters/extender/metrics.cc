@@ -139,6 +139,35 @@ std::string ExtenderMetrics::Serialize(const ClusterMirror& mirror) const {
   families.push_back(Counter("gpusched_extender_rejected_events_total",
                              "Watch events ignored: undecodable objects or allocations that did not fit",
                              static_cast<double>(stats.rejected_events)));
+  if (cache_ != nullptr) {
+    auto up = Gauges("gpusched_metrics_source_up", "1 when the last fetch of the metrics source succeeded");
+    auto failures = Gauges("gpusched_metrics_source_consecutive_failures", "Failed fetches since the last success");
+    auto gpus = Gauges("gpusched_metrics_source_gpus", "GPUs in the source's last good fetch");
+    prometheus::MetricFamily errors;
+    errors.name = "gpusched_metrics_source_refresh_errors_total";
+    errors.help = "Failed fetches of the metrics source";
+    errors.type = prometheus::MetricType::Counter;
+    for (const auto& h : cache_->Health()) {
+      auto add = [&](prometheus::MetricFamily& f, double v) {
+        prometheus::ClientMetric m;
+        m.label.push_back(prometheus::ClientMetric::Label{"source", h.source});
+        if (f.type == prometheus::MetricType::Counter) {
+          m.counter.value = v;
+        } else {
+          m.gauge.value = v;
+        }
+        f.metric.push_back(std::move(m));
+      };
+      add(up, h.ok ? 1 : 0);
+      add(failures, static_cast<double>(h.consecutive_failures));
+      add(gpus, static_cast<double>(h.gpus));
+      add(errors, static_cast<double>(h.refresh_errors_total));
+    }
+    families.push_back(std::move(up));
+    families.push_back(std::move(failures));
+    families.push_back(std::move(gpus));
+    families.push_back(std::move(errors));
+  }
   return prometheus::TextSerializer().Serialize(families);
 }
 

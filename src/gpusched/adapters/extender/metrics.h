@@ -11,7 +11,7 @@
 //   gpusched_node_gpu_memory_allocated_mib{node}, gpusched_node_gpu_memory_capacity_mib{node}
 //                                                               gauges, read from the ClusterState at scrape time
 //   gpusched_extender_node_events_total, gpusched_extender_pod_events_total,
-//   gpusched_extender_rebuilt_allocations_total,
+//   gpusched_extender_rebuilt_allocations_total, gpusched_metrics_source_* (SetMetricsCache),
 //   gpusched_extender_rejected_events_total                     from the mirror, at scrape time
 
 #include <memory>
@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "gpusched/adapters/extender/state.h"
+#include "gpusched/sched/metrics_cache.h"
 
 namespace prometheus {
 class Registry;
@@ -36,6 +37,9 @@ class ExtenderMetrics {
   void Request(std::string_view verb, int code, double seconds);
   void FilterRejection(std::string_view reason, double count = 1);
   void Bind(bool ok);
+  // Adds gpusched_metrics_source_up{source}, ..._consecutive_failures{source}, ..._refresh_errors_total{source}
+  // and ..._gpus{source} at scrape time.
+  void SetMetricsCache(const sched::MetricsCache* cache) { cache_ = cache; }
 
   // The text exposition (format 0.0.4) of every metric, node gauges read from `mirror` under its read lock.
   [[nodiscard]] std::string Serialize(const ClusterMirror& mirror) const;
@@ -43,6 +47,7 @@ class ExtenderMetrics {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  const sched::MetricsCache* cache_ = nullptr;
 };
 
 }  // namespace gpusched::adapters::extender

@@ -70,7 +70,8 @@ common::Status ExtenderServer::Start() {
   svr.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
     const std::string why = readiness_ ? readiness_() : std::string();
     if (why.empty()) {
-      res.set_content("ok\n", "text/plain");
+      const std::string degraded = degraded_ ? degraded_() : std::string();
+      res.set_content(degraded.empty() ? "ok\n" : "ok (degraded: " + degraded + ")\n", "text/plain");
     } else {
       res.status = 503;
       res.set_content(why + "\n", "text/plain");

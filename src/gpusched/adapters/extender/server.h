@@ -33,6 +33,9 @@ class ExtenderServer {
   ExtenderServer(const ExtenderServer&) = delete;
   ExtenderServer& operator=(const ExtenderServer&) = delete;
 
+  // What /readyz adds to a 200 when scheduling works but something is degraded (a metrics source is down); "" = no.
+  void SetDegraded(std::function<std::string()> degraded) { degraded_ = std::move(degraded); }
+
   // Binds (port 0 picks a free one) and serves on a background thread.
   common::Status Start();
   [[nodiscard]] int port() const { return port_; }
@@ -44,6 +47,7 @@ class ExtenderServer {
   ExtenderMetrics& metrics_;
   ExtenderConfig config_;
   Readiness readiness_;
+  std::function<std::string()> degraded_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int port_ = 0;

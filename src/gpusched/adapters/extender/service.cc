@@ -109,7 +109,8 @@ common::Result<std::unique_ptr<ExtenderService>> ExtenderService::Create(Cluster
                                                                          ExtenderMetrics* metrics) {
   std::unique_ptr<ExtenderService> s(
       new ExtenderService(mirror, binder, std::move(lookup), std::move(options), metrics));
-  const policy::PolicyOptions policy_options{.target_workload = DefaultTargetWorkload()};
+  const policy::PolicyOptions policy_options{.target_workload = DefaultTargetWorkload(),
+                                             .load_aware = s->options_.load_aware};
   for (const auto& name : policy::PolicyNames()) {
     auto p = policy::MakePolicy(name, policy_options);
     if (!p.ok()) {
@@ -182,6 +183,23 @@ common::Result<std::shared_ptr<const ExtenderService::DecodedPod>> ExtenderServi
   by_hash_.emplace(hash, shared);
   by_key_.insert_or_assign(meta->Key(), shared);
   return shared;
+}
+
+policy::Snapshot ExtenderService::MakeSnapshot(std::shared_ptr<const core::GpuMetricsMap>& hold) const {
+  policy::Snapshot snapshot;
+  if (options_.metrics == nullptr) {
+    return snapshot;
+  }
+  const uint64_t generation = options_.metrics->generation();
+  hold = options_.metrics->Current();
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  snapshot.gpu_metrics = hold.get();
+  snapshot.metrics_generation = generation;
+  snapshot.now_ms = now_ms - now_ms % 1000;
+  snapshot.staleness_ms = options_.staleness_ms;
+  return snapshot;
 }
 
 const policy::PlacementPolicy* ExtenderService::PolicyFor(const DecodedPod& pod) const {
@@ -261,7 +279,9 @@ Reply ExtenderService::Filter(std::string body) {
   }
   std::vector<sched::CycleRunner::NodeEval> evals;
   sched::CycleRunner& runner = RunnerFor(id_, *pol);
-  runner.Evaluate(request, state, slots, policy::Snapshot{}, evals);
+  std::shared_ptr<const core::GpuMetricsMap> hold;
+  const policy::Snapshot snapshot = MakeSnapshot(hold);
+  runner.Evaluate(request, state, slots, snapshot, evals);
   size_t busy = 0;
   size_t never = 0;
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -327,8 +347,10 @@ Reply ExtenderService::Prioritize(std::string body) {
   double total_weight = 0;
   std::vector<double> combined(args->nodes.size(), 0.0);
   std::vector<sched::CycleRunner::NodeEval> evals;
+  std::shared_ptr<const core::GpuMetricsMap> hold;
+  const policy::Snapshot snapshot = MakeSnapshot(hold);
   for (const auto& [policy, weight] : mix) {
-    RunnerFor(id_, *policy).Evaluate(request, state, slots, policy::Snapshot{}, evals);
+    RunnerFor(id_, *policy).Evaluate(request, state, slots, snapshot, evals);
     std::vector<int64_t> raw;
     std::vector<size_t> feasible;
     for (size_t i = 0; i < evals.size(); ++i) {
@@ -417,8 +439,10 @@ Reply ExtenderService::Bind(std::string body) {
       return fail(200, "bind: pod " + key + " no longer fits on " + args->node + ": " + fit.reason);
     }
     {
+      std::shared_ptr<const core::GpuMetricsMap> hold;
+      const policy::Snapshot snapshot = MakeSnapshot(hold);
       std::lock_guard rng_lock(rng_mu_);
-      allocation.containers = pol->SelectGpus(request, *view, rng_);
+      allocation.containers = pol->SelectGpusWithSnapshot(request, *view, snapshot, rng_);
     }
     allocation.id = mirror_.NextAllocationId();
     if (auto s = state.Assume(allocation); !s.ok()) {

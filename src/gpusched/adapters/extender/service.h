@@ -36,7 +36,9 @@
 #include "gpusched/common/status.h"
 #include "gpusched/kube/resources.h"
 #include "gpusched/policy/placement_policy.h"
+#include "gpusched/policy/policy_options.h"
 #include "gpusched/ports/binder.h"
+#include "gpusched/sched/metrics_cache.h"
 
 namespace gpusched::adapters::extender {
 
@@ -46,6 +48,10 @@ struct ServiceOptions {
   std::vector<std::pair<std::string, double>> weights;
   kube::ResourceConfig resources;
   uint64_t seed = 0;  // random tie breaks in GPU selection; 0 = from the clock
+  // Live GPU metrics for snapshot-scored policies (load-aware); null = none (static attributes only).
+  const sched::MetricsCache* metrics = nullptr;
+  int64_t staleness_ms = 60000;
+  policy::LoadAwareOptions load_aware;
 };
 
 struct Reply {
@@ -79,6 +85,9 @@ class ExtenderService {
                   ExtenderMetrics* metrics);
   common::Result<std::shared_ptr<const DecodedPod>> Decode(std::string_view pod_json);
   const policy::PlacementPolicy* PolicyFor(const DecodedPod& pod) const;
+  // The snapshot for one request; `hold` keeps the metrics map alive while the snapshot is used. now_ms is rounded
+  // to the second so that the runner's score cache is shared by the requests of one second.
+  policy::Snapshot MakeSnapshot(std::shared_ptr<const core::GpuMetricsMap>& hold) const;
 
   ClusterMirror& mirror_;
   ports::Binder& binder_;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpusched/kube/annotations.h"
+#include "gpusched/testing/fake_metrics_source.h"
 
 namespace gpusched::adapters::extender {
 namespace {
@@ -231,6 +232,44 @@ TEST_F(ServiceTest, WeightsMixPoliciesInPrioritize) {
   EXPECT_NEAR(even.second, (binpack.second + spread.second) / 2.0, 1.0);
   EXPECT_GE(mostly_binpack.second, mostly_binpack.first);
   EXPECT_FALSE(ExtenderService::Create(mirror_, binder_, nullptr, ServiceOptions{.weights = {{"nope", 1}}}).ok());
+}
+
+TEST_F(ServiceTest, LoadAwareScoresFollowLiveMetricsAndDegradeWhenTheSourceFails) {
+  // Node a's GPUs are busy, b's idle (the same A100s otherwise); the samples are fresh.
+  auto source = std::make_unique<testing::FakeMetricsSource>("prometheus fake");
+  testing::FakeMetricsSource* fake = source.get();
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  for (int g = 0; g < 2; ++g) {
+    fake->Set("GPU-a-" + std::to_string(g), core::GpuMetric::kGpuUtil, 95, now);
+    fake->Set("GPU-a-" + std::to_string(g), core::GpuMetric::kMemoryUsedMib, 70000, now);
+    fake->Set("GPU-b-" + std::to_string(g), core::GpuMetric::kGpuUtil, 2, now);
+    fake->Set("GPU-b-" + std::to_string(g), core::GpuMetric::kMemoryUsedMib, 1000, now);
+  }
+  std::vector<std::unique_ptr<ports::MetricsSource>> sources;
+  sources.push_back(std::move(source));
+  sched::MetricsCache cache(std::move(sources), sched::MetricsCacheOptions{.interval = std::chrono::hours(1)});
+  cache.RefreshOnce();
+  auto s = ExtenderService::Create(mirror_, binder_, nullptr,
+                                   ServiceOptions{.policy = "load-aware", .seed = 7, .metrics = &cache}, &metrics_);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const json out = json::parse((*s)->Prioritize(Args(Pod("p", Share(30)), {"a", "b"})).body);
+  EXPECT_GT(out[1]["Score"].get<int>(), out[0]["Score"].get<int>()) << out;  // b, idle, wins
+  // Bind picks the least-loaded GPU: on b, GPU 1 once GPU 0 turns busy.
+  fake->Set("GPU-b-0", core::GpuMetric::kGpuUtil, 99, now);
+  cache.RefreshOnce();
+  const json pod = Pod("lb", Share(30));
+  ASSERT_EQ(json::parse((*s)->Filter(Args(pod, {"b"})).body)["NodeNames"], json::array({"b"}));
+  ASSERT_EQ(json::parse((*s)->Bind(BindArgs(pod, "b")).body)["Error"], "");
+  EXPECT_EQ(binder_.bound().back().second.containers[0].gpus[0].index, 1);
+  // The source goes down: its last samples still count until they are stale, and Degraded() says why.
+  fake->Fail(common::Unavailable("connection refused"));
+  cache.RefreshOnce();
+  EXPECT_NE(cache.Degraded().find("connection refused"), std::string::npos) << cache.Degraded();
+  const json still = json::parse((*s)->Prioritize(Args(Pod("q", Share(30)), {"a", "b"})).body);
+  EXPECT_EQ(still.size(), 2u);
+  EXPECT_NE(metrics_.Serialize(mirror_).find("gpusched_extender_binds_total"), std::string::npos);
 }
 
 TEST_F(ServiceTest, BindAssumesBindsAndConfirms) {

@@ -1,0 +1,341 @@
+#include "gpusched/adapters/influxdb/influx_source.h"
+
+#include <curl/curl.h>
+
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+namespace gpusched::adapters::influxdb {
+namespace {
+
+using nlohmann::json;
+
+size_t AppendToString(char* data, size_t size, size_t n, void* user) {
+  static_cast<std::string*>(user)->append(data, size * n);
+  return size * n;
+}
+
+common::Status GlobalInit() {
+  static std::once_flag once;
+  static CURLcode rc = CURLE_OK;
+  std::call_once(once, [] { rc = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  if (rc != CURLE_OK) {
+    return common::Internal(std::string("curl_global_init: ") + curl_easy_strerror(rc));
+  }
+  return common::Status::Ok();
+}
+
+std::string Shorten(std::string body) {
+  while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) {
+    body.pop_back();
+  }
+  if (body.size() > 300) {
+    body.resize(300);
+    body += "...";
+  }
+  return body;
+}
+
+// InfluxQL identifier quoting: "name" with " and \ escaped.
+std::string QuoteIdent(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+    }
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
+// The value of a result cell as a double: numbers, and booleans as 1/0; nullopt for null and strings.
+std::optional<double> CellValue(const json& v) {
+  if (v.is_number()) {
+    return v.get<double>();
+  }
+  if (v.is_boolean()) {
+    return v.get<bool>() ? 1.0 : 0.0;
+  }
+  return std::nullopt;
+}
+
+common::Status StatementError(std::string_view metric, std::string_view error) {
+  std::string what = "metric " + std::string(metric) + ": " + std::string(error);
+  if (error.find("database not found") != std::string_view::npos) {
+    return common::NotFound(std::move(what));
+  }
+  return common::InvalidArgument(std::move(what));
+}
+
+}  // namespace
+
+std::string_view AgentFieldName(core::GpuMetric metric) {
+  constexpr std::array<std::string_view, core::kGpuMetricCount> kFields = {
+      "gpu_util", "fb_used_mib", "mem_copy_util", "power_w", "temperature_c", "", ""};
+  return kFields[static_cast<size_t>(metric)];
+}
+
+std::array<std::string, core::kGpuMetricCount> DefaultInfluxQueries(std::string_view measurement,
+                                                                    std::string_view uuid_tag,
+                                                                    std::chrono::seconds lookback) {
+  std::array<std::string, core::kGpuMetricCount> out;
+  for (size_t i = 0; i < core::kGpuMetricCount; ++i) {
+    const std::string_view field = AgentFieldName(static_cast<core::GpuMetric>(i));
+    if (field.empty()) {
+      continue;
+    }
+    out[i] = "SELECT last(" + QuoteIdent(field) + ") FROM " + QuoteIdent(measurement) + " WHERE time > now() - " +
+             std::to_string(lookback.count()) + "s GROUP BY " + QuoteIdent(uuid_tag);
+  }
+  return out;
+}
+
+common::Status ParseInfluxResponse(std::string_view body, std::span<const core::GpuMetric> metrics,
+                                   std::string_view uuid_tag, core::GpuMetricsMap& out) {
+  const json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return common::InvalidArgument("InfluxDB response is not a JSON object: " + Shorten(std::string(body)));
+  }
+  if (const auto err = doc.find("error"); err != doc.end() && err->is_string()) {
+    return common::InvalidArgument("InfluxDB: " + err->get<std::string>());
+  }
+  const auto results = doc.find("results");
+  if (results == doc.end() || !results->is_array()) {
+    return common::InvalidArgument("InfluxDB response has no \"results\" array");
+  }
+  for (const json& statement : *results) {
+    if (!statement.is_object()) {
+      return common::InvalidArgument("InfluxDB response: a result is not an object");
+    }
+    const int64_t id = statement.value("statement_id", int64_t{-1});
+    if (id < 0 || static_cast<size_t>(id) >= metrics.size()) {
+      return common::InvalidArgument("InfluxDB response: unexpected statement_id " + std::to_string(id));
+    }
+    const core::GpuMetric metric = metrics[static_cast<size_t>(id)];
+    const std::string_view name = core::GpuMetricName(metric);
+    if (const auto err = statement.find("error"); err != statement.end() && err->is_string()) {
+      return StatementError(name, err->get<std::string>());
+    }
+    const auto series = statement.find("series");
+    if (series == statement.end()) {
+      continue;  // no data in the window
+    }
+    if (!series->is_array()) {
+      return common::InvalidArgument("InfluxDB response: metric " + std::string(name) + ": series is not an array");
+    }
+    for (const json& s : *series) {
+      const auto tags = s.find("tags");
+      const auto values = s.find("values");
+      if (tags == s.end() || !tags->is_object() || values == s.end() || !values->is_array()) {
+        continue;  // not grouped by the UUID tag, or no rows
+      }
+      const auto uuid = tags->find(uuid_tag);
+      if (uuid == tags->end() || !uuid->is_string() || uuid->get_ref<const std::string&>().empty()) {
+        continue;
+      }
+      // The newest row with a time and a numeric value in the first column after time.
+      std::optional<core::MetricSample> best;
+      for (const json& row : *values) {
+        if (!row.is_array() || row.size() < 2 || !row[0].is_number_integer()) {
+          continue;
+        }
+        const std::optional<double> v = CellValue(row[1]);
+        if (!v.has_value()) {
+          continue;
+        }
+        const core::MetricSample sample{.value = *v, .timestamp_ms = row[0].get<int64_t>()};
+        if (!best.has_value() || sample.timestamp_ms >= best->timestamp_ms) {
+          best = sample;
+        }
+      }
+      if (!best.has_value()) {
+        continue;
+      }
+      core::GpuMetrics& gpu = out[common::GpuUuid(uuid->get<std::string>())];
+      const auto& have = gpu.Get(metric);
+      if (!have.has_value() || best->timestamp_ms >= have->timestamp_ms) {
+        gpu.Set(metric, *best);
+      }
+    }
+  }
+  return common::Status::Ok();
+}
+
+struct InfluxSource::Impl {
+  InfluxSourceOptions options;
+  std::string base;
+  std::string params;                    // db, rp and epoch, form-encoded
+  std::string form;                      // params and all statements
+  std::vector<core::GpuMetric> metrics;  // statement i -> metric
+  std::mutex mu;
+  CURL* curl = nullptr;  // GUARDED_BY(mu)
+
+  ~Impl() {
+    if (curl != nullptr) {
+      curl_easy_cleanup(curl);
+    }
+  }
+
+  std::string Escape(std::string_view s) const {
+    char* e = curl_easy_escape(curl, s.data(), static_cast<int>(s.size()));
+    std::string out = e != nullptr ? e : "";
+    curl_free(e);
+    return out;
+  }
+
+  common::Result<std::string> Post(const std::string& body) {
+    std::string response;
+    const std::string url = base + "/query";
+    curl_easy_reset(curl);
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_POST, 1L);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(options.timeout.count()));
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options.timeout.count()));
+    curl_easy_setopt(curl, CURLOPT_USERAGENT, "gpusched/0.1");
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &AppendToString);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
+    if (!options.username.empty()) {
+      curl_easy_setopt(curl, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+      curl_easy_setopt(curl, CURLOPT_USERNAME, options.username.c_str());
+      curl_easy_setopt(curl, CURLOPT_PASSWORD, options.password.c_str());
+    }
+    curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/x-www-form-urlencoded");
+    headers = curl_slist_append(headers, "Expect:");
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    char error[CURL_ERROR_SIZE] = {};
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+    const CURLcode rc = curl_easy_perform(curl);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
+    curl_slist_free_all(headers);
+    const std::string prefix = "influxdb " + base + " db=" + options.database + ": ";
+    if (rc != CURLE_OK) {
+      const std::string what = prefix + (error[0] != '\0' ? error : curl_easy_strerror(rc));
+      if (rc == CURLE_OPERATION_TIMEDOUT) {
+        return common::DeadlineExceeded(what);
+      }
+      return common::Unavailable(what);
+    }
+    long code = 0;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+    if (code == 200) {
+      return response;
+    }
+    const std::string what = prefix + "HTTP " + std::to_string(code) + " " + Shorten(response);
+    switch (code) {
+      case 400:
+        return common::InvalidArgument(what);
+      case 401:
+      case 403:
+        return common::PermissionDenied(what);
+      case 404:
+        return common::NotFound(what);
+      default:
+        return common::Unavailable(what);
+    }
+  }
+
+  // The statement for error messages.
+  std::string StatementOf(const common::Status& s) const {
+    for (const core::GpuMetric m : metrics) {
+      if (s.message().find("metric " + std::string(core::GpuMetricName(m)) + ":") == 0) {
+        return " (statement `" + options.queries[static_cast<size_t>(m)] + "`)";
+      }
+    }
+    return "";
+  }
+};
+
+InfluxSource::InfluxSource(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+InfluxSource::~InfluxSource() = default;
+
+common::Result<std::unique_ptr<InfluxSource>> InfluxSource::Create(InfluxSourceOptions options) {
+  if (options.url.rfind("http://", 0) != 0 && options.url.rfind("https://", 0) != 0) {
+    return common::InvalidArgument("InfluxDB URL \"" + options.url + "\" must start with http:// or https://");
+  }
+  if (options.database.empty()) {
+    return common::InvalidArgument("InfluxDB: no database given");
+  }
+  if (options.timeout.count() <= 0) {
+    return common::InvalidArgument("InfluxDB: the timeout must be positive");
+  }
+  if (options.uuid_tag.empty()) {
+    return common::InvalidArgument("InfluxDB: the UUID tag name is empty");
+  }
+  GPUSCHED_RETURN_IF_ERROR(GlobalInit());
+  auto impl = std::make_unique<Impl>();
+  impl->curl = curl_easy_init();
+  if (impl->curl == nullptr) {
+    return common::Internal("InfluxDB: curl_easy_init failed");
+  }
+  std::string statements;
+  for (size_t i = 0; i < core::kGpuMetricCount; ++i) {
+    const std::string& q = options.queries[i];
+    if (q.empty()) {
+      continue;
+    }
+    const auto metric = static_cast<core::GpuMetric>(i);
+    if (q.find(';') != std::string::npos) {
+      return common::InvalidArgument("InfluxDB: the query of metric " + std::string(core::GpuMetricName(metric)) +
+                                     " has a ';' (one statement per metric): " + q);
+    }
+    if (!statements.empty()) {
+      statements += "; ";
+    }
+    statements += q;
+    impl->metrics.push_back(metric);
+  }
+  if (impl->metrics.empty()) {
+    return common::InvalidArgument("InfluxDB: every metric is disabled (no query)");
+  }
+  impl->base = options.url;
+  while (!impl->base.empty() && impl->base.back() == '/') {
+    impl->base.pop_back();
+  }
+  impl->params = "db=" + impl->Escape(options.database) + "&epoch=ms";
+  if (!options.retention_policy.empty()) {
+    impl->params += "&rp=" + impl->Escape(options.retention_policy);
+  }
+  impl->form = impl->params + "&q=" + impl->Escape(statements);
+  impl->options = std::move(options);
+  return std::unique_ptr<InfluxSource>(new InfluxSource(std::move(impl)));
+}
+
+std::string InfluxSource::Describe() const { return "influxdb " + impl_->base + " db=" + impl_->options.database; }
+
+common::Result<core::GpuMetricsMap> InfluxSource::Fetch() {
+  std::lock_guard lock(impl_->mu);
+  GPUSCHED_ASSIGN_OR_RETURN(body, impl_->Post(impl_->form));
+  core::GpuMetricsMap out;
+  common::Status parsed = ParseInfluxResponse(body, impl_->metrics, impl_->options.uuid_tag, out);
+  if (!parsed.ok() && parsed.message().find("not executed") != std::string::npos) {
+    // InfluxDB 1.6 answers a multi-statement request against a missing database with only "not executed"; the
+    // first statement alone says why.
+    const core::GpuMetric first = impl_->metrics.front();
+    GPUSCHED_ASSIGN_OR_RETURN(
+        alone, impl_->Post(impl_->params + "&q=" + impl_->Escape(impl_->options.queries[static_cast<size_t>(first)])));
+    core::GpuMetricsMap ignored;
+    const common::Status why = ParseInfluxResponse(alone, std::span(&first, 1), impl_->options.uuid_tag, ignored);
+    if (!why.ok()) {
+      parsed = why;
+    }
+  }
+  if (!parsed.ok()) {
+    return common::Status(parsed.code(), "influxdb " + impl_->base + " db=" + impl_->options.database + ": " +
+                                             parsed.message() + impl_->StatementOf(parsed));
+  }
+  return out;
+}
+
+common::Status InfluxSource::Check() {
+  auto r = Fetch();
+  return r.status();
+}
+
+}  // namespace gpusched::adapters::influxdb

@@ -1,0 +1,450 @@
+#include "gpusched/adapters/prometheus/prometheus_source.h"
+
+#include <curl/curl.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace gpusched::adapters::prometheus {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t MicrosSince(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+}
+
+size_t AppendToString(char* data, size_t size, size_t n, void* user) {
+  static_cast<std::string*>(user)->append(data, size * n);
+  return size * n;
+}
+
+common::Status GlobalInit() {
+  static std::once_flag once;
+  static CURLcode rc = CURLE_OK;
+  std::call_once(once, [] { rc = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  if (rc != CURLE_OK) {
+    return common::Internal(std::string("curl_global_init: ") + curl_easy_strerror(rc));
+  }
+  return common::Status::Ok();
+}
+
+// Unix milliseconds as the API's float seconds: 1700000000123 -> "1700000000.123".
+std::string UnixSeconds(int64_t ms) {
+  const bool negative = ms < 0;
+  const int64_t abs_ms = negative ? -ms : ms;
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%s%lld.%03lld", negative ? "-" : "", static_cast<long long>(abs_ms / 1000),
+                static_cast<long long>(abs_ms % 1000));
+  return buf;
+}
+
+std::string Shorten(std::string body) {
+  while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) {
+    body.pop_back();
+  }
+  if (body.size() > 300) {
+    body.resize(300);
+    body += "...";
+  }
+  return body;
+}
+
+// A Status with the same code and `prefix` before its message.
+common::Status Prefixed(const std::string& prefix, const common::Status& s) { return {s.code(), prefix + s.message()}; }
+
+}  // namespace
+
+std::string_view DcgmMetricName(core::GpuMetric metric) {
+  constexpr std::array<std::string_view, core::kGpuMetricCount> kNames = {
+      "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED",  "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_POWER_USAGE",
+      "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL"};
+  return kNames[static_cast<size_t>(metric)];
+}
+
+std::array<std::string, core::kGpuMetricCount> DefaultQueries(std::string_view uuid_label) {
+  std::array<std::string, core::kGpuMetricCount> out;
+  for (size_t i = 0; i < core::kGpuMetricCount; ++i) {
+    out[i] = "max by (" + std::string(uuid_label) + ") (" +
+             std::string(DcgmMetricName(static_cast<core::GpuMetric>(i))) + ")";
+  }
+  return out;
+}
+
+namespace {
+
+// Adds samples to a GpuMetricsMap by UUID without allocating for GPUs it already holds.
+// Lookups are memory-latency bound at 40,000 GPUs (a hash table of scattered nodes: ~250 ns a lookup, 10 ms a
+// metric), so the builder first tries the GPU that followed the previous one in the first metric's answer:
+// Prometheus answers each metric's query in the same series order when the GPUs are the same, which makes the
+// usual lookup one comparison of 40 bytes read in sequence. On a mismatch it falls back to the hash index (views
+// into the map's own keys, which stay put in a node-based map) and continues from there.
+class GpuMapBuilder {
+ public:
+  explicit GpuMapBuilder(core::GpuMetricsMap& out) : out_(out) {
+    for (auto& [uuid, metrics] : out_) {
+      Append(uuid.str(), &metrics);
+    }
+  }
+  void Reserve(size_t n) {
+    out_.reserve(n);
+    index_.reserve(n);
+    order_.reserve(n);
+  }
+  // Call before each metric's answer.
+  void Rewind() { cursor_ = 0; }
+  // Keeps the newer sample, then the larger value.
+  void Add(std::string_view uuid, core::GpuMetric metric, const core::MetricSample& sample) {
+    core::GpuMetrics* gpu = nullptr;
+    if (cursor_ < order_.size() && order_[cursor_].first == uuid) {
+      gpu = order_[cursor_].second;
+      ++cursor_;
+    } else if (const auto it = index_.find(uuid); it != index_.end()) {
+      gpu = order_[it->second].second;
+      cursor_ = it->second + 1;
+    } else {
+      auto [mit, inserted] = out_.try_emplace(common::GpuUuid(uuid));
+      gpu = &mit->second;
+      Append(mit->first.str(), gpu);
+      cursor_ = order_.size();
+    }
+    const std::optional<core::MetricSample>& have = gpu->Get(metric);
+    if (!have.has_value() || sample.timestamp_ms > have->timestamp_ms ||
+        (sample.timestamp_ms == have->timestamp_ms && sample.value > have->value)) {
+      gpu->Set(metric, sample);
+    }
+  }
+
+ private:
+  void Append(std::string_view uuid, core::GpuMetrics* gpu) {
+    index_.emplace(uuid, order_.size());
+    order_.emplace_back(uuid, gpu);
+  }
+
+  core::GpuMetricsMap& out_;
+  std::vector<std::pair<std::string_view, core::GpuMetrics*>> order_;  // in first-seen order
+  std::unordered_map<std::string_view, size_t> index_;                 // uuid -> position in order_
+  size_t cursor_ = 0;
+};
+
+// One series' contribution: its last (newest) sample, unless it has no UUID or the value is not finite.
+void AddSeries(GpuMapBuilder& builder, std::string_view uuid, std::span<const core::MetricSample> samples,
+               core::GpuMetric metric, MergeCounts& counts) {
+  if (uuid.empty()) {
+    ++counts.no_uuid;
+    return;
+  }
+  if (samples.empty()) {
+    return;
+  }
+  if (!std::isfinite(samples.back().value)) {
+    ++counts.not_finite;
+    return;
+  }
+  builder.Add(uuid, metric, samples.back());
+}
+
+}  // namespace
+
+struct InstantDecoder::Impl {
+  Impl(QueryResponseParser& p, std::string label, size_t expected) : parser(p), uuid_label(std::move(label)) {
+    builder.Reserve(expected);
+  }
+  QueryResponseParser& parser;
+  std::string uuid_label;
+  core::GpuMetricsMap map;
+  GpuMapBuilder builder{map};
+  MergeCounts counts;
+};
+
+InstantDecoder::InstantDecoder(QueryResponseParser& parser, std::string uuid_label, size_t expected_gpus)
+    : impl_(std::make_unique<Impl>(parser, std::move(uuid_label), expected_gpus)) {}
+InstantDecoder::~InstantDecoder() = default;
+
+common::Result<int64_t> InstantDecoder::Add(std::string& body, core::GpuMetric metric) {
+  impl_->builder.Rewind();
+  return impl_->parser.Visit(body, impl_->uuid_label,
+                             [&](std::string_view uuid, std::span<const core::MetricSample> samples) {
+                               AddSeries(impl_->builder, uuid, samples, metric, impl_->counts);
+                             });
+}
+
+const MergeCounts& InstantDecoder::counts() const { return impl_->counts; }
+
+core::GpuMetricsMap InstantDecoder::Take() { return std::move(impl_->map); }
+
+MergeCounts MergeSeries(const QueryResult& result, core::GpuMetric metric, std::string_view uuid_label,
+                        core::GpuMetricsMap& out) {
+  MergeCounts counts;
+  GpuMapBuilder builder(out);
+  builder.Rewind();
+  for (const Series& series : result.series) {
+    const std::string* uuid = series.Label(uuid_label);
+    AddSeries(builder, uuid != nullptr ? std::string_view(*uuid) : std::string_view(), series.samples, metric, counts);
+  }
+  return counts;
+}
+
+struct PrometheusSource::Impl {
+  PrometheusSourceOptions options;
+  std::string base;  // url without a trailing slash
+  std::string timeout_param;
+  mutable std::mutex mu;
+  CURL* curl = nullptr;        // GUARDED_BY(mu)
+  QueryResponseParser parser;  // GUARDED_BY(mu)
+  FetchStats stats;            // GUARDED_BY(mu)
+  size_t last_gpus = 0;        // GUARDED_BY(mu)
+
+  ~Impl() {
+    if (curl != nullptr) {
+      curl_easy_cleanup(curl);
+    }
+  }
+
+  std::string Escape(std::string_view s) const {
+    char* e = curl_easy_escape(curl, s.data(), static_cast<int>(s.size()));
+    std::string out = e != nullptr ? e : "";
+    curl_free(e);
+    return out;
+  }
+
+  // POSTs the form `body` to base + `path` and leaves the answer in `response`. A transport failure or an HTTP
+  // status other than 200 with a body that is not Prometheus's error envelope is a Status; a Prometheus error
+  // envelope (any HTTP status) is left for the decoder, which turns it into errorType: error.
+  common::Status Post(const std::string& path, const std::string& body, std::string& response, int64_t& http_us) {
+    const std::string url = base + path;
+    curl_easy_reset(curl);
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_POST, 1L);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(options.timeout.count()));
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options.timeout.count()));
+    curl_easy_setopt(curl, CURLOPT_USERAGENT, "gpusched/0.1");
+    if (options.gzip) {
+      curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "gzip");
+    }
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &AppendToString);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
+    curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/x-www-form-urlencoded");
+    headers = curl_slist_append(headers, "Expect:");
+    std::string auth;
+    if (!options.bearer_token.empty()) {
+      auth = "Authorization: Bearer " + options.bearer_token;
+      headers = curl_slist_append(headers, auth.c_str());
+    }
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    char error[CURL_ERROR_SIZE] = {};
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+    const auto start = Clock::now();
+    const CURLcode rc = curl_easy_perform(curl);
+    http_us += MicrosSince(start);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
+    curl_slist_free_all(headers);
+    if (rc != CURLE_OK) {
+      const std::string what = error[0] != '\0' ? error : curl_easy_strerror(rc);
+      if (rc == CURLE_OPERATION_TIMEDOUT) {
+        return common::DeadlineExceeded(what);
+      }
+      return common::Unavailable(what);
+    }
+    long code = 0;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+    if (code == 200) {
+      return common::Status::Ok();
+    }
+    // Prometheus answers errors with its envelope (400 bad_data, 422 execution, 503 timeout); a proxy or a wrong
+    // URL answers with something else.
+    if (response.find("\"status\"") != std::string::npos && response.find("\"error\"") != std::string::npos) {
+      return common::Status::Ok();
+    }
+    const std::string what = "HTTP " + std::to_string(code) + " " + Shorten(response);
+    switch (code) {
+      case 400:
+      case 422:
+        return common::InvalidArgument(what);
+      case 401:
+        return common::Unauthenticated(what);
+      case 403:
+        return common::PermissionDenied(what);
+      case 404:
+        return common::NotFound(what + " (is the URL a Prometheus server?)");
+      default:
+        return common::Unavailable(what);
+    }
+  }
+
+  // One query; `what` names it in errors ("metric gpu_util, query `...`").
+  common::Result<QueryResult> Query(const std::string& path, const std::string& form, const std::string& what,
+                                    const ParseOptions& parse, FetchStats& fs) {
+    std::string response;
+    const common::Status sent = Post(path, form, response, fs.http_us);
+    const std::string prefix = "prometheus " + base + ": " + what + ": ";
+    if (!sent.ok()) {
+      return Prefixed(prefix, sent);
+    }
+    fs.response_bytes += static_cast<int64_t>(response.size());
+    ++fs.queries;
+    const auto start = Clock::now();
+    common::Result<QueryResult> result = parser.Parse(response, parse);
+    fs.parse_us += MicrosSince(start);
+    if (!result.ok()) {
+      return Prefixed(prefix, result.status());
+    }
+    return result;
+  }
+
+  std::string InstantForm(std::string_view promql, std::optional<int64_t> time_ms) const {
+    std::string form = "query=" + Escape(promql) + "&timeout=" + timeout_param;
+    if (time_ms.has_value()) {
+      form += "&time=" + UnixSeconds(*time_ms);
+    }
+    return form;
+  }
+};
+
+PrometheusSource::PrometheusSource(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PrometheusSource::~PrometheusSource() = default;
+
+common::Result<std::unique_ptr<PrometheusSource>> PrometheusSource::Create(PrometheusSourceOptions options) {
+  if (options.url.rfind("http://", 0) != 0 && options.url.rfind("https://", 0) != 0) {
+    return common::InvalidArgument("Prometheus URL \"" + options.url + "\" must start with http:// or https://");
+  }
+  if (options.timeout.count() <= 0) {
+    return common::InvalidArgument("Prometheus: the timeout must be positive");
+  }
+  if (options.uuid_label.empty()) {
+    return common::InvalidArgument("Prometheus: the UUID label name is empty");
+  }
+  bool any = false;
+  for (const std::string& q : options.queries) {
+    any = any || !q.empty();
+  }
+  if (!any) {
+    return common::InvalidArgument("Prometheus: every metric is disabled (no query)");
+  }
+  GPUSCHED_RETURN_IF_ERROR(GlobalInit());
+  auto impl = std::make_unique<Impl>();
+  impl->curl = curl_easy_init();
+  if (impl->curl == nullptr) {
+    return common::Internal("Prometheus: curl_easy_init failed");
+  }
+  impl->base = options.url;
+  while (!impl->base.empty() && impl->base.back() == '/') {
+    impl->base.pop_back();
+  }
+  const int64_t ms = options.timeout.count();
+  impl->timeout_param = UnixSeconds(ms);
+  impl->options = std::move(options);
+  return std::unique_ptr<PrometheusSource>(new PrometheusSource(std::move(impl)));
+}
+
+std::string PrometheusSource::Describe() const { return "prometheus " + impl_->base; }
+
+const PrometheusSourceOptions& PrometheusSource::options() const { return impl_->options; }
+
+FetchStats PrometheusSource::last_fetch_stats() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->stats;
+}
+
+common::Result<core::GpuMetricsMap> PrometheusSource::Fetch() {
+  std::lock_guard lock(impl_->mu);
+  FetchStats fs;
+  // The cluster's size changes slowly: last time's GPU count sizes the map, so filling it never rehashes.
+  InstantDecoder decoder(impl_->parser, impl_->options.uuid_label, impl_->last_gpus);
+  for (size_t i = 0; i < core::kGpuMetricCount; ++i) {
+    const std::string& promql = impl_->options.queries[i];
+    if (promql.empty()) {
+      continue;
+    }
+    const auto metric = static_cast<core::GpuMetric>(i);
+    const std::string prefix = "prometheus " + impl_->base + ": metric " + std::string(core::GpuMetricName(metric)) +
+                               ", query `" + promql + "`: ";
+    std::string response;
+    const common::Status sent =
+        impl_->Post("/api/v1/query", impl_->InstantForm(promql, std::nullopt), response, fs.http_us);
+    if (!sent.ok()) {
+      impl_->stats = fs;
+      return Prefixed(prefix, sent);
+    }
+    ++fs.queries;
+    fs.response_bytes += static_cast<int64_t>(response.size());
+    const auto start = Clock::now();
+    common::Result<int64_t> series = decoder.Add(response, metric);
+    fs.parse_us += MicrosSince(start);
+    if (!series.ok()) {
+      impl_->stats = fs;
+      return Prefixed(prefix, series.status());
+    }
+    fs.series += *series;
+  }
+  fs.skipped_no_uuid = decoder.counts().no_uuid;
+  fs.skipped_not_finite = decoder.counts().not_finite;
+  core::GpuMetricsMap out = decoder.Take();
+  impl_->stats = fs;
+  impl_->last_gpus = out.size();
+  return out;
+}
+
+common::Status PrometheusSource::Check() {
+  std::lock_guard lock(impl_->mu);
+  FetchStats fs;
+  for (size_t i = 0; i < core::kGpuMetricCount; ++i) {
+    const std::string& promql = impl_->options.queries[i];
+    if (promql.empty()) {
+      continue;
+    }
+    const auto metric = static_cast<core::GpuMetric>(i);
+    const std::string what = "metric " + std::string(core::GpuMetricName(metric)) + ", query `" + promql + "`";
+    common::Result<QueryResult> result = impl_->Query("/api/v1/query", impl_->InstantForm(promql, std::nullopt), what,
+                                                      ParseOptions{.only_label = impl_->options.uuid_label}, fs);
+    if (!result.ok()) {
+      return result.status();
+    }
+    if (result->result_type != "vector") {
+      return common::InvalidArgument("prometheus " + impl_->base + ": " + what + ": the result is a " +
+                                     result->result_type + ", not an instant vector of per-GPU series");
+    }
+  }
+  return common::Status::Ok();
+}
+
+common::Result<QueryResult> PrometheusSource::InstantQuery(std::string_view promql, std::optional<int64_t> time_ms) {
+  std::lock_guard lock(impl_->mu);
+  FetchStats fs;
+  return impl_->Query("/api/v1/query", impl_->InstantForm(promql, time_ms), "query `" + std::string(promql) + "`",
+                      ParseOptions{}, fs);
+}
+
+common::Result<RangeResult> PrometheusSource::RangeQuery(std::string_view promql, int64_t start_ms, int64_t end_ms,
+                                                         std::chrono::milliseconds step) {
+  const std::string what = "range query `" + std::string(promql) + "`";
+  if (end_ms < start_ms) {
+    return common::InvalidArgument("prometheus " + impl_->base + ": " + what + ": end is before start");
+  }
+  if (step.count() <= 0) {
+    return common::InvalidArgument("prometheus " + impl_->base + ": " + what + ": the step must be positive");
+  }
+  std::lock_guard lock(impl_->mu);
+  const std::string form = "query=" + impl_->Escape(promql) + "&start=" + UnixSeconds(start_ms) +
+                           "&end=" + UnixSeconds(end_ms) + "&step=" + UnixSeconds(step.count()) +
+                           "&timeout=" + impl_->timeout_param;
+  FetchStats fs;
+  GPUSCHED_ASSIGN_OR_RETURN(result, impl_->Query("/api/v1/query_range", form, what, ParseOptions{}, fs));
+  if (result.result_type != "matrix") {
+    return common::InvalidArgument("prometheus " + impl_->base + ": " + what + ": expected a matrix, got " +
+                                   result.result_type);
+  }
+  return RangeResult{.series = std::move(result.series), .warnings = std::move(result.warnings)};
+}
+
+}  // namespace gpusched::adapters::prometheus
