@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "gpusched/adapters/extender/service.h"
 #include "gpusched/adapters/influxdb/influx_source.h"
 #include "gpusched/adapters/influxdb/influx_writer.h"
 #include "gpusched/adapters/influxdb/line_protocol.h"
@@ -369,6 +370,50 @@ TEST_F(MetricsSourcesTest, PrometheusBackfilledSeriesThroughTheSourceAndTheCache
   ASSERT_TRUE(cache.WaitForRefreshes(1, kServerDeadline));
   EXPECT_EQ(cache.Degraded(), "");
   EXPECT_EQ(cache.Current()->size(), static_cast<size_t>(kGpus));
+
+  // ---- the extender places a pod away from the busier GPU because of these metrics ----
+  // One node, GPU 0 is Uuid(2) (25 % busy), GPU 1 is Uuid(0) (5 %); without metrics the tightest-fit rule takes
+  // GPU 0, with them load-aware takes GPU 1.
+  {
+    nlohmann::json gpus = nlohmann::json::array();
+    gpus.push_back({{"uuid", Uuid(2)}, {"index", 0}, {"model", "A100-SXM4-80GB"}, {"memory_mib", 81920}});
+    gpus.push_back({{"uuid", Uuid(0)}, {"index", 1}, {"model", "A100-SXM4-80GB"}, {"memory_mib", 81920}});
+    const nlohmann::json node = {
+        {"metadata", {{"name", "it-node"}, {"annotations", {{"gpusched.io/gpus", gpus.dump()}}}}},
+        {"status", {{"allocatable", {{"cpu", "8"}, {"memory", "64Gi"}}}}}};
+    auto place = [&](const sched::MetricsCache* metrics, const std::string& name) -> int {
+      adapters::extender::ClusterMirror mirror;
+      mirror.OnNode(adapters::extender::EventType::kAdded, node);
+      struct Binder : ports::Binder {
+        common::Status Bind(const core::PodRequest&, const core::Allocation& a) override {
+          index = a.containers.at(0).gpus.at(0).index;
+          return common::Status::Ok();
+        }
+        int index = -1;
+      } binder;
+      const nlohmann::json pod = {
+          {"metadata", {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name}}},
+          {"spec",
+           {{"containers",
+             nlohmann::json::array(
+                 {{{"name", "main"},
+                   {"resources",
+                    {{"limits", {{"gpusched.io/gpu-core", "30"}, {"gpusched.io/gpu-memory", "1000"}}}}}}})}}}};
+      auto service = adapters::extender::ExtenderService::Create(
+          mirror, binder, [&](const std::string&, const std::string&) { return std::optional<nlohmann::json>(pod); },
+          adapters::extender::ServiceOptions{.policy = "load-aware", .seed = 1, .metrics = metrics});
+      EXPECT_TRUE(service.ok()) << service.status();
+      const auto reply = (*service)->Bind(nlohmann::json{
+          {"PodName", name},
+          {"PodNamespace", "default"},
+          {"PodUID", "uid-" + name},
+          {"Node", "it-node"}}.dump());
+      EXPECT_EQ(reply.status, 200) << reply.body;
+      return binder.index;
+    };
+    EXPECT_EQ(place(nullptr, "static"), 0);
+    EXPECT_EQ(place(&cache, "live"), 1);
+  }
 
   prom_->Stop();
   ASSERT_TRUE(WaitFor([&] { return !cache.Degraded().empty(); }, kServerDeadline));
