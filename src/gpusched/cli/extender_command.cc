@@ -103,6 +103,14 @@ policy::LoadAwareOptions LoadAware(const ext::ExtenderConfig& config) {
       *field = it->second;
     }
   }
+  for (const auto& m : config.gpu_models) {
+    o.models.push_back(policy::GpuModelSpec{.name = m.name,
+                                            .aliases = m.aliases,
+                                            .memory_mib = m.memory_mib,
+                                            .bandwidth_gbps = m.bandwidth_gbps,
+                                            .fp32_tflops = m.fp32_tflops,
+                                            .tdp_w = m.tdp_w});
+  }
   return o;
 }
 

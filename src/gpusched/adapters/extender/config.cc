@@ -225,6 +225,41 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
                                                      "encoderUtil", "decoderUtil"};
       for (const auto& w : v) {
         const std::string wk = w.first.as<std::string>();
+        if (wk == "models") {
+          if (!w.second.IsSequence()) {
+            return Bad(source, "\"loadAware.models\" must be a list");
+          }
+          for (const auto& m : w.second) {
+            GpuModelConfig model;
+            if (!m.IsMap()) {
+              return Bad(source, "\"loadAware.models\" entries must be mappings");
+            }
+            for (const auto& f : m) {
+              const std::string fk = f.first.as<std::string>();
+              const std::string where = "loadAware.models." + fk;
+              if (fk == "name") {
+                GPUSCHED_ASSIGN_OR_RETURN(name, As<std::string>(f.second, source, where));
+                model.name = name;
+              } else if (fk == "aliases") {
+                GPUSCHED_ASSIGN_OR_RETURN(aliases, As<std::vector<std::string>>(f.second, source, where));
+                model.aliases = aliases;
+              } else if (fk == "memoryMib" || fk == "bandwidthGBps" || fk == "tdpW") {
+                GPUSCHED_ASSIGN_OR_RETURN(n, As<int64_t>(f.second, source, where));
+                (fk == "memoryMib" ? model.memory_mib : fk == "bandwidthGBps" ? model.bandwidth_gbps : model.tdp_w) = n;
+              } else if (fk == "fp32Tflops") {
+                GPUSCHED_ASSIGN_OR_RETURN(tflops, As<double>(f.second, source, where));
+                model.fp32_tflops = tflops;
+              } else {
+                return Bad(source, "unknown key \"" + where + "\"");
+              }
+            }
+            if (model.name.empty()) {
+              return Bad(source, "\"loadAware.models\": an entry has no name");
+            }
+            c.gpu_models.push_back(std::move(model));
+          }
+          continue;
+        }
         if (!kWeights.contains(wk)) {
           return Bad(source, "unknown key \"loadAware." + wk + "\"");
         }

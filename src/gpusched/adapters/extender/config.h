@@ -32,6 +32,9 @@
 //   loadAware:                     weights of the load-aware policy (policy_options.h LoadAwareOptions)
 //     gpuUtil: 30                  memorySize, memoryBandwidth, compute, gpuUtil, memoryUsed, memoryCopyUtil, power,
 //                                  temperature, encoderUtil, decoderUtil
+//     models:                      the static model table (replaces the built-in one, policy_options.h)
+//       - {name: A100-SXM4-80GB, aliases: [A100, A100-80GB], memoryMib: 81920, bandwidthGBps: 2039,
+//          fp32Tflops: 19.5, tdpW: 400}
 
 #include <cstdint>
 #include <map>
@@ -53,6 +56,15 @@ struct MetricsSourceConfig {
   std::map<std::string, std::string> queries;  // by core::GpuMetricName; absent = the source's default
 };
 
+struct GpuModelConfig {
+  std::string name;
+  std::vector<std::string> aliases;
+  int64_t memory_mib = 0;
+  int64_t bandwidth_gbps = 0;
+  double fp32_tflops = 0;
+  int64_t tdp_w = 0;
+};
+
 struct ExtenderConfig {
   std::string host = "0.0.0.0";
   int port = 12345;
@@ -70,6 +82,7 @@ struct ExtenderConfig {
   int metrics_refresh_seconds = 15;
   int metrics_staleness_seconds = 60;
   std::map<std::string, int64_t> load_aware_weights;  // config key -> weight
+  std::vector<GpuModelConfig> gpu_models;             // empty: the built-in table
 };
 
 // Parses YAML text; `source` names the file in errors.

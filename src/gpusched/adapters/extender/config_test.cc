@@ -22,7 +22,11 @@ metrics:
   stalenessSeconds: 30
   prometheus: {url: "http://prom:9090", timeoutSeconds: 2, queries: {gpu_util: "avg_over_time(DCGM_FI_DEV_GPU_UTIL[1m])"}}
   influxdb: {url: "http://influx:8086", database: gpusched}
-loadAware: {gpuUtil: 50, compute: 0}
+loadAware:
+  gpuUtil: 50
+  compute: 0
+  models:
+    - {name: H100-SXM5-80GB, aliases: [H100], memoryMib: 81920, bandwidthGBps: 3350, fp32Tflops: 67, tdpW: 700}
 )yaml",
                                "x.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -47,6 +51,11 @@ loadAware: {gpuUtil: 50, compute: 0}
   EXPECT_EQ(c->metrics_staleness_seconds, 30);
   EXPECT_EQ(c->load_aware_weights.at("gpuUtil"), 50);
   EXPECT_EQ(c->load_aware_weights.at("compute"), 0);
+  ASSERT_EQ(c->gpu_models.size(), 1u);
+  EXPECT_EQ(c->gpu_models[0].name, "H100-SXM5-80GB");
+  EXPECT_EQ(c->gpu_models[0].aliases, std::vector<std::string>{"H100"});
+  EXPECT_EQ(c->gpu_models[0].bandwidth_gbps, 3350);
+  EXPECT_DOUBLE_EQ(c->gpu_models[0].fp32_tflops, 67);
   ASSERT_EQ(c->weights.size(), 2u);
   EXPECT_EQ(c->weights[1].first, "fgd");
   EXPECT_DOUBLE_EQ(c->weights[1].second, 2.5);
@@ -76,6 +85,8 @@ TEST(ConfigTest, ErrorsNameTheFileAndTheKey) {
       {"metrics: {graphite: {}}", "unknown key \"metrics.graphite\""},
       {"loadAware: {gpu: 1}", "unknown key \"loadAware.gpu\""},
       {"loadAware: {gpuUtil: -1}", "0..1000000"},
+      {"loadAware: {models: [{memoryMib: 1}]}", "an entry has no name"},
+      {"loadAware: {models: [{name: X, speed: 1}]}", "unknown key \"loadAware.models.speed\""},
   };
   for (const auto& [yaml, expect] : cases) {
     auto c = ParseExtenderConfig(yaml, "bad.yaml");
