@@ -93,8 +93,28 @@ std::array<std::string, core::kGpuMetricCount> DefaultInfluxQueries(std::string_
   return out;
 }
 
+namespace {
+common::Status ParseInfluxResponseUnchecked(std::string_view body, std::span<const core::GpuMetric> metrics,
+                                            std::string_view uuid_tag, core::GpuMetricsMap& out);
+}  // namespace
+
 common::Status ParseInfluxResponse(std::string_view body, std::span<const core::GpuMetric> metrics,
                                    std::string_view uuid_tag, core::GpuMetricsMap& out) {
+  // A field of an unexpected type makes nlohmann throw (influx_response_fuzz found one: a non-integer
+  // statement_id); any such shape is a bad answer, not a crash. `out` is only written on success.
+  core::GpuMetricsMap decoded = out;
+  try {
+    GPUSCHED_RETURN_IF_ERROR(ParseInfluxResponseUnchecked(body, metrics, uuid_tag, decoded));
+  } catch (const json::exception& e) {
+    return common::InvalidArgument(std::string("InfluxDB response has an unexpected shape: ") + e.what());
+  }
+  out = std::move(decoded);
+  return common::Status::Ok();
+}
+
+namespace {
+common::Status ParseInfluxResponseUnchecked(std::string_view body, std::span<const core::GpuMetric> metrics,
+                                            std::string_view uuid_tag, core::GpuMetricsMap& out) {
   const json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
     return common::InvalidArgument("InfluxDB response is not a JSON object: " + Shorten(std::string(body)));
@@ -163,6 +183,7 @@ common::Status ParseInfluxResponse(std::string_view body, std::span<const core::
   }
   return common::Status::Ok();
 }
+}  // namespace
 
 struct InfluxSource::Impl {
   InfluxSourceOptions options;
