@@ -37,9 +37,8 @@
 #include "gpusched/adapters/influxdb/line_protocol.h"
 #include "gpusched/adapters/nvml/fake_inventory.h"
 #include "gpusched/agent/collector.h"
+#include "gpusched/testing/processes.h"
 #include "gpusched/testing/test_pki.h"
-
-extern char** environ;  // NOLINT: POSIX
 
 namespace gpusched::agent {
 namespace {
@@ -53,130 +52,16 @@ using common::StatusCode;
 using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::Child;
+using testing::FindBinary;
+using testing::FreePort;
 using ::testing::HasSubstr;
+using testing::ReadFile;
+using testing::WaitFor;
 
 // Prometheus 2.42 holds back its first scrape about 5 s after start (the discovery manager's throttle), and
 // sanitizers on a shared machine slow everything down: generous.
 constexpr milliseconds kServerDeadline{90000};
-
-bool WaitFor(const std::function<bool()>& pred, milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(milliseconds(100));
-  }
-  return true;
-}
-
-// The executable `name` on PATH (or in /usr/sbin, /usr/bin), or "".
-std::string FindBinary(const std::string& name) {
-  const char* path = std::getenv("PATH");  // NOLINT(concurrency-mt-unsafe): test set-up
-  std::string dirs = std::string(path != nullptr ? path : "") + ":/usr/bin:/usr/sbin:/usr/local/bin";
-  std::istringstream in(dirs);
-  for (std::string dir; std::getline(in, dir, ':');) {
-    if (dir.empty()) {
-      continue;
-    }
-    const std::string candidate = dir + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-  }
-  return "";
-}
-
-// A loopback port nobody listens on right now (bound then released; the race is harmless in a test).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// A child process with stdout and stderr in `log`; stopped with SIGTERM (then SIGKILL) and reaped.
-class Child {
- public:
-  Child() = default;
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child() { Stop(); }
-
-  bool Start(const std::vector<std::string>& argv, const std::string& log) {
-    log_ = log;
-    std::vector<char*> args;
-    for (const auto& a : argv) {
-      args.push_back(const_cast<char*>(a.c_str()));
-    }
-    args.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    const int rc = posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
-      pid_ = -1;
-      return false;
-    }
-    return true;
-  }
-
-  // True while the child has not exited.
-  bool Running() {
-    if (pid_ <= 0) {
-      return false;
-    }
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return false;
-    }
-    return true;
-  }
-
-  void Stop() {
-    if (pid_ <= 0) {
-      return;
-    }
-    kill(pid_, SIGTERM);
-    const auto deadline = std::chrono::steady_clock::now() + seconds(10);
-    int status = 0;
-    while (waitpid(pid_, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(milliseconds(20));
-    }
-    pid_ = -1;
-  }
-
-  std::string Log() const { return ReadFile(log_); }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_;
-};
 
 // 8 A100s with scripted values: GPU i at 10i+5 % utilisation and 1000(i+1) MiB used; GPU 3 had a critical XID;
 // GPU 0 is shared by two pods, GPU 1 held by one; GPUs 0 and 1 carry allocations.
