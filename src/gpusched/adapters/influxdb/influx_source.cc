@@ -1,4 +1,5 @@
 #include "gpusched/adapters/influxdb/influx_source.h"
+#include "gpusched/adapters/influxdb/curl_post.h"
 
 #include <curl/curl.h>
 
@@ -11,21 +12,6 @@ namespace gpusched::adapters::influxdb {
 namespace {
 
 using nlohmann::json;
-
-size_t AppendToString(char* data, size_t size, size_t n, void* user) {
-  static_cast<std::string*>(user)->append(data, size * n);
-  return size * n;
-}
-
-common::Status GlobalInit() {
-  static std::once_flag once;
-  static CURLcode rc = CURLE_OK;
-  std::call_once(once, [] { rc = curl_global_init(CURL_GLOBAL_DEFAULT); });
-  if (rc != CURLE_OK) {
-    return common::Internal(std::string("curl_global_init: ") + curl_easy_strerror(rc));
-  }
-  return common::Status::Ok();
-}
 
 std::string Shorten(std::string body) {
   while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) {
@@ -210,22 +196,12 @@ struct InfluxSource::Impl {
   common::Result<std::string> Post(const std::string& body) {
     std::string response;
     const std::string url = base + "/query";
-    curl_easy_reset(curl);
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_POST, 1L);
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(options.timeout.count()));
-    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options.timeout.count()));
-    curl_easy_setopt(curl, CURLOPT_USERAGENT, "gpusched/0.1");
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &AppendToString);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
-    if (!options.username.empty()) {
-      curl_easy_setopt(curl, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
-      curl_easy_setopt(curl, CURLOPT_USERNAME, options.username.c_str());
-      curl_easy_setopt(curl, CURLOPT_PASSWORD, options.password.c_str());
-    }
+    detail::PreparePost(curl, url, body,
+                        {.timeout = options.timeout,
+                         .username = options.username,
+                         .password = options.password,
+                         .user_agent = "gpusched/0.1"},
+                        &response);
     curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/x-www-form-urlencoded");
     headers = curl_slist_append(headers, "Expect:");
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
@@ -289,7 +265,7 @@ common::Result<std::unique_ptr<InfluxSource>> InfluxSource::Create(InfluxSourceO
   if (options.uuid_tag.empty()) {
     return common::InvalidArgument("InfluxDB: the UUID tag name is empty");
   }
-  GPUSCHED_RETURN_IF_ERROR(GlobalInit());
+  GPUSCHED_RETURN_IF_ERROR(detail::CurlGlobalInit());
   auto impl = std::make_unique<Impl>();
   impl->curl = curl_easy_init();
   if (impl->curl == nullptr) {

@@ -1,4 +1,5 @@
 #include "gpusched/adapters/influxdb/influx_writer.h"
+#include "gpusched/adapters/influxdb/curl_post.h"
 
 #include <curl/curl.h>
 
@@ -7,21 +8,6 @@
 
 namespace gpusched::adapters::influxdb {
 namespace {
-
-size_t AppendToString(char* data, size_t size, size_t n, void* user) {
-  static_cast<std::string*>(user)->append(data, size * n);
-  return size * n;
-}
-
-common::Status GlobalInit() {
-  static std::once_flag once;
-  static CURLcode rc = CURLE_OK;
-  std::call_once(once, [] { rc = curl_global_init(CURL_GLOBAL_DEFAULT); });
-  if (rc != CURLE_OK) {
-    return common::Internal(std::string("curl_global_init: ") + curl_easy_strerror(rc));
-  }
-  return common::Status::Ok();
-}
 
 std::string UrlEncode(CURL* h, const std::string& s) {
   char* e = curl_easy_escape(h, s.c_str(), static_cast<int>(s.size()));
@@ -60,22 +46,12 @@ struct InfluxWriter::Impl {
   // POSTs `body` to `url`; returns the HTTP status, or a Status for transport errors.
   common::Result<long> Post(const std::string& url, std::string_view body, const char* content_type,
                             std::string& response) {
-    curl_easy_reset(curl);
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_POST, 1L);
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(options.timeout.count()));
-    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options.timeout.count()));
-    curl_easy_setopt(curl, CURLOPT_USERAGENT, "gpusched-agent/0.1");
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &AppendToString);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
-    if (!options.username.empty()) {
-      curl_easy_setopt(curl, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
-      curl_easy_setopt(curl, CURLOPT_USERNAME, options.username.c_str());
-      curl_easy_setopt(curl, CURLOPT_PASSWORD, options.password.c_str());
-    }
+    detail::PreparePost(curl, url, body,
+                        {.timeout = options.timeout,
+                         .username = options.username,
+                         .password = options.password,
+                         .user_agent = "gpusched-agent/0.1"},
+                        &response);
     curl_slist* headers = curl_slist_append(nullptr, content_type);
     headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip for larger batches
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
@@ -111,7 +87,7 @@ common::Result<std::unique_ptr<InfluxWriter>> InfluxWriter::Create(InfluxWriterO
   if (options.timeout.count() <= 0) {
     return common::InvalidArgument("InfluxDB: the timeout must be positive");
   }
-  GPUSCHED_RETURN_IF_ERROR(GlobalInit());
+  GPUSCHED_RETURN_IF_ERROR(detail::CurlGlobalInit());
   auto impl = std::make_unique<Impl>();
   impl->curl = curl_easy_init();
   if (impl->curl == nullptr) {
