@@ -42,6 +42,9 @@ PACKAGES=(
   # adapters/deviceplugin: the kubelet's device plugin and PodResources gRPC APIs over unix sockets (protoc and
   # the gRPC C++ plugin generate the code from proto/ at build time)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  # interference/: the slowdown model's gradient-boosted trees (XGBoost C API) and the per-partner ridge
+  # regressions' linear algebra (Eigen, header-only)
+  libxgboost-dev libeigen3-dev
 )
 
 check_only=0

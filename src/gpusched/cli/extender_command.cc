@@ -1,5 +1,6 @@
 #include "gpusched/cli/extender_command.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -121,7 +122,7 @@ int Fail(const std::string& message) {
 
 }  // namespace
 
-int RunExtender(const ExtenderFlags& flags) {
+int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_model) {
   common::SetLogLevel(flags.verbose ? common::LogLevel::kDebug : common::LogLevel::kInfo);
   ext::ExtenderConfig config;
   if (!flags.config.empty()) {
@@ -138,6 +139,30 @@ int RunExtender(const ExtenderFlags& flags) {
   }
   if (!flags.policy.empty()) {
     config.policy = flags.policy;
+  }
+  // The slowdown model, loaded before anything starts so that a bad file fails the start with its reason.
+  std::shared_ptr<const ports::SlowdownModel> slowdown_model;
+  if (config.interference_enabled || !flags.interference_model.empty()) {
+    if (flags.interference_model.empty()) {
+      return Fail("interference.enabled needs the model: --interference-model FILE (gpusched interference train)");
+    }
+    if (!load_model) {
+      return Fail("--interference-model: this build has no slowdown model loader");
+    }
+    auto loaded = load_model(flags.interference_model);
+    if (!loaded.ok()) {
+      return Fail("--interference-model " + flags.interference_model + ": " + loaded.status().message());
+    }
+    slowdown_model = std::move(loaded).value();
+    if (slowdown_model == nullptr) {
+      return Fail("--interference-model " + flags.interference_model + ": the loader returned no model");
+    }
+    const bool used = config.policy == "interference-aware" ||
+                      std::any_of(config.weights.begin(), config.weights.end(),
+                                  [](const auto& w) { return w.first == "interference-aware"; });
+    common::Log(common::LogLevel::kInfo,
+                "gpusched extender: slowdown model " + slowdown_model->Describe() +
+                    (used ? "" : " (used only by pods that ask for gpusched.io/policy: interference-aware)"));
   }
   const std::string kubeconfig = !flags.kubeconfig.empty() ? flags.kubeconfig : config.kubeconfig;
   auto client_config = k8s::ResolveClientConfig(kubeconfig);
@@ -156,7 +181,7 @@ int RunExtender(const ExtenderFlags& flags) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  ext::ClusterMirror mirror;
+  ext::ClusterMirror mirror(config.resources.app_label);
   k8s::Informer nodes(**client, k8s::InformerOptions{.path = "/api/v1/nodes"},
                       [&mirror](const k8s::WatchEvent& e) { mirror.OnNode(ToEvent(e.type), e.object); });
   k8s::Informer pods(**client, k8s::InformerOptions{.path = "/api/v1/pods"},
@@ -188,7 +213,9 @@ int RunExtender(const ExtenderFlags& flags) {
                           .resources = config.resources,
                           .metrics = metrics_cache.get(),
                           .staleness_ms = int64_t{config.metrics_staleness_seconds} * 1000,
-                          .load_aware = LoadAware(config)},
+                          .load_aware = LoadAware(config),
+                          .interference_aware = config.interference_aware,
+                          .slowdown_model = slowdown_model},
       &metrics);
   if (!service.ok()) {
     return Fail(service.status().message());

@@ -2,7 +2,12 @@
 
 // `gpusched extender`: the kube-scheduler extender, wired to the API server. Wiring only.
 
+#include <functional>
+#include <memory>
 #include <string>
+
+#include "gpusched/common/status.h"
+#include "gpusched/ports/slowdown_model.h"
 
 namespace gpusched::cli {
 
@@ -11,10 +16,17 @@ struct ExtenderFlags {
   std::string kubeconfig;  // overrides the config's kubeconfig
   std::string listen;      // overrides the config's listen
   std::string policy;      // overrides the config's policy
+  // The slowdown model file (`gpusched interference train`); given, it turns the config's interference.enabled on.
+  std::string interference_model;
   bool verbose = false;
 };
 
-// Runs until SIGINT or SIGTERM; returns the process exit code.
-int RunExtender(const ExtenderFlags& flags);
+// Reads a slowdown model file. Injected so that this command does not depend on how the model is stored.
+using SlowdownModelLoader =
+    std::function<common::Result<std::shared_ptr<const ports::SlowdownModel>>(const std::string& path)>;
+
+// Runs until SIGINT or SIGTERM; returns the process exit code. With interference enabled (config or
+// --interference-model), `load_model` reads the model at start-up; a missing loader or file fails the start.
+int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_model = {});
 
 }  // namespace gpusched::cli

@@ -4,11 +4,15 @@
 
 #include "gpusched/cli/agent_command.h"
 #include "gpusched/cli/extender_command.h"
+#include "gpusched/cli/interference_command.h"
 #include "gpusched/cli/simulate_command.h"
+#include "gpusched/interference/slowdown_models.h"
 #include "gpusched/policy/registry.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"gpusched: a Kubernetes GPU scheduler (simulate, extender, agent; the standalone scheduler comes next)"};
+  CLI::App app{
+      "gpusched: a Kubernetes GPU scheduler (simulate, extender, agent, interference; the standalone scheduler comes "
+      "next)"};
   app.require_subcommand(1);
   int exit_code = 0;
   gpusched::cli::SimulateFlags simulate;
@@ -28,7 +32,20 @@ int main(int argc, char** argv) {
   ext->add_option("--listen", extender.listen, "host:port, overrides the config");
   ext->add_option("--policy", extender.policy, "Placement policy, overrides the config. Known: " + policies);
   ext->add_flag("-v,--verbose", extender.verbose, "Debug logging");
-  ext->callback([&extender, &exit_code] { exit_code = gpusched::cli::RunExtender(extender); });
+  ext->add_option("--interference-model", extender.interference_model,
+                  "Slowdown model file from `gpusched interference train` (for the interference-aware policy)");
+  ext->callback([&extender, &exit_code] {
+    exit_code = gpusched::cli::RunExtender(
+        extender,
+        [](const std::string& path) -> gpusched::common::Result<std::shared_ptr<const gpusched::ports::SlowdownModel>> {
+          GPUSCHED_ASSIGN_OR_RETURN(model, gpusched::interference::TrainedModel::Load(path));
+          GPUSCHED_ASSIGN_OR_RETURN(served, model.Serve());
+          return std::shared_ptr<const gpusched::ports::SlowdownModel>(std::move(served));
+        });
+  });
+
+  gpusched::cli::InterferenceFlags interference;
+  gpusched::cli::AddInterferenceCommand(app, interference, exit_code);
 
   gpusched::cli::AgentFlags agent;
   CLI::App* ag = app.add_subcommand(

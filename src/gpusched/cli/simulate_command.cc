@@ -65,6 +65,9 @@ int RunSimulate(const SimulateFlags& f) {
     std::cerr << "gpusched simulate: " << err << "\n";
     return 2;
   }
+  if (!f.colocation.source.empty()) {
+    return RunColocationMode(f.colocation, seeds);
+  }
   std::vector<std::string> policies = f.policies.empty() ? policy::BenchmarkPolicyNames() : f.policies;
   const std::vector<std::string> known = policy::PolicyNames();
   for (const auto& p : policies) {
@@ -177,6 +180,26 @@ void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code) {
       ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--jobs", flags.jobs, "Runs in parallel")->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->add_option("--out", flags.out, "Write CSVs and plots to this folder");
+  ColocationFlags& c = flags.colocation;
+  cmd->add_option("--colocation", c.source,
+                  "Co-location mode: 'gavel' (or a CSV of pairs) jobs sharing GPUs, stretched by measured slowdowns");
+  cmd->add_option("--interference-data", c.data, "Co-location: folder laid out like ../shared/data/interference")
+      ->capture_default_str();
+  cmd->add_option("--gpu", c.gpu, "Co-location: GPU table (k80, p100, v100)")->capture_default_str();
+  cmd->add_option("--nodes", c.nodes, "Co-location: nodes")->capture_default_str()->check(CLI::Range(1, 100000));
+  cmd->add_option("--gpus-per-node", c.gpus_per_node, "Co-location: GPUs per node")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--colocation-jobs", c.jobs, "Co-location: jobs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000000));
+  cmd->add_option("--interarrival", c.interarrival_s, "Co-location: mean seconds between arrivals (0 = all at once)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--min-duration", c.min_duration_s, "Co-location: shortest isolated duration, s")
+      ->capture_default_str();
+  cmd->add_option("--max-duration", c.max_duration_s, "Co-location: longest isolated duration, s")
+      ->capture_default_str();
   cmd->callback([&flags, &exit_code] { exit_code = RunSimulate(flags); });
 }
 

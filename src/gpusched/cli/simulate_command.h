@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "gpusched/cli/colocation_command.h"
+
 namespace CLI {
 class App;
 }
@@ -20,6 +22,7 @@ struct SimulateFlags {
   double tune = 1.3;
   int jobs = 1;
   std::string out;
+  ColocationFlags colocation;  // colocation.source set: the co-location workload mode
 };
 
 void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code);

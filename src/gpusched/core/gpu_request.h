@@ -40,6 +40,9 @@ struct PodRequest {
   common::MiB memory{0};
   std::vector<GpuRequest> containers;  // only the containers that request GPUs
   int32_t priority = 0;
+  // The application class (annotation gpusched.io/app or a configured label): what the interference model knows
+  // the workload as. Empty = unknown.
+  std::string app;
 
   [[nodiscard]] bool RequestsGpu() const { return !containers.empty(); }
   // Σ count over containers.

@@ -379,6 +379,7 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
       }
     }
   }
+  out.app = DecodePodApp(pod, config.app_label);
   if (const json* p = Find(*spec, "priority"); p != nullptr && p->is_number_integer()) {
     out.priority = p->get<int32_t>();
   } else if (const json* labels = Find(*metadata, "labels"); labels != nullptr) {
@@ -391,6 +392,23 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
     }
   }
   return out;
+}
+
+std::string DecodePodApp(const json& pod, std::string_view app_label) {
+  const json* metadata = Find(pod, "metadata");
+  if (metadata == nullptr) {
+    return {};
+  }
+  auto value = [&](std::string_view list, std::string_view key) -> std::string {
+    const json* m = Find(*metadata, list);
+    const json* v = m != nullptr ? Find(*m, key) : nullptr;
+    return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
+  };
+  std::string app = value("annotations", kAnnotationApp);
+  if (app.empty() && !app_label.empty()) {
+    app = value("labels", app_label);
+  }
+  return app;
 }
 
 bool RequestsGpuResource(const json& pod, const ResourceConfig& config) {

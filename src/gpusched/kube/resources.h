@@ -24,7 +24,8 @@
 // container). Init containers that ask for GPUs reuse the GPUs of an app container that covers them (the kubelet's
 // device manager does the same); one that no app container covers gets its own entry, conservatively. Models
 // come from the annotation gpusched.io/gpu-model ("A100-SXM4-80GB|H100"); priority from spec.priority, else the
-// label gpusched.io/priority.
+// label gpusched.io/priority. The application class (PodRequest::app, what the interference model knows the workload
+// as) comes from the annotation gpusched.io/app, else from the label ResourceConfig::app_label names.
 
 #include <set>
 #include <string>
@@ -54,6 +55,7 @@ inline constexpr std::string_view kResKetiMps = "keti.com/mpsgpu";
 inline constexpr std::string_view kAnnotationGpuModel = "gpusched.io/gpu-model";
 inline constexpr std::string_view kAnnotationPolicy = "gpusched.io/policy";
 inline constexpr std::string_view kLabelPriority = "gpusched.io/priority";
+inline constexpr std::string_view kAnnotationApp = "gpusched.io/app";
 
 // Every GPU resource name gpusched understands.
 const std::set<std::string, std::less<>>& AllGpuResourceNames();
@@ -62,11 +64,18 @@ struct ResourceConfig {
   // Names that are honoured; a request for another name is ignored as if absent. Default: all.
   std::set<std::string, std::less<>> enabled = AllGpuResourceNames();
   [[nodiscard]] bool Enabled(std::string_view name) const { return enabled.contains(name); }
+  // A label that names the pod's application class when the annotation gpusched.io/app is absent (clusters that
+  // already label workloads, e.g. "app.kubernetes.io/name"); empty = the annotation only.
+  std::string app_label;
 };
 
 // Decodes the pod's request (uid, "namespace/name", CPU, memory, GPU containers, priority, models). Errors are
 // InvalidArgument and name the container and resource.
 common::Result<core::PodRequest> DecodePodRequest(const nlohmann::json& pod, const ResourceConfig& config);
+
+// The pod's application class: the annotation gpusched.io/app, else the label `app_label` names (when not
+// empty), else "" (unknown: the interference model's prior). An empty or non-string value counts as absent.
+[[nodiscard]] std::string DecodePodApp(const nlohmann::json& pod, std::string_view app_label);
 
 // Whether the pod asks for any enabled GPU resource (managedResources' IsInterested, for requests or limits).
 bool RequestsGpuResource(const nlohmann::json& pod, const ResourceConfig& config);

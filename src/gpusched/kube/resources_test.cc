@@ -2,6 +2,8 @@
 
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -192,6 +194,37 @@ TEST(ResourcesTest, ModelsAndPriority) {
   labelled["metadata"]["labels"] = {{"gpusched.io/priority", "7"}};
   EXPECT_EQ(DecodePodRequest(labelled, ResourceConfig{})->priority, 7);
   EXPECT_FALSE(DecodePodRequest(PodWith({{"nvidia.com/gpu", "1"}}, {{"gpusched.io/gpu-model", "|"}}), {}).ok());
+}
+
+TEST(ResourcesTest, ApplicationClassFromAnnotationOrConfiguredLabel) {
+  struct AppCase {
+    std::string what;
+    json annotations;
+    json labels;
+    std::string app_label;  // ResourceConfig::app_label
+    std::string want;
+  };
+  const std::vector<AppCase> cases = {
+      {"the annotation names it", {{"gpusched.io/app", "resnet50-bs64"}}, json::object(), "", "resnet50-bs64"},
+      {"no annotation and no label configured: unknown", json::object(), {{"app", "bert"}}, "", ""},
+      {"the configured label when the annotation is absent", json::object(), {{"app", "bert"}}, "app", "bert"},
+      {"the annotation wins over the label", {{"gpusched.io/app", "vgg16"}}, {{"app", "bert"}}, "app", "vgg16"},
+      {"an empty annotation counts as absent", {{"gpusched.io/app", ""}}, {{"app", "bert"}}, "app", "bert"},
+      {"a configured label the pod lacks: unknown", json::object(), {{"tier", "gpu"}}, "app", ""},
+      {"a non-string annotation is ignored", {{"gpusched.io/app", 3}}, json::object(), "", ""},
+  };
+  for (const AppCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    json pod = PodWith({{"gpusched.io/gpu-core", "30"}}, c.annotations);
+    pod["metadata"]["labels"] = c.labels;
+    ResourceConfig config;
+    config.app_label = c.app_label;
+    auto r = DecodePodRequest(pod, config);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->app, c.want);
+    EXPECT_EQ(DecodePodApp(pod, c.app_label), c.want);
+  }
+  EXPECT_EQ(DecodePodApp(json::object(), "app"), "") << "no metadata: unknown, not an error";
 }
 
 TEST(ResourcesTest, RealPodsAsKubeSchedulerSendsThem) {

@@ -15,6 +15,7 @@
 #include "gpusched/core/gpu_metrics.h"
 #include "gpusched/core/gpu_request.h"
 #include "gpusched/core/node_view.h"
+#include "gpusched/policy/interference_forecast.h"
 
 namespace gpusched::policy {
 
@@ -47,6 +48,14 @@ struct Snapshot {
   // Changes whenever *gpu_metrics changes (each refresh of the cache). With now_ms and staleness_ms it identifies
   // what a snapshot-reading Score can see; the cycle runner's score cache relies on that (cycle_runner.h).
   uint64_t metrics_generation = 0;
+  // Predicted co-location slowdowns for the pod being placed (interference-aware reads it); null = no forecast,
+  // every GPU counts as empty. Borrowed like gpu_metrics. A forecast is built per incoming pod, so it changes
+  // from one pod to the next even when nothing in the cluster did.
+  const InterferenceForecast* interference = nullptr;
+  // Identifies *interference together with its address: the front end gives every forecast it builds a number it
+  // has not used before (a counter), because a forecast built for the next pod may live at the same address. The
+  // cycle runner's score cache keys snapshot-reading scores by (interference, interference_generation).
+  uint64_t interference_generation = 0;
 };
 
 inline constexpr int64_t kMaxScore = 100;
@@ -63,6 +72,15 @@ class PlacementPolicy {
   // Whether the node's GPUs can host the pod's GPU containers (CPU and memory are the runner's node predicates).
   // Default: FitGpus (gpu_fit.h).
   [[nodiscard]] virtual Fit Filter(const core::PodRequest& pod, const core::NodeView& node) const;
+  // Filter for a policy whose notion of a fit also reads the snapshot (interference-aware: a GPU predicted not to
+  // fit in memory next to its residents). The cycle runner calls this one; it must imply Filter. Only policies with
+  // ScoresFromSnapshot may read the snapshot here (the runner caches fits with scores per snapshot).
+  // Default: Filter(pod, node).
+  [[nodiscard]] virtual Fit FilterWithSnapshot(const core::PodRequest& pod, const core::NodeView& node,
+                                               const Snapshot& snapshot) const {
+    (void)snapshot;
+    return Filter(pod, node);
+  }
 
   // 0..kMaxScore, higher is better. Called only on nodes that passed Filter.
   [[nodiscard]] virtual int64_t Score(const core::PodRequest& pod, const core::NodeView& node,

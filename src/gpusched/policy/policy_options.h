@@ -43,10 +43,32 @@ struct LoadAwareOptions {
   std::vector<GpuModelSpec> models;
 };
 
+// interference-aware (interference_aware_policy.h has the formulas). Score = round((wi · interference + wp ·
+// packing) / (wi + wp)), both terms 0..100. Weights are non-negative integers; at least one must be positive.
+// The defaults rank by interference alone: an empty GPU first, then the GPU where the placement adds the least
+// predicted slowdown.
+struct InterferenceAwareOptions {
+  enum class Objective {
+    // The predicted slowdown the placement adds in all: the incoming pod's own plus what it adds to each resident
+    // (GpuInterference::Cost). Minimises the sum of slowdowns on the GPU.
+    kSum,
+    // The incoming pod's own predicted slowdown only: Co-scheML's greedy rule, kept as a baseline for the
+    // simulator. It ignores what the pod does to the residents.
+    kIncomingOnly,
+  };
+  Objective objective = Objective::kSum;
+  int64_t interference_weight = 100;
+  int64_t packing_weight = 0;  // > 0 trades interference for consolidation (binpack-style)
+  // A GPU the forecast predicts not to fit in memory next to its residents is not a fit (FilterWithSnapshot), so
+  // the pod waits rather than being started into an out-of-memory failure. false: such a GPU only scores 0.
+  bool avoid_predicted_oom = true;
+};
+
 struct PolicyOptions {
   // fgd: the target workload M (TypicalPods of the trace or of the cluster's recent pods). Required by fgd.
   std::shared_ptr<const TargetWorkload> target_workload;
   LoadAwareOptions load_aware;
+  InterferenceAwareOptions interference_aware;
 };
 
 }  // namespace gpusched::policy

@@ -8,6 +8,7 @@
 #include "gpusched/policy/fgd_policy.h"
 #include "gpusched/policy/gpu_clustering_policy.h"
 #include "gpusched/policy/gpu_packing_policy.h"
+#include "gpusched/policy/interference_aware_policy.h"
 #include "gpusched/policy/load_aware_policy.h"
 #include "gpusched/policy/random_policy.h"
 
@@ -25,6 +26,8 @@ constexpr std::array kPolicies{
     PolicyEntry{"binpack", "most used node and GPU first", &BinpackPolicy::Create},
     PolicyEntry{"spread", "least used node and GPU first", &SpreadPolicy::Create},
     PolicyEntry{"load-aware", "least-loaded GPUs by live metrics, then the stronger model", &LoadAwarePolicy::Create},
+    PolicyEntry{"interference-aware", "the GPU where co-located pods slow each other least, empty GPUs first",
+                &InterferenceAwarePolicy::Create},
 };
 
 }  // namespace

@@ -56,13 +56,18 @@ CycleRunner::CycleRunner(const policy::PlacementPolicy& policy, CycleOptions opt
     : policy_(policy), options_(options) {}
 
 policy::Fit CycleRunner::Filter(const core::PodRequest& pod, const core::NodeView& node) const {
+  return Filter(pod, node, policy::Snapshot{});
+}
+
+policy::Fit CycleRunner::Filter(const core::PodRequest& pod, const core::NodeView& node,
+                                const policy::Snapshot& snapshot) const {
   if (options_.check_node_resources) {
     policy::Fit fit = FitNodeResources(pod, node);
     if (!fit.fits()) {
       return fit;
     }
   }
-  return policy_.Filter(pod, node);
+  return policy_.FilterWithSnapshot(pod, node, snapshot);
 }
 
 std::vector<int64_t> CycleRunner::ScoreNodes(const core::PodRequest& pod, std::span<const core::NodeView* const> nodes,
@@ -103,7 +108,9 @@ uint32_t CycleRunner::SnapshotEpoch(const policy::Snapshot& snapshot) {
   const SnapshotKey key{.gpu_metrics = snapshot.gpu_metrics,
                         .metrics_generation = snapshot.metrics_generation,
                         .now_ms = snapshot.now_ms,
-                        .staleness_ms = snapshot.staleness_ms};
+                        .staleness_ms = snapshot.staleness_ms,
+                        .interference = snapshot.interference,
+                        .interference_generation = snapshot.interference_generation};
   if (snapshot_epoch_ != 0 && key == snapshot_key_) {
     return snapshot_epoch_;
   }
@@ -134,7 +141,7 @@ CycleRunner::Entry CycleRunner::Cached(const core::PodRequest& pod, size_t slot,
 
 CycleRunner::Entry CycleRunner::Evaluate(const core::PodRequest& pod, const core::NodeView& node,
                                          const policy::Snapshot& snapshot) const {
-  Entry e{.generation = node.generation, .fits = Filter(pod, node).fits()};
+  Entry e{.generation = node.generation, .fits = Filter(pod, node, snapshot).fits()};
   if (e.fits) {
     e.score = policy_.Score(pod, node, snapshot);
   }
@@ -185,7 +192,7 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
     if (options_.collect_reasons) {
       for (size_t slot = 0; slot < slots; ++slot) {
         if (state.IsLive(slot)) {
-          result.rejections.emplace_back(state.View(slot).name(), Filter(pod, state.View(slot)));
+          result.rejections.emplace_back(state.View(slot).name(), Filter(pod, state.View(slot), snapshot));
         }
       }
     }

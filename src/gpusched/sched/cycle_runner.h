@@ -17,11 +17,13 @@
 // changes, so an entry is never stale; a cycle then costs one lookup per unchanged node. With many distinct
 // request signatures the cache is simply cleared and refilled.
 //
-// A policy whose Score reads the snapshot (ScoresFromSnapshot: load-aware) is a pure function of (request, node
-// view, snapshot). What it can see of the snapshot is identified by (gpu_metrics pointer, metrics_generation,
-// now_ms, staleness_ms): the front end bumps metrics_generation on every change of the map, and freshness is
-// judged at now_ms. The runner numbers each distinct such key it is handed (a snapshot epoch) and reuses an entry
-// only when its node generation AND its epoch match, so a cached score is exactly the score for this snapshot,
+// A policy whose Score reads the snapshot (ScoresFromSnapshot: load-aware, interference-aware) is a pure function
+// of (request, node view, snapshot). What it can see of the snapshot is identified by (gpu_metrics pointer,
+// metrics_generation, now_ms, staleness_ms, interference pointer, interference_generation): the front end bumps
+// metrics_generation on every change of the map and interference_generation for every forecast it builds (a
+// forecast is per incoming pod, and the request signature does not include the pod's application class), and
+// freshness is judged at now_ms. The runner numbers each distinct such key it is handed (a snapshot epoch) and reuses
+// an entry only when its node generation AND its epoch match, so a cached score is exactly the score for this snapshot,
 // never one computed from older metrics or an earlier now. The price: every change of the key recomputes each node
 // once. A front end that wants hits across cycles passes now_ms rounded (to a second, or to the refresh interval):
 // freshness is then judged at that granularity. Policies that ignore the snapshot are unaffected.
@@ -75,8 +77,10 @@ class CycleRunner {
 
   [[nodiscard]] const policy::PlacementPolicy& policy() const { return policy_; }
 
-  // Node predicates, then the policy's Filter.
+  // Node predicates, then the policy's Filter (FilterWithSnapshot, with an empty snapshot for the first form).
   [[nodiscard]] policy::Fit Filter(const core::PodRequest& pod, const core::NodeView& node) const;
+  [[nodiscard]] policy::Fit Filter(const core::PodRequest& pod, const core::NodeView& node,
+                                   const policy::Snapshot& snapshot) const;
 
   // Scores of feasible nodes (each must have passed Filter), normalised when the policy asks.
   [[nodiscard]] std::vector<int64_t> ScoreNodes(const core::PodRequest& pod,
@@ -114,6 +118,8 @@ class CycleRunner {
     uint64_t metrics_generation = 0;
     int64_t now_ms = 0;
     int64_t staleness_ms = 0;
+    const policy::InterferenceForecast* interference = nullptr;
+    uint64_t interference_generation = 0;
     bool operator==(const SnapshotKey&) const = default;
   };
   uint32_t Signature(const core::PodRequest& pod);

@@ -200,6 +200,74 @@ TEST(CycleRunnerTest, SnapshotScoresAreCachedPerSnapshot) {
   EXPECT_EQ(out[0].score, 41);
 }
 
+// Scores the interference forecast: 10 x the incoming slowdown predicted for GPU 0 of the node (10 without a
+// forecast or an entry), counting its calls.
+class ForecastScorePolicy final : public policy::PlacementPolicy {
+ public:
+  [[nodiscard]] std::string_view Name() const override { return "forecast-score"; }
+  [[nodiscard]] int64_t Score(const core::PodRequest&, const core::NodeView& node,
+                              const policy::Snapshot& snapshot) const override {
+    ++calls;
+    const policy::GpuInterference* g =
+        snapshot.interference != nullptr ? snapshot.interference->Find(node.name(), 0) : nullptr;
+    return static_cast<int64_t>(10 * (g != nullptr ? g->incoming : 1.0));
+  }
+  [[nodiscard]] bool ScoresFromSnapshot() const override { return true; }
+  mutable int calls = 0;
+};
+
+TEST(CycleRunnerTest, EachInterferenceForecastGetsItsOwnScores) {
+  core::ClusterState state = TwoNodes();
+  const std::vector<size_t> slots = {0, 1};
+  // One forecast object reused for pod after pod (as a front end's per-request local may be): only the generation
+  // tells the forecasts apart.
+  policy::InterferenceForecast forecast;
+  auto predict = [&forecast](double big, double small) {
+    forecast.nodes.clear();
+    forecast.nodes[common::NodeName("big")] = {policy::GpuInterference{.residents = 1, .incoming = big}};
+    forecast.nodes[common::NodeName("small")] = {policy::GpuInterference{.residents = 1, .incoming = small}};
+  };
+  ForecastScorePolicy pol;
+  CycleRunner runner(pol, {.check_node_resources = false});
+  std::vector<CycleRunner::NodeEval> out;
+  auto evaluate = [&](const policy::Snapshot& snapshot) {
+    pol.calls = 0;
+    runner.Evaluate(testing::Pod("p").Gpus(1).Build(), state, slots, snapshot, out);
+    EXPECT_EQ(out.size(), 2U);
+  };
+
+  predict(2.0, 3.0);  // big: 10 x 2.0 = 20, small: 10 x 3.0 = 30
+  evaluate(policy::Snapshot{.interference = &forecast, .interference_generation = 1});
+  EXPECT_EQ(out[0].score, 20);
+  EXPECT_EQ(out[1].score, 30);
+  EXPECT_EQ(pol.calls, 2);
+  evaluate(policy::Snapshot{.interference = &forecast, .interference_generation = 1});
+  EXPECT_EQ(pol.calls, 0) << "the same forecast hits the cache";
+
+  // The next pod's forecast, at the same address, with a new generation: 10 x 4.0 = 40, 10 x 1.5 = 15. A cache
+  // keyed by the metrics fields alone would still answer 20 and 30 here.
+  predict(4.0, 1.5);
+  evaluate(policy::Snapshot{.interference = &forecast, .interference_generation = 2});
+  EXPECT_EQ(out[0].score, 40);
+  EXPECT_EQ(out[1].score, 15);
+  EXPECT_EQ(pol.calls, 2);
+
+  // Another forecast object with a generation seen before is still another forecast: 10 x 5.0 = 50, 10 x 6.0 = 60.
+  policy::InterferenceForecast other;
+  other.nodes[common::NodeName("big")] = {policy::GpuInterference{.residents = 1, .incoming = 5.0}};
+  other.nodes[common::NodeName("small")] = {policy::GpuInterference{.residents = 1, .incoming = 6.0}};
+  evaluate(policy::Snapshot{.interference = &other, .interference_generation = 2});
+  EXPECT_EQ(out[0].score, 50);
+  EXPECT_EQ(out[1].score, 60);
+  EXPECT_EQ(pol.calls, 2);
+
+  // No forecast at all: every GPU empty, 10 x 1.0 = 10.
+  evaluate(policy::Snapshot{});
+  EXPECT_EQ(out[0].score, 10);
+  EXPECT_EQ(out[1].score, 10);
+  EXPECT_EQ(pol.calls, 2);
+}
+
 TEST(CycleRunnerTest, ScheduleHandsTheSnapshotToSelectGpus) {
   // load-aware picks GPU 1 of "small" when GPU 0 is busy by metrics; binpack-style best fit would take GPU 0.
   core::ClusterState state;

@@ -66,8 +66,8 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
     return Bad(source, "the top level must be a mapping");
   }
   static const std::set<std::string> kKeys = {
-      "listen",  "pathPrefix",         "tls",        "weights", "policy",   "resourceNames", "maxBodyBytes",
-      "threads", "readTimeoutSeconds", "kubeconfig", "metrics", "loadAware"};
+      "listen",  "pathPrefix",         "tls",        "weights", "policy",    "resourceNames", "maxBodyBytes",
+      "threads", "readTimeoutSeconds", "kubeconfig", "metrics", "loadAware", "interference"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     if (!kKeys.contains(key)) {
@@ -268,6 +268,42 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
           return Bad(source, "\"loadAware." + wk + "\" must be 0..1000000");
         }
         c.load_aware_weights[wk] = weight;
+      }
+    } else if (key == "interference") {
+      if (!v.IsMap()) {
+        return Bad(source, "\"interference\" must be a mapping");
+      }
+      for (const auto& f : v) {
+        const std::string fk = f.first.as<std::string>();
+        const std::string where = "interference." + fk;
+        if (fk == "enabled") {
+          GPUSCHED_ASSIGN_OR_RETURN(enabled, As<bool>(f.second, source, where));
+          c.interference_enabled = enabled;
+        } else if (fk == "appLabel") {
+          GPUSCHED_ASSIGN_OR_RETURN(label, As<std::string>(f.second, source, where));
+          c.resources.app_label = label;
+        } else if (fk == "objective") {
+          GPUSCHED_ASSIGN_OR_RETURN(objective, As<std::string>(f.second, source, where));
+          if (objective == "sum") {
+            c.interference_aware.objective = policy::InterferenceAwareOptions::Objective::kSum;
+          } else if (objective == "incoming") {
+            c.interference_aware.objective = policy::InterferenceAwareOptions::Objective::kIncomingOnly;
+          } else {
+            return Bad(source, "\"" + where + "\" must be sum or incoming, not \"" + objective + "\"");
+          }
+        } else if (fk == "interferenceWeight" || fk == "packingWeight") {
+          GPUSCHED_ASSIGN_OR_RETURN(weight, As<int64_t>(f.second, source, where));
+          if (weight < 0 || weight > 1000000) {
+            return Bad(source, "\"" + where + "\" must be 0..1000000");
+          }
+          (fk == "interferenceWeight" ? c.interference_aware.interference_weight
+                                      : c.interference_aware.packing_weight) = weight;
+        } else {
+          return Bad(source, "unknown key \"" + where + "\"");
+        }
+      }
+      if (c.interference_aware.interference_weight == 0 && c.interference_aware.packing_weight == 0) {
+        return Bad(source, "\"interference.interferenceWeight\" and \"interference.packingWeight\" are both 0");
       }
     } else if (key == "kubeconfig") {
       GPUSCHED_ASSIGN_OR_RETURN(path, As<std::string>(v, source, key));

@@ -35,6 +35,15 @@
 //     models:                      the static model table (replaces the built-in one, policy_options.h)
 //       - {name: A100-SXM4-80GB, aliases: [A100, A100-80GB], memoryMib: 81920, bandwidthGBps: 2039,
 //          fp32Tflops: 19.5, tdpW: 400}
+//   interference:                  co-location slowdowns for the interference-aware policy (optional)
+//     enabled: false               true: load the slowdown model (`gpusched extender --interference-model FILE`)
+//                                  and forecast every pod's slowdowns before interference-aware scores it
+//     appLabel: ""                 a label naming a pod's application class when the annotation gpusched.io/app
+//                                  is absent (e.g. app.kubernetes.io/name); "" = the annotation only
+//     objective: sum               sum: the incoming pod's slowdown plus what it adds to the residents;
+//                                  incoming: the incoming pod's alone (Co-scheML's greedy rule)
+//     interferenceWeight: 100      the policy's weights (policy_options.h InterferenceAwareOptions); packingWeight
+//     packingWeight: 0             > 0 trades interference for consolidation
 
 #include <cstdint>
 #include <map>
@@ -44,6 +53,7 @@
 
 #include "gpusched/common/status.h"
 #include "gpusched/kube/resources.h"
+#include "gpusched/policy/policy_options.h"
 
 namespace gpusched::adapters::extender {
 
@@ -83,6 +93,8 @@ struct ExtenderConfig {
   int metrics_staleness_seconds = 60;
   std::map<std::string, int64_t> load_aware_weights;  // config key -> weight
   std::vector<GpuModelConfig> gpu_models;             // empty: the built-in table
+  bool interference_enabled = false;                  // the application-class label is resources.app_label
+  policy::InterferenceAwareOptions interference_aware;
 };
 
 // Parses YAML text; `source` names the file in errors.

@@ -65,6 +65,27 @@ loadAware:
   EXPECT_EQ(empty->resources.enabled.size(), kube::AllGpuResourceNames().size());
 }
 
+TEST(ConfigTest, InterferenceSection) {
+  auto c = ParseExtenderConfig(
+      "interference: {enabled: true, appLabel: app.kubernetes.io/name, objective: incoming, "
+      "interferenceWeight: 3, packingWeight: 1}",
+      "i.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->interference_enabled);
+  EXPECT_EQ(c->resources.app_label, "app.kubernetes.io/name");
+  EXPECT_EQ(c->interference_aware.objective, policy::InterferenceAwareOptions::Objective::kIncomingOnly);
+  EXPECT_EQ(c->interference_aware.interference_weight, 3);
+  EXPECT_EQ(c->interference_aware.packing_weight, 1);
+  // Off by default, with the policy's defaults.
+  auto d = ParseExtenderConfig("policy: binpack", "d.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->interference_enabled);
+  EXPECT_EQ(d->resources.app_label, "");
+  EXPECT_EQ(d->interference_aware.objective, policy::InterferenceAwareOptions::Objective::kSum);
+  EXPECT_EQ(d->interference_aware.interference_weight, 100);
+  EXPECT_EQ(d->interference_aware.packing_weight, 0);
+}
+
 TEST(ConfigTest, ErrorsNameTheFileAndTheKey) {
   const std::pair<const char*, const char*> cases[] = {
       {"polcy: binpack", "unknown key \"polcy\""},
@@ -87,6 +108,12 @@ TEST(ConfigTest, ErrorsNameTheFileAndTheKey) {
       {"loadAware: {gpuUtil: -1}", "0..1000000"},
       {"loadAware: {models: [{memoryMib: 1}]}", "an entry has no name"},
       {"loadAware: {models: [{name: X, speed: 1}]}", "unknown key \"loadAware.models.speed\""},
+      {"interference: true", "\"interference\" must be a mapping"},
+      {"interference: {enabled: maybe}", "\"interference.enabled\" has the wrong type"},
+      {"interference: {objective: greedy}", "must be sum or incoming"},
+      {"interference: {packingWeight: -1}", "\"interference.packingWeight\" must be 0..1000000"},
+      {"interference: {interferenceWeight: 0}", "are both 0"},
+      {"interference: {model: /m.json}", "unknown key \"interference.model\""},
   };
   for (const auto& [yaml, expect] : cases) {
     auto c = ParseExtenderConfig(yaml, "bad.yaml");

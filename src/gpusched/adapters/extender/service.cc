@@ -11,6 +11,7 @@
 #include "gpusched/policy/registry.h"
 #include "gpusched/policy/target_workload.h"
 #include "gpusched/sched/cycle_runner.h"
+#include "gpusched/sched/interference_forecast.h"
 
 namespace gpusched::adapters::extender {
 namespace {
@@ -18,6 +19,8 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kPodCacheSize = 4096;
+// The registry name of the policy that reads the interference forecast.
+constexpr std::string_view kInterferenceAware = "interference-aware";
 
 std::atomic<uint64_t> next_service_id{1};
 
@@ -110,7 +113,8 @@ common::Result<std::unique_ptr<ExtenderService>> ExtenderService::Create(Cluster
   std::unique_ptr<ExtenderService> s(
       new ExtenderService(mirror, binder, std::move(lookup), std::move(options), metrics));
   const policy::PolicyOptions policy_options{.target_workload = DefaultTargetWorkload(),
-                                             .load_aware = s->options_.load_aware};
+                                             .load_aware = s->options_.load_aware,
+                                             .interference_aware = s->options_.interference_aware};
   for (const auto& name : policy::PolicyNames()) {
     auto p = policy::MakePolicy(name, policy_options);
     if (!p.ok()) {
@@ -185,17 +189,32 @@ common::Result<std::shared_ptr<const ExtenderService::DecodedPod>> ExtenderServi
   return shared;
 }
 
-policy::Snapshot ExtenderService::MakeSnapshot(std::shared_ptr<const core::GpuMetricsMap>& hold) const {
+bool ExtenderService::WantsForecast(std::span<const policy::PlacementPolicy* const> policies) const {
+  if (options_.slowdown_model == nullptr) {
+    return false;
+  }
+  return std::any_of(policies.begin(), policies.end(),
+                     [](const policy::PlacementPolicy* p) { return p->Name() == kInterferenceAware; });
+}
+
+policy::Snapshot ExtenderService::MakeSnapshot(const core::PodRequest& pod, const core::ClusterState& state,
+                                               bool forecast, SnapshotHold& hold) const {
   policy::Snapshot snapshot;
+  if (forecast && options_.slowdown_model != nullptr) {
+    hold.forecast = sched::ForecastInterference(
+        pod.app, state, [this](const common::PodUid& uid) { return mirror_.AppOf(uid); }, *options_.slowdown_model);
+    snapshot.interference = &hold.forecast;
+    snapshot.interference_generation = forecast_generation_.fetch_add(1) + 1;
+  }
   if (options_.metrics == nullptr) {
     return snapshot;
   }
   const uint64_t generation = options_.metrics->generation();
-  hold = options_.metrics->Current();
+  hold.metrics = options_.metrics->Current();
   const int64_t now_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  snapshot.gpu_metrics = hold.get();
+  snapshot.gpu_metrics = hold.metrics.get();
   snapshot.metrics_generation = generation;
   snapshot.now_ms = now_ms - now_ms % 1000;
   snapshot.staleness_ms = options_.staleness_ms;
@@ -279,8 +298,8 @@ Reply ExtenderService::Filter(std::string body) {
   }
   std::vector<sched::CycleRunner::NodeEval> evals;
   sched::CycleRunner& runner = RunnerFor(id_, *pol);
-  std::shared_ptr<const core::GpuMetricsMap> hold;
-  const policy::Snapshot snapshot = MakeSnapshot(hold);
+  SnapshotHold hold;
+  const policy::Snapshot snapshot = MakeSnapshot(request, state, WantsForecast(std::span(&pol, 1)), hold);
   runner.Evaluate(request, state, slots, snapshot, evals);
   size_t busy = 0;
   size_t never = 0;
@@ -289,7 +308,7 @@ Reply ExtenderService::Filter(std::string body) {
       result.passed.push_back(known[i]);
       continue;
     }
-    policy::Fit fit = runner.Filter(request, state.View(slots[i]));
+    policy::Fit fit = runner.Filter(request, state.View(slots[i]), snapshot);
     if (fit.code == policy::Fit::Code::kUnresolvable) {
       ++never;
       result.failed_unresolvable.emplace_back(known[i]->name, fit.reason);
@@ -347,8 +366,12 @@ Reply ExtenderService::Prioritize(std::string body) {
   double total_weight = 0;
   std::vector<double> combined(args->nodes.size(), 0.0);
   std::vector<sched::CycleRunner::NodeEval> evals;
-  std::shared_ptr<const core::GpuMetricsMap> hold;
-  const policy::Snapshot snapshot = MakeSnapshot(hold);
+  std::vector<const policy::PlacementPolicy*> used;
+  for (const auto& [policy, weight] : mix) {
+    used.push_back(policy);
+  }
+  SnapshotHold hold;
+  const policy::Snapshot snapshot = MakeSnapshot(request, state, WantsForecast(used), hold);
   for (const auto& [policy, weight] : mix) {
     RunnerFor(id_, *policy).Evaluate(request, state, slots, snapshot, evals);
     std::vector<int64_t> raw;
@@ -439,8 +462,8 @@ Reply ExtenderService::Bind(std::string body) {
       return fail(200, "bind: pod " + key + " no longer fits on " + args->node + ": " + fit.reason);
     }
     {
-      std::shared_ptr<const core::GpuMetricsMap> hold;
-      const policy::Snapshot snapshot = MakeSnapshot(hold);
+      SnapshotHold hold;
+      const policy::Snapshot snapshot = MakeSnapshot(request, state, WantsForecast(std::span(&pol, 1)), hold);
       std::lock_guard rng_lock(rng_mu_);
       allocation.containers = pol->SelectGpusWithSnapshot(request, *view, snapshot, rng_);
     }
@@ -449,6 +472,7 @@ Reply ExtenderService::Bind(std::string body) {
       return fail(200, "bind: " + s.message());
     }
     mirror_.SetPriority(request.uid, request.priority);
+    mirror_.SetApp(request.uid, request.app);
   }
   // The API calls run without the lock: filters and other binds go on meanwhile.
   if (auto s = binder_.Bind(request, allocation); !s.ok()) {

@@ -16,13 +16,23 @@
 //               after all are spared again (highest priority first). Nodes where even that does not free enough
 //               are dropped.
 // The policy comes from the config or, per pod, from the annotation gpusched.io/policy.
+//
+// Interference: when a slowdown model is configured and the policy in use (or one of the weighted mix) is
+// interference-aware, every filter, prioritize and bind builds the incoming pod's forecast first
+// (sched::ForecastInterference over the mirror's state, with the application class the mirror remembers for each
+// bound pod) and hands it to the policy in the snapshot. The forecast is per request: it is for one incoming pod
+// and the state it was built from; each gets a fresh Snapshot::interference_generation, so the runner's score cache
+// never serves one pod's interference scores to another. Without a model the policy sees no forecast (every GPU
+// empty).
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -35,9 +45,11 @@
 #include "gpusched/common/rng.h"
 #include "gpusched/common/status.h"
 #include "gpusched/kube/resources.h"
+#include "gpusched/policy/interference_forecast.h"
 #include "gpusched/policy/placement_policy.h"
 #include "gpusched/policy/policy_options.h"
 #include "gpusched/ports/binder.h"
+#include "gpusched/ports/slowdown_model.h"
 #include "gpusched/sched/metrics_cache.h"
 
 namespace gpusched::adapters::extender {
@@ -52,6 +64,10 @@ struct ServiceOptions {
   const sched::MetricsCache* metrics = nullptr;
   int64_t staleness_ms = 60000;
   policy::LoadAwareOptions load_aware;
+  policy::InterferenceAwareOptions interference_aware;
+  // Predicts co-location slowdowns for interference-aware; null = none (the policy then counts every GPU as empty).
+  // Shared, immutable and thread-safe (ports/slowdown_model.h).
+  std::shared_ptr<const ports::SlowdownModel> slowdown_model;
 };
 
 struct Reply {
@@ -85,9 +101,19 @@ class ExtenderService {
                   ExtenderMetrics* metrics);
   common::Result<std::shared_ptr<const DecodedPod>> Decode(std::string_view pod_json);
   const policy::PlacementPolicy* PolicyFor(const DecodedPod& pod) const;
-  // The snapshot for one request; `hold` keeps the metrics map alive while the snapshot is used. now_ms is rounded
-  // to the second so that the runner's score cache is shared by the requests of one second.
-  policy::Snapshot MakeSnapshot(std::shared_ptr<const core::GpuMetricsMap>& hold) const;
+  // What a snapshot points at, kept alive while the snapshot is used.
+  struct SnapshotHold {
+    std::shared_ptr<const core::GpuMetricsMap> metrics;
+    policy::InterferenceForecast forecast;
+  };
+  // Whether requests scored or placed by these policies need an interference forecast (a model is configured and
+  // one of them is interference-aware).
+  [[nodiscard]] bool WantsForecast(std::span<const policy::PlacementPolicy* const> policies) const;
+  // The snapshot for one request, the same for filter, prioritize and bind. now_ms is rounded to the second so
+  // that the runner's score cache is shared by the requests of one second. With `forecast`, the pod's interference
+  // forecast over `state`; the caller holds a mirror lock (it reads the state and the pods' application classes).
+  policy::Snapshot MakeSnapshot(const core::PodRequest& pod, const core::ClusterState& state, bool forecast,
+                                SnapshotHold& hold) const;
 
   ClusterMirror& mirror_;
   ports::Binder& binder_;
@@ -107,6 +133,9 @@ class ExtenderService {
 
   std::mutex rng_mu_;
   common::Rng rng_;
+
+  // Numbers the forecasts this service builds (Snapshot::interference_generation); never 0 for a forecast.
+  mutable std::atomic<uint64_t> forecast_generation_{0};
 };
 
 }  // namespace gpusched::adapters::extender

@@ -69,6 +69,37 @@ std::string BindArgs(const json& pod, const std::string& node) {
       .dump();
 }
 
+// Marks a pod with its application class (the annotation gpusched.io/app).
+json WithApp(json pod, const std::string& app) {
+  pod["metadata"]["annotations"]["gpusched.io/app"] = app;
+  return pod;
+}
+
+// Slowdowns from a table keyed by (incoming, resident); any other pair gets {1.5, 1.5}. Immutable, as a
+// ports::SlowdownModel must be.
+class FakeSlowdownModel final : public ports::SlowdownModel {
+ public:
+  explicit FakeSlowdownModel(std::map<std::pair<std::string, std::string>, ports::PairSlowdown> pairs)
+      : pairs_(std::move(pairs)) {}
+  ports::PairSlowdown Pair(std::string_view incoming, std::string_view resident, std::string_view) const override {
+    auto it = pairs_.find({std::string(incoming), std::string(resident)});
+    return it == pairs_.end() ? ports::PairSlowdown{.incoming = 1.5, .resident = 1.5} : it->second;
+  }
+  bool Knows(std::string_view, std::string_view) const override { return true; }
+  std::string Describe() const override { return "fake"; }
+
+ private:
+  std::map<std::pair<std::string, std::string>, ports::PairSlowdown> pairs_;
+};
+
+// vgg next to noisy: 2.0 and 1.8, cost 1 + 1.0 + 0.8 = 2.8; next to quiet: 1.1 and 1.05, cost 1.15.
+std::shared_ptr<const ports::SlowdownModel> TestModel() {
+  return std::make_shared<const FakeSlowdownModel>(std::map<std::pair<std::string, std::string>, ports::PairSlowdown>{
+      {{"vgg", "noisy"}, {.incoming = 2.0, .resident = 1.8}},
+      {{"vgg", "quiet"}, {.incoming = 1.1, .resident = 1.05}},
+  });
+}
+
 // Thread-safe binder that records binds and can be told to fail.
 class Binder : public ports::Binder {
  public:
@@ -103,6 +134,9 @@ class ServiceTest : public ::testing::Test {
     Make("binpack");
   }
   void Make(const std::string& policy, std::vector<std::pair<std::string, double>> weights = {}) {
+    MakeWith(ServiceOptions{.policy = policy, .weights = std::move(weights), .seed = 7});
+  }
+  void MakeWith(ServiceOptions options) {
     auto s = ExtenderService::Create(
         mirror_, binder_,
         [this](const std::string& ns, const std::string& name) -> std::optional<json> {
@@ -110,7 +144,7 @@ class ServiceTest : public ::testing::Test {
           auto it = pods_.find(ns + "/" + name);
           return it == pods_.end() ? std::nullopt : std::optional<json>(it->second);
         },
-        ServiceOptions{.policy = policy, .weights = std::move(weights), .seed = 7}, &metrics_);
+        std::move(options), &metrics_);
     ASSERT_TRUE(s.ok()) << s.status();
     service_ = std::move(s).value();
   }
@@ -232,6 +266,80 @@ TEST_F(ServiceTest, WeightsMixPoliciesInPrioritize) {
   EXPECT_NEAR(even.second, (binpack.second + spread.second) / 2.0, 1.0);
   EXPECT_GE(mostly_binpack.second, mostly_binpack.first);
   EXPECT_FALSE(ExtenderService::Create(mirror_, binder_, nullptr, ServiceOptions{.weights = {{"nope", 1}}}).ok());
+}
+
+TEST_F(ServiceTest, InterferenceAwarePrefersTheQuieterNeighbour) {
+  // GPU 0 of a holds a noisy pod, GPU 0 of b a quiet one; both GPU 1s are held whole, so vgg must share.
+  mirror_.OnPod(EventType::kAdded, WithApp(BoundPod("n1", "a", 0, 300), "noisy"));
+  mirror_.OnPod(EventType::kAdded, WithApp(BoundPod("q1", "b", 0, 300), "quiet"));
+  mirror_.OnPod(EventType::kAdded, BoundPod("w1", "a", 1, 1000, /*exclusive=*/true));
+  mirror_.OnPod(EventType::kAdded, BoundPod("w2", "b", 1, 1000, /*exclusive=*/true));
+  const json pod = WithApp(Pod("p", Share(30)), "vgg");
+  auto prioritize = [&] {
+    const json out = json::parse(service_->Prioritize(Args(pod, {"a", "b"})).body);
+    return std::make_pair(out[0]["Score"].get<int>(), out[1]["Score"].get<int>());
+  };
+
+  // a: 100 / 2.8 = 35.7 -> 36 -> (360 + 50) / 100 = 4;  b: 100 / 1.15 = 87.0 -> 87 -> 9.
+  MakeWith(ServiceOptions{.policy = "interference-aware", .seed = 7, .slowdown_model = TestModel()});
+  EXPECT_EQ(prioritize(), std::make_pair(4, 9));
+  const json filtered = json::parse(service_->Filter(Args(pod, {"a", "b"})).body);
+  EXPECT_EQ(filtered["NodeNames"], json::array({"a", "b"})) << "a forecast never fails a node in filter";
+  // Asked again (the runner's cache is warm): the same scores.
+  EXPECT_EQ(prioritize(), std::make_pair(4, 9));
+
+  // The next pod is another application: its own forecast, not the cached scores of vgg. quiet is the prior's
+  // {1.5, 1.5} for it as for noisy: cost 2.0 -> 50 -> 5 on both nodes.
+  const json other = WithApp(Pod("o", Share(30)), "bert");
+  const json out = json::parse(service_->Prioritize(Args(other, {"a", "b"})).body);
+  EXPECT_EQ(out[0]["Score"], 5);
+  EXPECT_EQ(out[1]["Score"], 5);
+
+  // Kubernetes' own weights: the configured mix forecasts too when interference-aware is in it.
+  MakeWith(ServiceOptions{
+      .policy = "binpack", .weights = {{"interference-aware", 1}}, .seed = 7, .slowdown_model = TestModel()});
+  EXPECT_EQ(prioritize(), std::make_pair(4, 9));
+
+  // Without a model every GPU counts as empty: 100 -> 10 on both.
+  MakeWith(ServiceOptions{.policy = "interference-aware", .seed = 7});
+  EXPECT_EQ(prioritize(), std::make_pair(10, 10));
+}
+
+TEST_F(ServiceTest, InterferenceAwareBindTakesTheQuieterGpu) {
+  // a: GPU 0 holds noisy (700 milli free, the tightest fit), GPU 1 holds quiet (800 free).
+  mirror_.OnPod(EventType::kAdded, WithApp(BoundPod("n1", "a", 0, 300), "noisy"));
+  mirror_.OnPod(EventType::kAdded, WithApp(BoundPod("q1", "a", 1, 200), "quiet"));
+  MakeWith(ServiceOptions{.policy = "interference-aware", .seed = 7, .slowdown_model = TestModel()});
+  const json pod = WithApp(Pod("p", Share(30)), "vgg");
+  ASSERT_EQ(service_->Filter(Args(pod, {"a"})).status, 200);
+  Reply r = service_->Bind(BindArgs(pod, "a"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["Error"], "");
+  auto bound = binder_.bound();
+  ASSERT_EQ(bound.size(), 1u);
+  ASSERT_EQ(bound[0].second.containers.at(0).gpus.size(), 1u);
+  EXPECT_EQ(bound[0].second.containers[0].gpus[0].index, 1) << "the tightest fit would be GPU 0, next to noisy";
+  // The mirror remembers the class of the pod it bound: a later pod sees vgg as a resident of GPU 1.
+  auto lock = mirror_.ReadLock();
+  EXPECT_EQ(mirror_.AppOf(common::PodUid("uid-p")), "vgg");
+  EXPECT_EQ(mirror_.AppOf(common::PodUid("uid-n1")), "noisy");
+}
+
+TEST(ClusterMirrorTest, AppClassFromTheConfiguredLabelAndForgottenWithThePod) {
+  ClusterMirror mirror("app.kubernetes.io/name");
+  mirror.OnNode(EventType::kAdded, Node("a", 1));
+  json labelled = BoundPod("l1", "a", 0, 300);
+  labelled["metadata"]["labels"] = {{"app.kubernetes.io/name", "bert"}};
+  mirror.OnPod(EventType::kAdded, labelled);
+  mirror.OnPod(EventType::kAdded, WithApp(BoundPod("l2", "a", 0, 300), "lstm"));
+  {
+    auto lock = mirror.ReadLock();
+    EXPECT_EQ(mirror.AppOf(common::PodUid("uid-l1")), "bert");
+    EXPECT_EQ(mirror.AppOf(common::PodUid("uid-l2")), "lstm");
+  }
+  mirror.OnPod(EventType::kDeleted, labelled);
+  auto lock = mirror.ReadLock();
+  EXPECT_EQ(mirror.AppOf(common::PodUid("uid-l1")), "");
 }
 
 TEST_F(ServiceTest, LoadAwareScoresFollowLiveMetricsAndDegradeWhenTheSourceFails) {

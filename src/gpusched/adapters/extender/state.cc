@@ -8,6 +8,7 @@
 #include "gpusched/common/log.h"
 #include "gpusched/kube/annotations.h"
 #include "gpusched/kube/objects.h"
+#include "gpusched/kube/resources.h"
 
 namespace gpusched::adapters::extender {
 namespace {
@@ -91,6 +92,7 @@ void ClusterMirror::OnPod(EventType type, const nlohmann::json& pod) {
     }
     pending_.erase(uid);
     priorities_.erase(uid);
+    apps_.erase(uid);
     return;
   }
   const std::string* annotation = meta->Annotation(kube::kAnnotationAllocation);
@@ -101,6 +103,7 @@ void ClusterMirror::OnPod(EventType type, const nlohmann::json& pod) {
       spec != nullptr && spec->is_object() && spec->contains("priority") && (*spec)["priority"].is_number_integer()) {
     priorities_[uid] = (*spec)["priority"].get<int32_t>();
   }
+  SetApp(uid, kube::DecodePodApp(pod, app_label_));
   if (const core::Allocation* held = state_.FindAllocation(uid); held != nullptr) {
     if (held->node.str() == meta->node_name) {
       if (!state_.IsConfirmed(uid)) {
@@ -161,6 +164,19 @@ void ClusterMirror::RecomputeLargest() {
 int32_t ClusterMirror::PriorityOf(const common::PodUid& pod) const {
   auto it = priorities_.find(pod);
   return it == priorities_.end() ? 0 : it->second;
+}
+
+std::string ClusterMirror::AppOf(const common::PodUid& pod) const {
+  auto it = apps_.find(pod);
+  return it == apps_.end() ? std::string() : it->second;
+}
+
+void ClusterMirror::SetApp(const common::PodUid& pod, std::string app) {
+  if (app.empty()) {
+    apps_.erase(pod);
+  } else {
+    apps_.insert_or_assign(pod, std::move(app));
+  }
 }
 
 MirrorStats ClusterMirror::stats() const {

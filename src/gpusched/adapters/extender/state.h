@@ -8,6 +8,8 @@
 //                        -> Confirm when this extender assumed it (its bind landed), else Assume + Confirm
 //                           (a restarted extender rebuilds every allocation this way)
 //   pod DELETED, Succeeded or Failed -> Release
+// For every pod it charges it also remembers the application class (annotation gpusched.io/app, else the label the
+// mirror was built with): the interference forecast needs what runs on each GPU.
 // An allocation whose node is not known yet waits and is applied when the node arrives. Pods that carry an
 // annotation but no node (a bind that failed after the patch) are not charged: only bound pods hold GPUs.
 //
@@ -20,6 +22,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -42,6 +45,9 @@ struct MirrorStats {
 class ClusterMirror {
  public:
   ClusterMirror() = default;
+  // app_label: the label that names a pod's application class when the annotation gpusched.io/app is absent
+  // (kube::ResourceConfig::app_label); empty = the annotation only.
+  explicit ClusterMirror(std::string app_label) : app_label_(std::move(app_label)) {}
 
   void OnNode(EventType type, const nlohmann::json& node);
   void OnPod(EventType type, const nlohmann::json& pod);
@@ -60,6 +66,10 @@ class ClusterMirror {
   [[nodiscard]] uint64_t NextAllocationId() { return next_id_.fetch_add(1) + 1; }
   // Records a pod's priority for a bind this extender makes. Caller holds WriteLock.
   void SetPriority(const common::PodUid& pod, int32_t priority) { priorities_[pod] = priority; }
+  // Application class of a pod holding an allocation ("" when unknown). Caller holds a lock.
+  [[nodiscard]] std::string AppOf(const common::PodUid& pod) const;
+  // Records a pod's application class for a bind this extender makes. Caller holds WriteLock.
+  void SetApp(const common::PodUid& pod, std::string app);
 
   [[nodiscard]] MirrorStats stats() const;
   [[nodiscard]] size_t PendingAllocations() const;
@@ -70,7 +80,9 @@ class ClusterMirror {
 
   mutable std::shared_mutex mu_;
   core::ClusterState state_;
+  std::string app_label_;
   std::unordered_map<common::PodUid, int32_t> priorities_;
+  std::unordered_map<common::PodUid, std::string> apps_;          // only pods with a known class
   std::unordered_map<common::PodUid, core::Allocation> pending_;  // node not known yet
   common::MiB largest_gpu_memory_{0};
   std::atomic<uint64_t> next_id_{0};
