@@ -52,9 +52,12 @@ int RunColocationMode(const ColocationFlags& f, const std::vector<unsigned long 
     auto p = policy::MakePolicy(name, o);
     return p.ok() ? std::move(*p) : nullptr;
   };
+  policy::PolicyOptions aware_options;
+  aware_options.interference_aware.min_sharing_gain = f.min_sharing_gain;
   policy::PolicyOptions greedy_options;
   greedy_options.interference_aware.objective = policy::InterferenceAwareOptions::Objective::kIncomingOnly;
-  const auto aware = make("interference-aware", {});
+  greedy_options.interference_aware.refuse_harmful_pairs = false;  // Co-scheML only avoids pairs its table forbids
+  const auto aware = make("interference-aware", aware_options);
   const auto greedy = make("interference-aware", greedy_options);
   const auto binpack = make("binpack", {});
   const auto random = make("random", {});

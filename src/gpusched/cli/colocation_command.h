@@ -19,7 +19,8 @@ struct ColocationFlags {
   double interarrival_s = 150;
   double min_duration_s = 600;
   double max_duration_s = 7200;
-  bool oracle = true;  // also run interference-aware on the measured slowdowns (the upper bound)
+  double min_sharing_gain = 0.25;  // interference-aware's InterferenceAwareOptions::min_sharing_gain
+  bool oracle = true;              // also run interference-aware on the measured slowdowns (the upper bound)
 };
 
 // Runs interference-aware (on leave-one-out predictions), Co-scheML's greedy pairing (the same predictions,

@@ -196,6 +196,10 @@ void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code) {
   cmd->add_option("--interarrival", c.interarrival_s, "Co-location: mean seconds between arrivals (0 = all at once)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--min-sharing-gain", c.min_sharing_gain,
+                  "Co-location: interference-aware waits for a partner that adds at least this progress rate (0..1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--min-duration", c.min_duration_s, "Co-location: shortest isolated duration, s")
       ->capture_default_str();
   cmd->add_option("--max-duration", c.max_duration_s, "Co-location: longest isolated duration, s")

@@ -24,11 +24,15 @@ common::Result<std::string> ReadAll(const std::string& path) {
   return ss.str();
 }
 
-common::Result<nlohmann::json> ReadJson(const std::string& path) {
-  GPUSCHED_ASSIGN_OR_RETURN(text, ReadAll(path));
+common::Result<nlohmann::json> ParseJson(std::string_view text, const std::string& path) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return common::InvalidArgument(fmt::format("{}: not valid JSON", path));
   return j;
+}
+
+common::Result<nlohmann::json> ReadJson(const std::string& path) {
+  GPUSCHED_ASSIGN_OR_RETURN(text, ReadAll(path));
+  return ParseJson(text, path);
 }
 
 // Builds a Dataset incrementally: apps by name, tables by GPU, pairs set in both directions.
@@ -190,7 +194,12 @@ App ParseAppName(std::string_view name) {
 }
 
 common::Result<Dataset> LoadGavel(const std::string& json_path) {
-  GPUSCHED_ASSIGN_OR_RETURN(j, ReadJson(json_path));
+  GPUSCHED_ASSIGN_OR_RETURN(text, ReadAll(json_path));
+  return ParseGavel(text, json_path);
+}
+
+common::Result<Dataset> ParseGavel(std::string_view text, const std::string& json_path) {
+  GPUSCHED_ASSIGN_OR_RETURN(j, ParseJson(text, json_path));
   if (!j.is_object()) return common::InvalidArgument(json_path + ": expected an object keyed by GPU type");
   Builder b(json_path);
   for (const char* gpu : {"k80", "p100", "v100"}) {
@@ -283,8 +292,12 @@ common::Result<Dataset> LoadCoscheml(const std::string& dir) {
 }
 
 common::Result<Dataset> LoadPairsCsv(const std::string& csv_path) {
-  std::ifstream in(csv_path);
-  if (!in) return common::NotFound(csv_path + ": cannot open");
+  GPUSCHED_ASSIGN_OR_RETURN(text, ReadAll(csv_path));
+  return ParsePairsCsv(text, csv_path);
+}
+
+common::Result<Dataset> ParsePairsCsv(std::string_view text, const std::string& csv_path) {
+  std::istringstream in{std::string(text)};
   std::string line;
   if (!std::getline(in, line)) return common::InvalidArgument(csv_path + ": empty (expected a header line)");
   const std::vector<std::string> header = SplitCsvLine(line);

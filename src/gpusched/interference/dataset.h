@@ -64,6 +64,9 @@ struct Dataset {
 [[nodiscard]] common::Result<Dataset> LoadGavel(const std::string& json_path);
 [[nodiscard]] common::Result<Dataset> LoadCoscheml(const std::string& dir);
 [[nodiscard]] common::Result<Dataset> LoadPairsCsv(const std::string& csv_path);
+// The same from text already read; `source` names it in errors (fuzz targets, tests).
+[[nodiscard]] common::Result<Dataset> ParseGavel(std::string_view text, const std::string& source);
+[[nodiscard]] common::Result<Dataset> ParsePairsCsv(std::string_view text, const std::string& source);
 // Every data set found in `dir` (see above), in the order gavel, coscheml, then CSVs by name.
 [[nodiscard]] common::Result<std::vector<Dataset>> LoadDataDir(const std::string& dir);
 // Our CSV format, one row per unordered measured pair (i <= j), every GPU table.

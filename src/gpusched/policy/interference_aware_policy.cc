@@ -27,6 +27,20 @@ double Weighted(int64_t wi, double interference, int64_t wp, double packing) {
   return (i * interference + p * packing) / (i + p);
 }
 
+// Sharing predicted to be worse than taking turns (InterferenceAwareOptions::refuse_harmful_pairs): the incoming
+// pod's progress rate 1/s plus what the residents keep, Σ 1/s_r, is below what they have now. The residents' own
+// current slowdowns are not in the forecast, so each is taken as 1 + (its share of residents_added): exact for one
+// resident (1/s(A|B) + 1/s(B|A) < 1), the even-split approximation for more.
+bool Harmful(const GpuInterference& f, double min_gain) {
+  if (f.residents <= 0 || !(f.incoming > 0)) {
+    return false;
+  }
+  const double r = static_cast<double>(f.residents);
+  const double added_each = std::max(f.residents_added, 0.0) / r;
+  const double lost = r * (1.0 - 1.0 / (1.0 + added_each));
+  return 1.0 / f.incoming - lost < min_gain;
+}
+
 }  // namespace
 
 common::Result<std::unique_ptr<PlacementPolicy>> InterferenceAwarePolicy::Create(const PolicyOptions& options) {
@@ -42,6 +56,10 @@ common::Result<std::unique_ptr<PlacementPolicy>> InterferenceAwarePolicy::Create
   if (o.interference_weight == 0 && o.packing_weight == 0) {
     return common::InvalidArgument(
         "interference-aware: interference_weight and packing_weight are both 0; at least one must be positive");
+  }
+  if (!(o.min_sharing_gain >= 0 && o.min_sharing_gain <= 1)) {
+    return common::InvalidArgument("interference-aware: min_sharing_gain is " + std::to_string(o.min_sharing_gain) +
+                                   ", must be within 0..1");
   }
   if (o.objective != Objective::kSum && o.objective != Objective::kIncomingOnly) {
     return common::InvalidArgument("interference-aware: objective " + std::to_string(static_cast<int>(o.objective)) +
@@ -60,6 +78,9 @@ std::optional<double> InterferenceAwarePolicy::GpuCost(const core::NodeView& nod
     return 1.0;
   }
   if (!f->feasible) {
+    return std::nullopt;
+  }
+  if (options_.refuse_harmful_pairs && Harmful(*f, options_.min_sharing_gain)) {
     return std::nullopt;
   }
   const double cost = options_.objective == Objective::kIncomingOnly ? f->incoming : f->Cost();
@@ -139,8 +160,12 @@ Fit InterferenceAwarePolicy::FilterWithSnapshot(const core::PodRequest& pod, con
   for (const core::ContainerAllocation& c : Choose(pod, node, snapshot)) {
     for (const core::GpuShare& share : c.gpus) {
       if (!GpuCost(node, static_cast<size_t>(share.index), snapshot).has_value()) {
+        const GpuInterference* f = snapshot.interference->Find(node.name(), static_cast<size_t>(share.index));
+        const bool memory = f != nullptr && !f->feasible;
         return Fit::Unschedulable("no GPU with room is usable: GPU " + std::to_string(share.index) +
-                                  " is predicted not to fit in memory next to its residents (interference model)");
+                                  (memory ? " is predicted not to fit in memory next to its residents"
+                                          : " is predicted to run slower shared than its residents taking turns") +
+                                  " (interference model)");
       }
     }
   }

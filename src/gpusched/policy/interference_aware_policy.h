@@ -9,7 +9,9 @@
 // Per GPU g of the node, with the forecast entry F = snapshot.interference->Find(node, g):
 //   cost c(g)      1 when there is no forecast, no entry or F.residents == 0 (an empty GPU: the pod alone);
 //                  objective kSum: F.Cost() = incoming + residents_added; kIncomingOnly: F.incoming.
-//                  F.feasible == false: the GPU is unusable for this policy (predicted not to fit in memory).
+//                  F.feasible == false: the GPU is unusable for this policy (predicted not to fit in memory);
+//                  so is a harmful pair when refuse_harmful_pairs is on (policy_options.h): 1/F.incoming is less
+//                  than what the residents lose, Σ (1 − 1/s_r) with s_r = 1 + F.residents_added / F.residents.
 //   interference   I(g) = 100 / max(c(g), 1): 100 for an empty GPU, 50 at a cost of 2 (the incoming pod alone
 //                  time-sliced with an unaffected resident), 33 at 3 (both slowed as by time slicing). Monotonic
 //                  and never saturating, so a bad GPU still ranks above a worse one.
@@ -30,9 +32,9 @@
 // usage after placement) / (wi + wp).
 //
 // Filter is FitGpus. FilterWithSnapshot, which the cycle runner calls, also rejects a node whose chosen GPUs
-// include one predicted not to fit in memory next to its residents (Unschedulable: the pod waits until a resident
-// leaves rather than starting into an out-of-memory failure), unless avoid_predicted_oom is off: then such a node
-// passes with score 0 and is chosen only when no other node fits.
+// include an unusable one (Unschedulable: the pod waits until a resident leaves rather than starting into an
+// out-of-memory failure or a harmful pair), unless avoid_predicted_oom is off: then such a node passes with score 0
+// and is chosen only when no other node fits.
 //
 // Without a forecast (snapshot.interference null, as in the benchmark or when no model is configured) every GPU
 // counts as empty: with the default weights every node scores 100 and the GPU choice is the tightest fit, i.e. the

@@ -186,7 +186,7 @@ TEST(InterferenceAwarePolicyTest, SelectsGpus) {
       {.name = "an infeasible GPU is avoided",
        .node = View("n").Gpus(2).Free({400, 800}).Build(),
        .pod = share,
-       .forecast = ForecastSpec{{"n", {{0, Infeasible()}, {1, Resident(1.9, 0.9)}}}},
+       .forecast = ForecastSpec{{"n", {{0, Infeasible()}, {1, Resident(1.4, 0.4)}}}},
        .want = {1}},
       {.name = "nothing usable: the tightest fit, still a valid placement",
        .node = View("n").Gpus(2).Free({800, 400}).Build(),
@@ -285,6 +285,32 @@ TEST(InterferenceAwarePolicyTest, PredictedOutOfMemoryIsNotAFit) {
   EXPECT_EQ(Indices(avoid->SelectGpusWithSnapshot(pod, roomy, snapshot, rng)), std::vector<int32_t>{1});
 }
 
+TEST(InterferenceAwarePolicyTest, HarmfulPairsWaitUnlessAllowed) {
+  const core::NodeView node = View("n").Gpus(2).Free({500, 0}).Build();
+  const core::PodRequest pod = Pod("p").Share(500).Build();
+  auto fits = [&](const InterferenceAwarePolicy& p, GpuInterference g) {
+    const InterferenceForecast f = Forecast({{"n", {{0, g}}}});
+    return p.FilterWithSnapshot(pod, node, Snapshot{.interference = &f, .interference_generation = 1});
+  };
+  const auto policy = Make();
+  // 1/3 + 1/2 < 1: both would finish sooner taking turns.
+  const Fit harmful = fits(*policy, Resident(3.0, 1.0));
+  EXPECT_EQ(harmful.code, Fit::Code::kUnschedulable);
+  EXPECT_THAT(harmful.reason, HasSubstr("slower shared than its residents taking turns"));
+  // Gain 1/1.6 − (1 − 1/1.7) = 0.21: below the default 0.25, above 0.2.
+  EXPECT_FALSE(fits(*policy, Resident(1.6, 0.7)).fits());
+  EXPECT_TRUE(fits(*Make({.min_sharing_gain = 0.2}), Resident(1.6, 0.7)).fits());
+  // Gain 1/1.25 − (1 − 1/1.25) = 0.6.
+  EXPECT_TRUE(fits(*policy, Resident(1.25, 0.25)).fits());
+  // Break-even (1/2 + 1/2 = 1) passes only with no minimum gain.
+  EXPECT_FALSE(fits(*policy, Resident(2.0, 1.0)).fits());
+  EXPECT_TRUE(fits(*Make({.min_sharing_gain = 0}), Resident(2.0, 1.0)).fits());
+  const auto allow = Make({.refuse_harmful_pairs = false});
+  EXPECT_TRUE(fits(*allow, Resident(3.0, 1.0)).fits());
+  const InterferenceForecast f = Forecast({{"n", {{0, Resident(3.0, 1.0)}}}});
+  EXPECT_EQ(allow->Score(pod, node, Snapshot{.interference = &f, .interference_generation = 1}), 25);  // 100 / 4
+}
+
 TEST(InterferenceAwarePolicyTest, RejectsBadOptions) {
   struct Case {
     std::string name;
@@ -301,6 +327,7 @@ TEST(InterferenceAwarePolicyTest, RejectsBadOptions) {
       {.name = "both zero",
        .options = {.interference_weight = 0, .packing_weight = 0},
        .want = "interference_weight and packing_weight are both 0"},
+      {.name = "gain above 1", .options = {.min_sharing_gain = 1.5}, .want = "min_sharing_gain is 1.5"},
       {.name = "unknown objective",
        .options = {.objective = static_cast<Objective>(7)},
        .want = "objective 7 is unknown"},

@@ -62,6 +62,16 @@ struct InterferenceAwareOptions {
   // A GPU the forecast predicts not to fit in memory next to its residents is not a fit (FilterWithSnapshot), so
   // the pod waits rather than being started into an out-of-memory failure. false: such a GPU only scores 0.
   bool avoid_predicted_oom = true;
+  // A GPU where sharing is predicted to be worse than taking turns is unusable too: with the incoming pod's
+  // slowdown s and each resident's s_r after it joins, the co-located progress rate 1/s + Σ 1/s_r falls below the
+  // rate the residents have now (below 1 for one resident: both jobs would finish sooner one after the other).
+  // The pod then waits for a better GPU (Unschedulable) instead of slowing everyone down.
+  bool refuse_harmful_pairs = true;
+  // With refuse_harmful_pairs, the least gain in progress rate sharing must bring: the GPU is unusable when
+  // 1/s + Σ 1/s_r − (what the residents have now) < min_sharing_gain. 0 = only sharing worse than taking turns;
+  // the default 0.25: a pair must progress at least 1.25 times as fast as one job alone (docs/interference.md);
+  // higher waits for better partners (the queue lets later pods take the GPU meanwhile). 0..1.
+  double min_sharing_gain = 0.25;
 };
 
 struct PolicyOptions {

@@ -8,10 +8,20 @@ namespace gpusched::sched {
 
 policy::InterferenceForecast ForecastInterference(std::string_view app, const core::ClusterState& state,
                                                   const AppOfPod& app_of, const ports::SlowdownModel& model) {
+  std::vector<size_t> slots(state.SlotCount());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    slots[i] = i;
+  }
+  return ForecastInterference(app, state, slots, app_of, model);
+}
+
+policy::InterferenceForecast ForecastInterference(std::string_view app, const core::ClusterState& state,
+                                                  std::span<const size_t> slots, const AppOfPod& app_of,
+                                                  const ports::SlowdownModel& model) {
   policy::InterferenceForecast forecast{.app = std::string(app)};
   std::vector<std::vector<std::string>> residents;  // per GPU index: the application classes on it
-  for (size_t slot = 0; slot < state.SlotCount(); ++slot) {
-    if (!state.IsLive(slot)) {
+  for (const size_t slot : slots) {
+    if (slot >= state.SlotCount() || !state.IsLive(slot)) {
       continue;
     }
     const core::NodeView& view = state.View(slot);

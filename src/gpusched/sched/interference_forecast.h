@@ -5,6 +5,7 @@
 // application classes of the pods on each GPU (ports::JoinSlowdown combines several residents).
 
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,11 @@ using AppOfPod = std::function<std::string(const common::PodUid&)>;
 // model string (the model maps it to its nearest measured type).
 [[nodiscard]] policy::InterferenceForecast ForecastInterference(std::string_view app, const core::ClusterState& state,
                                                                 const AppOfPod& app_of,
+                                                                const ports::SlowdownModel& model);
+// The same for the given node slots of `state` only (the extender's candidate nodes): a cycle over a few nodes of a
+// large cluster does not pay for the rest.
+[[nodiscard]] policy::InterferenceForecast ForecastInterference(std::string_view app, const core::ClusterState& state,
+                                                                std::span<const size_t> slots, const AppOfPod& app_of,
                                                                 const ports::SlowdownModel& model);
 
 }  // namespace gpusched::sched

@@ -128,3 +128,24 @@ TEST(ForecastInterferenceTest, ReleasedPodsLeaveNoTrace) {
 
 }  // namespace
 }  // namespace gpusched::sched
+
+namespace gpusched::sched {
+namespace {
+
+TEST(ForecastInterferenceTest, OnlyTheGivenSlots) {
+  core::ClusterState state;
+  ASSERT_TRUE(state.AddNode(testing::Node("a").Gpus(1).Build()).ok());
+  ASSERT_TRUE(state.AddNode(testing::Node("b").Gpus(1).Build()).ok());
+  ASSERT_TRUE(state.Assume(Alloc("p1", "a", {On({0})})).ok());
+  ASSERT_TRUE(state.Assume(Alloc("p2", "b", {On({0})})).ok());
+  FakeSlowdownModel model;
+  const std::vector<size_t> only_b = {*state.SlotOf(common::NodeName("b")), 99};  // an unknown slot is skipped
+  const policy::InterferenceForecast f = ForecastInterference("x", state, only_b, AppOfPod(), model);
+  EXPECT_EQ(f.nodes.size(), 1u);
+  EXPECT_NE(f.Find(common::NodeName("b"), 0), nullptr);
+  EXPECT_EQ(f.Find(common::NodeName("a"), 0), nullptr);
+  EXPECT_EQ(ForecastInterference("x", state, AppOfPod(), model).nodes.size(), 2u);
+}
+
+}  // namespace
+}  // namespace gpusched::sched

@@ -291,6 +291,16 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
           } else {
             return Bad(source, "\"" + where + "\" must be sum or incoming, not \"" + objective + "\"");
           }
+        } else if (fk == "avoidPredictedOom" || fk == "refuseHarmfulPairs") {
+          GPUSCHED_ASSIGN_OR_RETURN(flag, As<bool>(f.second, source, where));
+          (fk == "avoidPredictedOom" ? c.interference_aware.avoid_predicted_oom
+                                     : c.interference_aware.refuse_harmful_pairs) = flag;
+        } else if (fk == "minSharingGain") {
+          GPUSCHED_ASSIGN_OR_RETURN(gain, As<double>(f.second, source, where));
+          if (!(gain >= 0 && gain <= 1)) {
+            return Bad(source, "\"" + where + "\" must be within 0..1");
+          }
+          c.interference_aware.min_sharing_gain = gain;
         } else if (fk == "interferenceWeight" || fk == "packingWeight") {
           GPUSCHED_ASSIGN_OR_RETURN(weight, As<int64_t>(f.second, source, where));
           if (weight < 0 || weight > 1000000) {

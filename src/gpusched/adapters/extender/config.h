@@ -44,6 +44,9 @@
 //                                  incoming: the incoming pod's alone (Co-scheML's greedy rule)
 //     interferenceWeight: 100      the policy's weights (policy_options.h InterferenceAwareOptions); packingWeight
 //     packingWeight: 0             > 0 trades interference for consolidation
+//     avoidPredictedOom: true      a GPU predicted not to fit in memory next to its residents is not a fit
+//     refuseHarmfulPairs: true     nor is one where sharing is predicted slower than taking turns (the pod waits)
+//     minSharingGain: 0.25         ... or adds less than this to the GPU's progress rate (0..1; 0 = break-even)
 
 #include <cstdint>
 #include <map>

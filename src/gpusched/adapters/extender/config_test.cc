@@ -68,7 +68,8 @@ loadAware:
 TEST(ConfigTest, InterferenceSection) {
   auto c = ParseExtenderConfig(
       "interference: {enabled: true, appLabel: app.kubernetes.io/name, objective: incoming, "
-      "interferenceWeight: 3, packingWeight: 1}",
+      "interferenceWeight: 3, packingWeight: 1, avoidPredictedOom: false, refuseHarmfulPairs: false, "
+      "minSharingGain: 0.5}",
       "i.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->interference_enabled);
@@ -76,6 +77,9 @@ TEST(ConfigTest, InterferenceSection) {
   EXPECT_EQ(c->interference_aware.objective, policy::InterferenceAwareOptions::Objective::kIncomingOnly);
   EXPECT_EQ(c->interference_aware.interference_weight, 3);
   EXPECT_EQ(c->interference_aware.packing_weight, 1);
+  EXPECT_FALSE(c->interference_aware.avoid_predicted_oom);
+  EXPECT_FALSE(c->interference_aware.refuse_harmful_pairs);
+  EXPECT_DOUBLE_EQ(c->interference_aware.min_sharing_gain, 0.5);
   // Off by default, with the policy's defaults.
   auto d = ParseExtenderConfig("policy: binpack", "d.yaml");
   ASSERT_TRUE(d.ok());
@@ -83,6 +87,8 @@ TEST(ConfigTest, InterferenceSection) {
   EXPECT_EQ(d->resources.app_label, "");
   EXPECT_EQ(d->interference_aware.objective, policy::InterferenceAwareOptions::Objective::kSum);
   EXPECT_EQ(d->interference_aware.interference_weight, 100);
+  EXPECT_TRUE(d->interference_aware.avoid_predicted_oom);
+  EXPECT_TRUE(d->interference_aware.refuse_harmful_pairs);
   EXPECT_EQ(d->interference_aware.packing_weight, 0);
 }
 
@@ -111,6 +117,8 @@ TEST(ConfigTest, ErrorsNameTheFileAndTheKey) {
       {"interference: true", "\"interference\" must be a mapping"},
       {"interference: {enabled: maybe}", "\"interference.enabled\" has the wrong type"},
       {"interference: {objective: greedy}", "must be sum or incoming"},
+      {"interference: {minSharingGain: 2}", "\"interference.minSharingGain\" must be within 0..1"},
+      {"interference: {refuseHarmfulPairs: often}", "\"interference.refuseHarmfulPairs\" has the wrong type"},
       {"interference: {packingWeight: -1}", "\"interference.packingWeight\" must be 0..1000000"},
       {"interference: {interferenceWeight: 0}", "are both 0"},
       {"interference: {model: /m.json}", "unknown key \"interference.model\""},

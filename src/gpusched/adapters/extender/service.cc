@@ -198,11 +198,13 @@ bool ExtenderService::WantsForecast(std::span<const policy::PlacementPolicy* con
 }
 
 policy::Snapshot ExtenderService::MakeSnapshot(const core::PodRequest& pod, const core::ClusterState& state,
-                                               bool forecast, SnapshotHold& hold) const {
+                                               std::span<const size_t> slots, bool forecast, SnapshotHold& hold) const {
   policy::Snapshot snapshot;
   if (forecast && options_.slowdown_model != nullptr) {
+    // Only the nodes this request is about: a forecast of a 5000-node cluster per request would cost milliseconds.
     hold.forecast = sched::ForecastInterference(
-        pod.app, state, [this](const common::PodUid& uid) { return mirror_.AppOf(uid); }, *options_.slowdown_model);
+        pod.app, state, slots, [this](const common::PodUid& uid) { return mirror_.AppOf(uid); },
+        *options_.slowdown_model);
     snapshot.interference = &hold.forecast;
     snapshot.interference_generation = forecast_generation_.fetch_add(1) + 1;
   }
@@ -299,7 +301,7 @@ Reply ExtenderService::Filter(std::string body) {
   std::vector<sched::CycleRunner::NodeEval> evals;
   sched::CycleRunner& runner = RunnerFor(id_, *pol);
   SnapshotHold hold;
-  const policy::Snapshot snapshot = MakeSnapshot(request, state, WantsForecast(std::span(&pol, 1)), hold);
+  const policy::Snapshot snapshot = MakeSnapshot(request, state, slots, WantsForecast(std::span(&pol, 1)), hold);
   runner.Evaluate(request, state, slots, snapshot, evals);
   size_t busy = 0;
   size_t never = 0;
@@ -371,7 +373,7 @@ Reply ExtenderService::Prioritize(std::string body) {
     used.push_back(policy);
   }
   SnapshotHold hold;
-  const policy::Snapshot snapshot = MakeSnapshot(request, state, WantsForecast(used), hold);
+  const policy::Snapshot snapshot = MakeSnapshot(request, state, slots, WantsForecast(used), hold);
   for (const auto& [policy, weight] : mix) {
     RunnerFor(id_, *policy).Evaluate(request, state, slots, snapshot, evals);
     std::vector<int64_t> raw;
@@ -463,7 +465,9 @@ Reply ExtenderService::Bind(std::string body) {
     }
     {
       SnapshotHold hold;
-      const policy::Snapshot snapshot = MakeSnapshot(request, state, WantsForecast(std::span(&pol, 1)), hold);
+      const std::optional<size_t> slot = state.SlotOf(view->name());
+      const std::vector<size_t> one = slot.has_value() ? std::vector<size_t>{*slot} : std::vector<size_t>{};
+      const policy::Snapshot snapshot = MakeSnapshot(request, state, one, WantsForecast(std::span(&pol, 1)), hold);
       std::lock_guard rng_lock(rng_mu_);
       allocation.containers = pol->SelectGpusWithSnapshot(request, *view, snapshot, rng_);
     }

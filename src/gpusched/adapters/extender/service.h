@@ -111,9 +111,10 @@ class ExtenderService {
   [[nodiscard]] bool WantsForecast(std::span<const policy::PlacementPolicy* const> policies) const;
   // The snapshot for one request, the same for filter, prioritize and bind. now_ms is rounded to the second so
   // that the runner's score cache is shared by the requests of one second. With `forecast`, the pod's interference
-  // forecast over `state`; the caller holds a mirror lock (it reads the state and the pods' application classes).
-  policy::Snapshot MakeSnapshot(const core::PodRequest& pod, const core::ClusterState& state, bool forecast,
-                                SnapshotHold& hold) const;
+  // forecast over the node `slots` of `state`; the caller holds a mirror lock (it reads the state and the pods'
+  // application classes).
+  policy::Snapshot MakeSnapshot(const core::PodRequest& pod, const core::ClusterState& state,
+                                std::span<const size_t> slots, bool forecast, SnapshotHold& hold) const;
 
   ClusterMirror& mirror_;
   ports::Binder& binder_;

@@ -280,11 +280,26 @@ TEST_F(ServiceTest, InterferenceAwarePrefersTheQuieterNeighbour) {
     return std::make_pair(out[0]["Score"].get<int>(), out[1]["Score"].get<int>());
   };
 
-  // a: 100 / 2.8 = 35.7 -> 36 -> (360 + 50) / 100 = 4;  b: 100 / 1.15 = 87.0 -> 87 -> 9.
+  // By default, sharing with noisy is predicted to gain too little (refuseHarmfulPairs, minSharingGain 0.25): a
+  // fails in filter with the reason, and scores 0.
   MakeWith(ServiceOptions{.policy = "interference-aware", .seed = 7, .slowdown_model = TestModel()});
+  const json refused = json::parse(service_->Filter(Args(pod, {"a", "b"})).body);
+  EXPECT_EQ(refused["NodeNames"], json::array({"b"}));
+  EXPECT_NE(refused["FailedNodes"]["a"].get<std::string>().find("slower shared than its residents taking turns"),
+            std::string::npos)
+      << refused.dump();
+  EXPECT_EQ(prioritize(), std::make_pair(0, 9));
+
+  // Allowed to share anyway, a scores by its cost.
+  // a: 100 / 2.8 = 35.7 -> 36 -> (360 + 50) / 100 = 4;  b: 100 / 1.15 = 87.0 -> 87 -> 9.
+  const policy::InterferenceAwareOptions share_anyway{.refuse_harmful_pairs = false};
+  MakeWith(ServiceOptions{.policy = "interference-aware",
+                          .seed = 7,
+                          .interference_aware = share_anyway,
+                          .slowdown_model = TestModel()});
   EXPECT_EQ(prioritize(), std::make_pair(4, 9));
   const json filtered = json::parse(service_->Filter(Args(pod, {"a", "b"})).body);
-  EXPECT_EQ(filtered["NodeNames"], json::array({"a", "b"})) << "a forecast never fails a node in filter";
+  EXPECT_EQ(filtered["NodeNames"], json::array({"a", "b"})) << "sharing allowed: a passes filter";
   // Asked again (the runner's cache is warm): the same scores.
   EXPECT_EQ(prioritize(), std::make_pair(4, 9));
 
@@ -296,8 +311,11 @@ TEST_F(ServiceTest, InterferenceAwarePrefersTheQuieterNeighbour) {
   EXPECT_EQ(out[1]["Score"], 5);
 
   // Kubernetes' own weights: the configured mix forecasts too when interference-aware is in it.
-  MakeWith(ServiceOptions{
-      .policy = "binpack", .weights = {{"interference-aware", 1}}, .seed = 7, .slowdown_model = TestModel()});
+  MakeWith(ServiceOptions{.policy = "binpack",
+                          .weights = {{"interference-aware", 1}},
+                          .seed = 7,
+                          .interference_aware = share_anyway,
+                          .slowdown_model = TestModel()});
   EXPECT_EQ(prioritize(), std::make_pair(4, 9));
 
   // Without a model every GPU counts as empty: 100 -> 10 on both.
