@@ -293,10 +293,8 @@ TEST_F(ServiceTest, InterferenceAwarePrefersTheQuieterNeighbour) {
   // Allowed to share anyway, a scores by its cost.
   // a: 100 / 2.8 = 35.7 -> 36 -> (360 + 50) / 100 = 4;  b: 100 / 1.15 = 87.0 -> 87 -> 9.
   const policy::InterferenceAwareOptions share_anyway{.refuse_harmful_pairs = false};
-  MakeWith(ServiceOptions{.policy = "interference-aware",
-                          .seed = 7,
-                          .interference_aware = share_anyway,
-                          .slowdown_model = TestModel()});
+  MakeWith(ServiceOptions{
+      .policy = "interference-aware", .seed = 7, .interference_aware = share_anyway, .slowdown_model = TestModel()});
   EXPECT_EQ(prioritize(), std::make_pair(4, 9));
   const json filtered = json::parse(service_->Filter(Args(pod, {"a", "b"})).body);
   EXPECT_EQ(filtered["NodeNames"], json::array({"a", "b"})) << "sharing allowed: a passes filter";
