@@ -78,22 +78,26 @@ SKIP_REASON = _skip_reason()
 class Extender:
     """`gpusched extender` as a child process on a fixed loopback port (kept across restarts)."""
 
-    def __init__(self, binary, workdir, kubeconfig, port, policy="binpack"):
+    def __init__(self, binary, workdir, kubeconfig, port, policy="binpack", interference_model=None):
         self.binary, self.workdir, self.kubeconfig, self.policy = binary, workdir, kubeconfig, policy
+        self.interference_model = interference_model
         self.port = port
         self.url = f"http://127.0.0.1:{self.port}{PATH_PREFIX}"
         self.config = os.path.join(workdir, "extender.yaml")
         with open(self.config, "w") as f:
             f.write(f'listen: "127.0.0.1:{self.port}"\npathPrefix: "{PATH_PREFIX}"\npolicy: {policy}\n')
+            if interference_model:
+                f.write("interference: {enabled: true}\n")
         self.proc = None
         self.runs = []  # every Process started, for logs
 
     def start(self, timeout=30):
         t0 = time.monotonic()
         n = len(self.runs) + 1
-        self.proc = Process(f"gpusched-extender-{n}",
-                            [self.binary, "extender", "--config", self.config, "--kubeconfig", self.kubeconfig],
-                            os.path.join(self.workdir, f"extender-{n}.log"))
+        args = [self.binary, "extender", "--config", self.config, "--kubeconfig", self.kubeconfig]
+        if self.interference_model:
+            args += ["--interference-model", self.interference_model]
+        self.proc = Process(f"gpusched-extender-{n}", args, os.path.join(self.workdir, f"extender-{n}.log"))
         self.runs.append(self.proc)
 
         def ready():
@@ -189,14 +193,30 @@ class ExtenderE2E(unittest.TestCase):
                 crt, key = cls.cp.pki.client_cert("extender", f"/CN={EXTENDER_USER}")
                 kubeconfig = write_kubeconfig(os.path.join(cls.cp.dir, "extender.kubeconfig"), cls.cp.server,
                                               cls.cp.pki.ca_crt, crt, key)
+            cls.interference_model = cls._train_interference_model(binary)
             cls.ext = Extender(binary, cls.cp.dir, kubeconfig, port,
-                               policy=os.environ.get("GPUSCHED_E2E_POLICY", "binpack"))
+                               policy=os.environ.get("GPUSCHED_E2E_POLICY", "binpack"),
+                               interference_model=cls.interference_model)
             ready_s = cls.ext.start()
             log(f"extender ready in {ready_s:.1f}s at {cls.ext.url}")
             cls.startup_s = time.monotonic() - cls.t_suite
         except BaseException:
             cls._dump_class_logs()
             raise
+
+    @classmethod
+    def _train_interference_model(cls, binary):
+        """`gpusched interference train` on ../shared's measurements, for test_7; None when the data is absent."""
+        data = os.path.join(REPO_ROOT, "..", "shared", "data", "interference")
+        if not os.path.isdir(data):
+            log(f"no co-location data at {data}: the interference test will be skipped")
+            return None
+        out = os.path.join(cls.cp.dir, "interference-model.json")
+        t0 = time.monotonic()
+        subprocess.run([binary, "interference", "train", "--data", data, "--out", out], check=True,
+                       stdout=subprocess.DEVNULL, timeout=300)
+        log(f"interference model trained in {time.monotonic() - t0:.1f}s")
+        return out
 
     @classmethod
     def _cleanup(cls):
@@ -545,6 +565,38 @@ class ExtenderE2E(unittest.TestCase):
         self.assertEqual((g.get("milli"), g.get("memory_mib"), bool(g.get("exclusive"))), (400, 30000, False), alloc)
         self.assertFalse(by_name.get("sidecar"), f"a container without GPU got GPUs: {alloc}")
         self.assertFalse(by_name.get("init"), f"an init container without GPU got GPUs: {alloc}")
+        self.audit()
+
+    @dump_logs_on_failure
+    def test_7_interference_aware(self):
+        """Pods annotated with their application class and gpusched.io/policy interference-aware: the first two
+        take empty GPUs, a Transformer joins the Recommendation model (its measured best partner) rather than the
+        ResNet-50, and a second ResNet-50 (batch 128), which does not fit in memory next to the first, stays
+        Pending with the model's reason."""
+        if not self.interference_model:
+            self.skipTest("no co-location data in ../shared/data/interference to train the model")
+        pool = "colo"
+        for i in range(2):
+            self.kube.create_gpu_node(f"{pool}-node-{i}", gpus=1, labels={POOL_LABEL: pool},
+                                      model="Tesla-P100-PCIE-16GB", gpu_memory_mib=16384)
+        half = {"gpusched.io/gpu": 1, "gpusched.io/gpu-memory": 4000, "gpusched.io/gpu-core": 50}
+
+        def create(name, app):
+            self.kube.create("pods", gpu_pod(name, half, labels={POOL_LABEL: pool}, node_selector={POOL_LABEL: pool},
+                                             annotations={"gpusched.io/policy": "interference-aware",
+                                                          "gpusched.io/app": app}))
+
+        create("colo-resnet", "ResNet-50 (batch size 128)")
+        resnet_node = self.wait_bound("colo-resnet")["spec"]["nodeName"]
+        create("colo-rec", "Recommendation (batch size 1024)")
+        rec_node = self.wait_bound("colo-rec")["spec"]["nodeName"]
+        self.assertNotEqual(rec_node, resnet_node, "an empty GPU comes first")
+        create("colo-transformer", "Transformer (batch size 64)")
+        self.assertEqual(self.wait_bound("colo-transformer")["spec"]["nodeName"], rec_node,
+                         "the Transformer should join its best partner, the Recommendation model")
+        create("colo-resnet-2", "ResNet-50 (batch size 128)")
+        reason = self.assert_pending_with_reason("colo-resnet-2", numbers=False)
+        self.assertIn("predicted not to fit in memory", reason)
         self.audit()
 
     def wait_bound_after_create(self, name, limits, pool):
