@@ -1,4 +1,5 @@
 #include "gpusched/sched/interference_forecast.h"
+#include "gpusched/testing/fake_slowdown_model.h"
 
 #include <gtest/gtest.h>
 
@@ -13,25 +14,7 @@
 namespace gpusched::sched {
 namespace {
 
-// Pairs from a table keyed by (incoming, resident); any other pair gets {1.5, 1.5}. Records the GPU types asked.
-class FakeSlowdownModel final : public ports::SlowdownModel {
- public:
-  void Set(const std::string& incoming, const std::string& resident, ports::PairSlowdown p) {
-    pairs_[{incoming, resident}] = p;
-  }
-  [[nodiscard]] ports::PairSlowdown Pair(std::string_view incoming, std::string_view resident,
-                                         std::string_view gpu) const override {
-    gpus_asked.emplace_back(gpu);
-    auto it = pairs_.find({std::string(incoming), std::string(resident)});
-    return it == pairs_.end() ? ports::PairSlowdown{.incoming = 1.5, .resident = 1.5} : it->second;
-  }
-  [[nodiscard]] bool Knows(std::string_view, std::string_view) const override { return true; }
-  [[nodiscard]] std::string Describe() const override { return "fake"; }
-  mutable std::vector<std::string> gpus_asked;
-
- private:
-  std::map<std::pair<std::string, std::string>, ports::PairSlowdown> pairs_;
-};
+using testing::FakeSlowdownModel;
 
 core::ContainerAllocation On(std::vector<int32_t> gpus, int64_t milli = 300) {
   core::ContainerAllocation c{.container = "main"};
@@ -97,8 +80,9 @@ TEST(ForecastInterferenceTest, JoinsTheResidentsOfEveryHeldGpu) {
   EXPECT_DOUBLE_EQ(b0->residents_added, 0.2);
 
   // The GPU type handed to the model is the GPU's model string.
-  EXPECT_EQ(std::count(model.gpus_asked.begin(), model.gpus_asked.end(), "V100"), 3);
-  EXPECT_EQ(std::count(model.gpus_asked.begin(), model.gpus_asked.end(), "P100"), 1);
+  const std::vector<std::string> asked = model.GpusAsked();
+  EXPECT_EQ(std::count(asked.begin(), asked.end(), "V100"), 3);
+  EXPECT_EQ(std::count(asked.begin(), asked.end(), "P100"), 1);
 }
 
 TEST(ForecastInterferenceTest, UnknownClassesGetTheModelsPrior) {

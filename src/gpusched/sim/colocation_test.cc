@@ -11,42 +11,14 @@
 #include <vector>
 
 #include "gpusched/policy/registry.h"
+#include "gpusched/testing/fake_slowdown_model.h"
 
 namespace gpusched::sim {
 namespace {
 
 // Measured slowdowns as a table: s(a | b) per ordered pair (1 when not listed), and the pairs that do not fit in
 // memory together.
-class TableModel final : public ports::SlowdownModel {
- public:
-  // s(a | b) = s_ab and s(b | a) = s_ba.
-  TableModel& Set(const std::string& a, const std::string& b, double s_ab, double s_ba) {
-    slowdown_[{a, b}] = s_ab;
-    slowdown_[{b, a}] = s_ba;
-    return *this;
-  }
-  TableModel& Infeasible(const std::string& a, const std::string& b) {
-    infeasible_.insert({a, b});
-    infeasible_.insert({b, a});
-    return *this;
-  }
-  [[nodiscard]] ports::PairSlowdown Pair(std::string_view incoming, std::string_view resident,
-                                         std::string_view) const override {
-    const std::pair<std::string, std::string> key{std::string(incoming), std::string(resident)};
-    const std::pair<std::string, std::string> back{key.second, key.first};
-    return {.incoming = Get(key), .resident = Get(back), .feasible = !infeasible_.contains(key)};
-  }
-  [[nodiscard]] bool Knows(std::string_view, std::string_view) const override { return true; }
-  [[nodiscard]] std::string Describe() const override { return "table"; }
-
- private:
-  [[nodiscard]] double Get(const std::pair<std::string, std::string>& key) const {
-    auto it = slowdown_.find(key);
-    return it == slowdown_.end() ? 1.0 : it->second;
-  }
-  std::map<std::pair<std::string, std::string>, double> slowdown_;
-  std::set<std::pair<std::string, std::string>> infeasible_;
-};
+testing::FakeSlowdownModel Table() { return testing::FakeSlowdownModel({.incoming = 1.0, .resident = 1.0}); }
 
 std::unique_ptr<policy::PlacementPolicy> Policy(const std::string& name) {
   auto p = policy::MakePolicy(name, policy::PolicyOptions{});
@@ -61,7 +33,7 @@ ColocationSpec OneNode(int gpus) {
 
 struct TimingCase {
   std::string name;
-  TableModel truth;
+  const testing::FakeSlowdownModel truth = Table();
   int gpus = 1;
   std::vector<ColocationJob> jobs;
   std::vector<double> want_jct;
@@ -78,28 +50,28 @@ TEST(ColocationTest, CompletionTimesFollowTheMeasuredSlowdowns) {
        .want_makespan = 100},
       // One GPU, both from t=0 at slowdown 1.5: 100 s of work at 1/1.5 per second -> 150 s each.
       {.name = "two jobs sharing a GPU both take 1.5x",
-       .truth = TableModel().Set("a", "b", 1.5, 1.5),
+       .truth = Table().SetPair("a", "b", 1.5, 1.5),
        .jobs = {{.app = "a", .arrival_s = 0, .duration_s = 100}, {.app = "b", .arrival_s = 0, .duration_s = 100}},
        .want_jct = {150, 150},
        .want_makespan = 150},
       // s(a|b) = 1.5, s(b|a) = 2. a: 100 s x 1.5 -> ends at 150. b by then: 150 / 2 = 75 s done, 225 s left
       // alone -> ends at 375.
       {.name = "the survivor speeds up when its co-resident leaves",
-       .truth = TableModel().Set("a", "b", 1.5, 2.0),
+       .truth = Table().SetPair("a", "b", 1.5, 2.0),
        .jobs = {{.app = "a", .arrival_s = 0, .duration_s = 100}, {.app = "b", .arrival_s = 0, .duration_s = 300}},
        .want_jct = {150, 375},
        .want_makespan = 375},
       // a alone 0..40 (40 s done, 60 left); both at slowdown 2 from 40: a ends at 40 + 60 x 2 = 160; b did 60 s
       // by then, 40 s left alone -> ends at 200, JCT 200 - 40 = 160.
       {.name = "a job slows down when a co-resident arrives",
-       .truth = TableModel().Set("a", "b", 2.0, 2.0),
+       .truth = Table().SetPair("a", "b", 2.0, 2.0),
        .jobs = {{.app = "a", .arrival_s = 0, .duration_s = 100}, {.app = "b", .arrival_s = 40, .duration_s = 100}},
        .want_jct = {160, 160},
        .want_makespan = 200},
       // Two GPUs, binpack pairs b with a (the most used GPU), but they do not fit in memory: b is undone (one OOM)
       // and waits for the next completion (a at 100), then binpack puts it on the emptied GPU: 100..150.
       {.name = "an infeasible pair runs out of memory and the job runs later",
-       .truth = TableModel().Set("a", "b", 1.5, 1.5).Infeasible("a", "b"),
+       .truth = Table().SetPair("a", "b", 1.5, 1.5).Infeasible("a", "b"),
        .gpus = 2,
        .jobs = {{.app = "a", .arrival_s = 0, .duration_s = 100}, {.app = "b", .arrival_s = 0, .duration_s = 50}},
        .want_jct = {100, 150},
@@ -108,7 +80,7 @@ TEST(ColocationTest, CompletionTimesFollowTheMeasuredSlowdowns) {
       // The third job finds the one GPU full (two halves) and queues until a ends: a and b at 1.5 end at 150;
       // c then runs alone 150..250.
       {.name = "a job queues while the GPU is full",
-       .truth = TableModel().Set("a", "b", 1.5, 1.5),
+       .truth = Table().SetPair("a", "b", 1.5, 1.5),
        .jobs = {{.app = "a", .arrival_s = 0, .duration_s = 100},
                 {.app = "b", .arrival_s = 0, .duration_s = 100},
                 {.app = "c", .arrival_s = 10, .duration_s = 100}},
@@ -132,7 +104,7 @@ TEST(ColocationTest, CompletionTimesFollowTheMeasuredSlowdowns) {
 
 TEST(ColocationTest, OutcomeAggregates) {
   // The "leaves" case above: JCTs 150 and 375; run times 150/100 and 375/300 -> slowdowns 1.5 and 1.25.
-  const TableModel truth = TableModel().Set("a", "b", 1.5, 2.0);
+  const testing::FakeSlowdownModel truth = Table().SetPair("a", "b", 1.5, 2.0);
   const std::vector<ColocationJob> jobs = {{.app = "a", .arrival_s = 0, .duration_s = 100},
                                            {.app = "b", .arrival_s = 0, .duration_s = 300}};
   auto binpack = Policy("binpack");
@@ -177,7 +149,8 @@ TEST(ColocationTest, SameSeedSameJobsForEveryPolicy) {
   EXPECT_NE((*other)[1].arrival_s, (*first)[1].arrival_s);
 
   // Every entrant of a comparison runs the seed's one job list, and a run repeats exactly.
-  const TableModel truth = TableModel().Set("a", "b", 1.8, 1.2).Set("c", "d", 1.3, 1.4).Infeasible("a", "c");
+  const testing::FakeSlowdownModel truth =
+      Table().SetPair("a", "b", 1.8, 1.2).SetPair("c", "d", 1.3, 1.4).Infeasible("a", "c");
   auto binpack = Policy("binpack");
   auto random = Policy("random");
   const std::vector<ColocationEntrant> entrants = {{.policy = binpack.get()},
@@ -207,13 +180,13 @@ TEST(ColocationTest, SameSeedSameJobsForEveryPolicy) {
 
 TEST(ColocationTest, EveryJobCompletesOnceAndTheClusterEndsEmpty) {
   // Bad partners and out-of-memory pairs on a small, busy cluster, for both baseline policies over a few seeds.
-  const TableModel truth = TableModel()
-                               .Set("a", "b", 2.5, 1.9)
-                               .Set("a", "a", 1.7, 1.7)
-                               .Set("b", "c", 1.1, 1.2)
-                               .Set("c", "c", 1.4, 1.4)
-                               .Infeasible("a", "c")
-                               .Infeasible("b", "b");
+  const testing::FakeSlowdownModel truth = Table()
+                                               .SetPair("a", "b", 2.5, 1.9)
+                                               .SetPair("a", "a", 1.7, 1.7)
+                                               .SetPair("b", "c", 1.1, 1.2)
+                                               .SetPair("c", "c", 1.4, 1.4)
+                                               .Infeasible("a", "c")
+                                               .Infeasible("b", "b");
   for (const std::string name : {"binpack", "random", "spread"}) {
     auto pol = Policy(name);
     for (uint64_t seed : {1, 2, 3}) {
@@ -252,15 +225,17 @@ TEST(ColocationTest, InterferenceAwareBeatsBinpackOnBadPartners) {
   // interference-aware (forecast from the truth): a and b alone on the empty GPUs first, then each a or b joins
   // its own kind: slowdown 1.2 -> JCT 120. With a memory conflict instead, binpack's first pairing runs out of
   // memory (one OOM per job placed next to the other kind), while the forecast avoids it.
-  const TableModel bad = TableModel().Set("a", "b", 3.0, 3.0).Set("a", "a", 1.2, 1.2).Set("b", "b", 1.2, 1.2);
-  const TableModel oom = TableModel().Set("a", "a", 1.2, 1.2).Set("b", "b", 1.2, 1.2).Infeasible("a", "b");
+  const testing::FakeSlowdownModel bad =
+      Table().SetPair("a", "b", 3.0, 3.0).SetPair("a", "a", 1.2, 1.2).SetPair("b", "b", 1.2, 1.2);
+  const testing::FakeSlowdownModel oom =
+      Table().SetPair("a", "a", 1.2, 1.2).SetPair("b", "b", 1.2, 1.2).Infeasible("a", "b");
   const std::vector<ColocationJob> jobs = {{.app = "a", .arrival_s = 0, .duration_s = 100},
                                            {.app = "b", .arrival_s = 0, .duration_s = 100},
                                            {.app = "a", .arrival_s = 0, .duration_s = 100},
                                            {.app = "b", .arrival_s = 0, .duration_s = 100}};
   struct Case {
     std::string name;
-    const TableModel* truth;
+    const ports::SlowdownModel* truth;
     std::string policy;
     bool forecast;
     double want_avg_jct;
@@ -307,7 +282,7 @@ TEST(ColocationTest, BadSpecsNameTheField) {
       {"min above max", with([](ColocationSpec& s) { s.min_duration_s = 10, s.max_duration_s = 5; }), "max_duration_s"},
   };
   auto binpack = Policy("binpack");
-  const TableModel truth;
+  const testing::FakeSlowdownModel truth;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     auto run = RunColocation(c.spec, truth, nullptr, *binpack);

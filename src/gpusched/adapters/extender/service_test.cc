@@ -9,6 +9,7 @@
 
 #include "gpusched/kube/annotations.h"
 #include "gpusched/testing/fake_metrics_source.h"
+#include "gpusched/testing/fake_slowdown_model.h"
 
 namespace gpusched::adapters::extender {
 namespace {
@@ -77,27 +78,13 @@ json WithApp(json pod, const std::string& app) {
 
 // Slowdowns from a table keyed by (incoming, resident); any other pair gets {1.5, 1.5}. Immutable, as a
 // ports::SlowdownModel must be.
-class FakeSlowdownModel final : public ports::SlowdownModel {
- public:
-  explicit FakeSlowdownModel(std::map<std::pair<std::string, std::string>, ports::PairSlowdown> pairs)
-      : pairs_(std::move(pairs)) {}
-  ports::PairSlowdown Pair(std::string_view incoming, std::string_view resident, std::string_view) const override {
-    auto it = pairs_.find({std::string(incoming), std::string(resident)});
-    return it == pairs_.end() ? ports::PairSlowdown{.incoming = 1.5, .resident = 1.5} : it->second;
-  }
-  bool Knows(std::string_view, std::string_view) const override { return true; }
-  std::string Describe() const override { return "fake"; }
-
- private:
-  std::map<std::pair<std::string, std::string>, ports::PairSlowdown> pairs_;
-};
 
 // vgg next to noisy: 2.0 and 1.8, cost 1 + 1.0 + 0.8 = 2.8; next to quiet: 1.1 and 1.05, cost 1.15.
 std::shared_ptr<const ports::SlowdownModel> TestModel() {
-  return std::make_shared<const FakeSlowdownModel>(std::map<std::pair<std::string, std::string>, ports::PairSlowdown>{
-      {{"vgg", "noisy"}, {.incoming = 2.0, .resident = 1.8}},
-      {{"vgg", "quiet"}, {.incoming = 1.1, .resident = 1.05}},
-  });
+  return std::make_shared<const testing::FakeSlowdownModel>(
+      testing::FakeSlowdownModel()
+          .Set("vgg", "noisy", {.incoming = 2.0, .resident = 1.8})
+          .Set("vgg", "quiet", {.incoming = 1.1, .resident = 1.05}));
 }
 
 // Thread-safe binder that records binds and can be told to fail.
