@@ -133,3 +133,58 @@ TEST(ForecastInterferenceTest, OnlyTheGivenSlots) {
 
 }  // namespace
 }  // namespace gpusched::sched
+
+namespace gpusched::sched {
+namespace {
+
+TEST(ForecastCacheTest, ReusesUnchangedNodesAndRecomputesChangedOnes) {
+  core::ClusterState state;
+  ASSERT_TRUE(state.AddNode(testing::Node("a").Gpus(2).Build()).ok());
+  ASSERT_TRUE(state.AddNode(testing::Node("b").Gpus(1).Build()).ok());
+  ASSERT_TRUE(state.Assume(Alloc("p1", "a", {On({0})})).ok());
+  ASSERT_TRUE(state.Assume(Alloc("p2", "b", {On({0})})).ok());
+  std::map<std::string, std::string> apps = {{"p1", "resnet"}, {"p2", "bert"}, {"p3", "lstm"}};
+  const AppOfPod app_of = [&apps](const common::PodUid& p) { return apps.at(p.str()); };
+  FakeSlowdownModel model;
+  model.Set("vgg", "resnet", {.incoming = 1.4, .resident = 1.2});
+  model.Set("vgg", "lstm", {.incoming = 1.9, .resident = 1.1});
+  const std::vector<size_t> slots = {*state.SlotOf(common::NodeName("a")), *state.SlotOf(common::NodeName("b"))};
+  ForecastCache cache;
+  auto same = [&](const policy::InterferenceForecast& f) {
+    const policy::InterferenceForecast fresh = ForecastInterference(f.app, state, slots, app_of, model);
+    ASSERT_EQ(f.nodes.size(), fresh.nodes.size());
+    for (const auto& [node, gpus] : fresh.nodes) {
+      ASSERT_EQ(f.nodes.at(node).size(), gpus.size());
+      for (size_t i = 0; i < gpus.size(); ++i) {
+        EXPECT_EQ(f.nodes.at(node)[i].residents, gpus[i].residents);
+        EXPECT_EQ(f.nodes.at(node)[i].feasible, gpus[i].feasible);
+        EXPECT_DOUBLE_EQ(f.nodes.at(node)[i].Cost(), gpus[i].Cost());
+      }
+    }
+  };
+  same(cache.Forecast("vgg", state, slots, app_of, model));
+  EXPECT_EQ(cache.misses(), 2u);
+  same(cache.Forecast("vgg", state, slots, app_of, model));
+  EXPECT_EQ(cache.misses(), 2u) << "nothing changed: both nodes reused";
+  same(cache.Forecast("bert", state, slots, app_of, model));
+  EXPECT_EQ(cache.misses(), 4u) << "another application class has its own entries";
+  // A pod joins a's GPU 1: only a is recomputed, and the forecast sees it.
+  ASSERT_TRUE(state.Assume(Alloc("p3", "a", {On({1})})).ok());
+  const policy::InterferenceForecast f = cache.Forecast("vgg", state, slots, app_of, model);
+  EXPECT_EQ(cache.misses(), 5u);
+  same(f);
+  EXPECT_EQ(f.Find(common::NodeName("a"), 1)->residents, 1);
+  EXPECT_DOUBLE_EQ(f.Find(common::NodeName("a"), 1)->incoming, 1.9);
+  // Released: a is recomputed again, GPU 1 is empty.
+  ASSERT_TRUE(state.Release(common::PodUid("p3")).ok());
+  const policy::InterferenceForecast g = cache.Forecast("vgg", state, slots, app_of, model);
+  EXPECT_EQ(g.Find(common::NodeName("a"), 1)->residents, 0);
+  same(g);
+  // Another state: everything is forgotten.
+  core::ClusterState other;
+  ASSERT_TRUE(other.AddNode(testing::Node("a").Gpus(2).Build()).ok());
+  EXPECT_TRUE(cache.Forecast("vgg", other, std::vector<size_t>{0}, app_of, model).nodes.empty());
+}
+
+}  // namespace
+}  // namespace gpusched::sched

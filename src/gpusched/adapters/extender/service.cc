@@ -202,7 +202,8 @@ policy::Snapshot ExtenderService::MakeSnapshot(const core::PodRequest& pod, cons
   policy::Snapshot snapshot;
   if (forecast && options_.slowdown_model != nullptr) {
     // Only the nodes this request is about: a forecast of a 5000-node cluster per request would cost milliseconds.
-    hold.forecast = sched::ForecastInterference(
+    // Nodes unchanged since an earlier request for the same application class are reused (ForecastCache).
+    hold.forecast = forecast_cache_.Forecast(
         pod.app, state, slots, [this](const common::PodUid& uid) { return mirror_.AppOf(uid); },
         *options_.slowdown_model);
     snapshot.interference = &hold.forecast;

@@ -50,6 +50,7 @@
 #include "gpusched/policy/policy_options.h"
 #include "gpusched/ports/binder.h"
 #include "gpusched/ports/slowdown_model.h"
+#include "gpusched/sched/interference_forecast.h"
 #include "gpusched/sched/metrics_cache.h"
 
 namespace gpusched::adapters::extender {
@@ -135,6 +136,8 @@ class ExtenderService {
   std::mutex rng_mu_;
   common::Rng rng_;
 
+  // Per-node forecast entries reused across requests while the node is unchanged.
+  mutable sched::ForecastCache forecast_cache_;
   // Numbers the forecasts this service builds (Snapshot::interference_generation); never 0 for a forecast.
   mutable std::atomic<uint64_t> forecast_generation_{0};
 };
