@@ -13,17 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string Shorten(std::string body) {
-  while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) {
-    body.pop_back();
-  }
-  if (body.size() > 300) {
-    body.resize(300);
-    body += "...";
-  }
-  return body;
-}
-
 // InfluxQL identifier quoting: "name" with " and \ escaped.
 std::string QuoteIdent(std::string_view s) {
   std::string out = "\"";
@@ -103,7 +92,7 @@ common::Status ParseInfluxResponseUnchecked(std::string_view body, std::span<con
                                             std::string_view uuid_tag, core::GpuMetricsMap& out) {
   const json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
-    return common::InvalidArgument("InfluxDB response is not a JSON object: " + Shorten(std::string(body)));
+    return common::InvalidArgument("InfluxDB response is not a JSON object: " + detail::Shorten(std::string(body)));
   }
   if (const auto err = doc.find("error"); err != doc.end() && err->is_string()) {
     return common::InvalidArgument("InfluxDB: " + err->get<std::string>());
@@ -195,47 +184,18 @@ struct InfluxSource::Impl {
 
   common::Result<std::string> Post(const std::string& body) {
     std::string response;
-    const std::string url = base + "/query";
-    detail::PreparePost(curl, url, body,
-                        {.timeout = options.timeout,
-                         .username = options.username,
-                         .password = options.password,
-                         .user_agent = "gpusched/0.1"},
-                        &response);
-    curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/x-www-form-urlencoded");
-    headers = curl_slist_append(headers, "Expect:");
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-    char error[CURL_ERROR_SIZE] = {};
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
-    const CURLcode rc = curl_easy_perform(curl);
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
-    curl_slist_free_all(headers);
     const std::string prefix = "influxdb " + base + " db=" + options.database + ": ";
-    if (rc != CURLE_OK) {
-      const std::string what = prefix + (error[0] != '\0' ? error : curl_easy_strerror(rc));
-      if (rc == CURLE_OPERATION_TIMEDOUT) {
-        return common::DeadlineExceeded(what);
-      }
-      return common::Unavailable(what);
-    }
-    long code = 0;
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+    GPUSCHED_ASSIGN_OR_RETURN(
+        code, detail::Post(curl, base + "/query", body, "Content-Type: application/x-www-form-urlencoded",
+                           {.timeout = options.timeout,
+                            .username = options.username,
+                            .password = options.password,
+                            .user_agent = "gpusched/0.1"},
+                           response, prefix));
     if (code == 200) {
       return response;
     }
-    const std::string what = prefix + "HTTP " + std::to_string(code) + " " + Shorten(response);
-    switch (code) {
-      case 400:
-        return common::InvalidArgument(what);
-      case 401:
-      case 403:
-        return common::PermissionDenied(what);
-      case 404:
-        return common::NotFound(what);
-      default:
-        return common::Unavailable(what);
-    }
+    return detail::HttpError(code, prefix, response);
   }
 
   // The statement for error messages.
@@ -253,15 +213,7 @@ InfluxSource::InfluxSource(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 InfluxSource::~InfluxSource() = default;
 
 common::Result<std::unique_ptr<InfluxSource>> InfluxSource::Create(InfluxSourceOptions options) {
-  if (options.url.rfind("http://", 0) != 0 && options.url.rfind("https://", 0) != 0) {
-    return common::InvalidArgument("InfluxDB URL \"" + options.url + "\" must start with http:// or https://");
-  }
-  if (options.database.empty()) {
-    return common::InvalidArgument("InfluxDB: no database given");
-  }
-  if (options.timeout.count() <= 0) {
-    return common::InvalidArgument("InfluxDB: the timeout must be positive");
-  }
+  GPUSCHED_RETURN_IF_ERROR(detail::ValidateEndpoint(options.url, options.database, options.timeout));
   if (options.uuid_tag.empty()) {
     return common::InvalidArgument("InfluxDB: the UUID tag name is empty");
   }
