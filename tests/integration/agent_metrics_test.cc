@@ -296,31 +296,10 @@ TEST_F(AgentMetricsTest, InfluxDbReceivesThePushedSamples) {
   if (influxd.empty()) {
     GTEST_SKIP() << "influxd not found (Debian package influxdb; scripts/install-deps.sh installs it)";
   }
-  const int rpc = FreePort();
-  const int http = FreePort();
-  const std::string conf = dir_ + "/influxdb.conf";
-  std::ofstream(conf) << "reporting-disabled = true\n"
-                      << "bind-address = \"127.0.0.1:" << rpc << "\"\n"
-                      << "[meta]\n  dir = \"" << dir_ << "/meta\"\n"
-                      << "[data]\n  dir = \"" << dir_ << "/data\"\n  wal-dir = \"" << dir_
-                      << "/wal\"\n  query-log-enabled = false\n"
-                      << "[http]\n  enabled = true\n  bind-address = \"127.0.0.1:" << http
-                      << "\"\n  log-enabled = false\n"
-                      << "[monitor]\n  store-enabled = false\n"
-                      << "[continuous_queries]\n  enabled = false\n";
+  std::string influx_error;
   Child& influx = NewChild();
-  ASSERT_TRUE(influx.Start({influxd, "run", "-config", conf}, dir_ + "/influxd.log"));
-  bool died = false;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        died = !influx.Running();
-        httplib::Client client("127.0.0.1", http);
-        const auto res = client.Get("/ping");
-        return died || (res && res->status == 204);
-      },
-      kServerDeadline))
-      << influx.Log();
-  ASSERT_FALSE(died) << "influxd exited:\n" << influx.Log();
+  const int http = StartInfluxd(influx, influxd, dir_, kServerDeadline, &influx_error);
+  ASSERT_GT(http, 0) << influx_error;
 
   auto writer = InfluxWriter::Create(
       {.url = "http://127.0.0.1:" + std::to_string(http) + "/", .database = "gpusched", .timeout = seconds(5)});

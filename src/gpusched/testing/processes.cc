@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <httplib.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -119,6 +121,40 @@ void Child::Stop() {
     std::this_thread::sleep_for(milliseconds(20));
   }
   pid_ = -1;
+}
+
+int StartInfluxd(Child& child, const std::string& binary, const std::string& dir, milliseconds deadline,
+                 std::string* error) {
+  const int rpc = FreePort();
+  const int http = FreePort();
+  const std::string conf = dir + "/influxdb.conf";
+  std::ofstream(conf) << "reporting-disabled = true\n"
+                      << "bind-address = \"127.0.0.1:" << rpc << "\"\n"
+                      << "[meta]\n  dir = \"" << dir << "/meta\"\n"
+                      << "[data]\n  dir = \"" << dir << "/data\"\n  wal-dir = \"" << dir
+                      << "/wal\"\n  query-log-enabled = false\n"
+                      << "[http]\n  enabled = true\n  bind-address = \"127.0.0.1:" << http
+                      << "\"\n  log-enabled = false\n"
+                      << "[monitor]\n  store-enabled = false\n"
+                      << "[continuous_queries]\n  enabled = false\n";
+  if (!child.Start({binary, "run", "-config", conf}, dir + "/influxd.log")) {
+    *error = "cannot start " + binary;
+    return -1;
+  }
+  bool died = false;
+  const bool up = WaitFor(
+      [&] {
+        died = !child.Running();
+        httplib::Client client("127.0.0.1", http);
+        const auto res = client.Get("/ping");
+        return died || (res && res->status == 204);
+      },
+      deadline);
+  if (!up || died) {
+    *error = std::string(died ? "influxd exited" : "influxd did not answer /ping in time") + ":\n" + child.Log();
+    return -1;
+  }
+  return http;
 }
 
 }  // namespace gpusched::testing

@@ -43,4 +43,10 @@ class Child {
   std::string log_;
 };
 
+// Starts influxd (`binary`, InfluxDB 1.x) in `child` on loopback ports with its data, configuration and log under
+// `dir`, and waits up to `deadline` for /ping to answer. Returns the HTTP port, or -1 with the reason (and the
+// server's log) in *error.
+int StartInfluxd(Child& child, const std::string& binary, const std::string& dir, std::chrono::milliseconds deadline,
+                 std::string* error);
+
 }  // namespace gpusched::testing
