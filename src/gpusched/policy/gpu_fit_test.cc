@@ -13,6 +13,7 @@
 namespace gpusched::policy {
 namespace {
 
+using gpusched::testing::GpuIndices;
 using gpusched::testing::Pod;
 using gpusched::testing::View;
 using ::testing::HasSubstr;
@@ -44,16 +45,6 @@ core::GpuRequest Whole(std::string container, int32_t count) {
 }
 
 // The GPU indices of every container's allocation, in the order they were taken.
-std::vector<int32_t> Indices(const std::vector<core::ContainerAllocation>& allocs) {
-  std::vector<int32_t> out;
-  for (const auto& a : allocs) {
-    for (const auto& g : a.gpus) {
-      out.push_back(g.index);
-    }
-  }
-  return out;
-}
-
 TEST(FitGpusTest, Table) {
   struct Case {
     std::string name;
@@ -249,7 +240,7 @@ TEST(SelectGpusTest, Table) {
     SCOPED_TRACE(c.name);
     ASSERT_TRUE(FitGpus(c.pod, c.view).fits());
     const auto allocs = c.method == Method::kBest ? SelectGpusBest(c.pod, c.view) : SelectGpusWorst(c.pod, c.view);
-    EXPECT_EQ(Indices(allocs), c.want);
+    EXPECT_EQ(GpuIndices(allocs), c.want);
     std::vector<int64_t> milli;
     for (const auto& a : allocs) {
       for (const auto& g : a.gpus) {
@@ -270,7 +261,7 @@ TEST(SelectGpusTest, RandomTakesOnlyFittingGpusAndEveryOne) {
   std::vector<int> chosen(4, 0);
   for (int draw = 0; draw < 200; ++draw) {
     const auto allocs = SelectGpusRandom(pod, view, rng);
-    ASSERT_EQ(Indices(allocs).size(), 1u) << "seed " << kSeed;
+    ASSERT_EQ(GpuIndices(allocs).size(), 1u) << "seed " << kSeed;
     chosen[static_cast<size_t>(allocs[0].gpus[0].index)] += 1;
   }
   SCOPED_TRACE("seed " + std::to_string(kSeed));

@@ -17,6 +17,7 @@
 namespace gpusched::policy {
 namespace {
 
+using gpusched::testing::GpuIndices;
 using gpusched::testing::Pod;
 using gpusched::testing::View;
 using ::testing::HasSubstr;
@@ -49,16 +50,6 @@ InterferenceForecast Forecast(const ForecastSpec& spec) {
     }
   }
   return f;
-}
-
-std::vector<int32_t> Indices(const std::vector<core::ContainerAllocation>& alloc) {
-  std::vector<int32_t> out;
-  for (const auto& c : alloc) {
-    for (const auto& g : c.gpus) {
-      out.push_back(g.index);
-    }
-  }
-  return out;
 }
 
 core::GpuRequest Shares(int32_t count, int64_t milli) {
@@ -249,7 +240,7 @@ TEST(InterferenceAwarePolicyTest, SelectsGpus) {
     const Snapshot snapshot{.interference = c.forecast.has_value() ? &forecast : nullptr, .interference_generation = 1};
     ASSERT_TRUE(policy->Filter(c.pod, c.node).fits());
     common::Rng rng(1);
-    EXPECT_EQ(Indices(policy->SelectGpusWithSnapshot(c.pod, c.node, snapshot, rng)), c.want);
+    EXPECT_EQ(GpuIndices(policy->SelectGpusWithSnapshot(c.pod, c.node, snapshot, rng)), c.want);
   }
 }
 
@@ -258,7 +249,7 @@ TEST(InterferenceAwarePolicyTest, SelectGpusWithoutSnapshotIsTheDefault) {
   const core::NodeView node = View("n").Gpus(3).Free({1000, 400, 700}).Build();
   const core::PodRequest pod = Pod("p").Share(300).Build();
   common::Rng rng(1);
-  EXPECT_EQ(Indices(policy->SelectGpus(pod, node, rng)), Indices(SelectGpusBest(pod, node)));
+  EXPECT_EQ(GpuIndices(policy->SelectGpus(pod, node, rng)), GpuIndices(SelectGpusBest(pod, node)));
   EXPECT_TRUE(policy->ScoresFromSnapshot());
 }
 
@@ -282,7 +273,7 @@ TEST(InterferenceAwarePolicyTest, PredictedOutOfMemoryIsNotAFit) {
   const core::NodeView roomy = View("n").Gpus(2).Free({500, 1000}).Build();
   EXPECT_TRUE(avoid->FilterWithSnapshot(pod, roomy, snapshot).fits());
   common::Rng rng(1);
-  EXPECT_EQ(Indices(avoid->SelectGpusWithSnapshot(pod, roomy, snapshot, rng)), std::vector<int32_t>{1});
+  EXPECT_EQ(GpuIndices(avoid->SelectGpusWithSnapshot(pod, roomy, snapshot, rng)), std::vector<int32_t>{1});
 }
 
 TEST(InterferenceAwarePolicyTest, HarmfulPairsWaitUnlessAllowed) {

@@ -17,6 +17,7 @@ namespace gpusched::policy {
 namespace {
 
 using core::GpuMetric;
+using gpusched::testing::GpuIndices;
 using gpusched::testing::Pod;
 using gpusched::testing::View;
 using ::testing::HasSubstr;
@@ -72,16 +73,6 @@ core::GpuMetricsMap Metrics(const std::vector<Sample>& samples) {
 
 Snapshot At(const core::GpuMetricsMap& m) {
   return Snapshot{.gpu_metrics = &m, .now_ms = kNow, .staleness_ms = 30000, .metrics_generation = 1};
-}
-
-std::vector<int32_t> Indices(const std::vector<core::ContainerAllocation>& alloc) {
-  std::vector<int32_t> out;
-  for (const auto& c : alloc) {
-    for (const auto& g : c.gpus) {
-      out.push_back(g.index);
-    }
-  }
-  return out;
 }
 
 TEST(LoadAwarePolicyTest, ScoreArithmetic) {
@@ -342,7 +333,7 @@ TEST(LoadAwarePolicyTest, SelectsTheLeastLoadedFittingGpus) {
     common::Rng rng(1);
     ASSERT_TRUE(policy->Filter(c.pod, c.view).fits());
     const auto alloc = policy->SelectGpusWithSnapshot(c.pod, c.view, At(m), rng);
-    EXPECT_EQ(Indices(alloc), c.want);
+    EXPECT_EQ(GpuIndices(alloc), c.want);
   }
 }
 
@@ -350,7 +341,7 @@ TEST(LoadAwarePolicyTest, WithoutTheSnapshotSelectsBestFit) {
   const auto policy = Make(TestWeights());
   const core::NodeView view = View("n").Gpus(2, "BIG", 80000).Free({300, 1000}).Build();
   common::Rng rng(1);
-  EXPECT_EQ(Indices(policy->SelectGpus(Pod("p").Share(200).Build(), view, rng)), std::vector<int32_t>{0});
+  EXPECT_EQ(GpuIndices(policy->SelectGpus(Pod("p").Share(200).Build(), view, rng)), std::vector<int32_t>{0});
 }
 
 TEST(LoadAwarePolicyTest, GpuLoad) {

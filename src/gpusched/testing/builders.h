@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpusched/core/allocation.h"
 #include "gpusched/core/gpu_request.h"
 #include "gpusched/core/node.h"
 #include "gpusched/core/node_view.h"
@@ -74,5 +75,16 @@ class PodBuilder {
 inline NodeBuilder Node(std::string name) { return NodeBuilder(std::move(name)); }
 inline ViewBuilder View(std::string name) { return ViewBuilder(std::move(name)); }
 inline PodBuilder Pod(std::string name) { return PodBuilder(std::move(name)); }
+
+// The GPU indices of a placement, container after container: what SelectGpus tests compare.
+inline std::vector<int32_t> GpuIndices(const std::vector<core::ContainerAllocation>& allocs) {
+  std::vector<int32_t> out;
+  for (const auto& a : allocs) {
+    for (const auto& g : a.gpus) {
+      out.push_back(g.index);
+    }
+  }
+  return out;
+}
 
 }  // namespace gpusched::testing
