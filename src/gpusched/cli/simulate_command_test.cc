@@ -2,6 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gpusched/cli/colocation_command.h"
+
 namespace gpusched::cli {
 namespace {
 
@@ -20,6 +28,21 @@ TEST(ParseSeedsTest, BadInputNamesTheItem) {
     std::vector<unsigned long long> s;
     EXPECT_NE(ParseSeeds(bad, s), "");
   }
+}
+
+TEST(ColocationModeTest, BadDataIsAUsageErrorBeforeAnyRun) {
+  const std::vector<unsigned long long> seeds = {1};
+  ColocationFlags missing;
+  missing.source = "/nonexistent/pairs.csv";
+  EXPECT_EQ(RunColocationMode(missing, seeds), 2);
+  // A CSV without the asked GPU table.
+  const std::string csv = (std::filesystem::temp_directory_path() / "gpusched-colocation-test.csv").string();
+  std::ofstream(csv) << "gpu,app_a,app_b,slowdown_a,slowdown_b\nk80,x,y,1.2,1.3\n";
+  ColocationFlags no_table;
+  no_table.source = csv;
+  no_table.gpu = "p100";
+  EXPECT_EQ(RunColocationMode(no_table, seeds), 2);
+  std::remove(csv.c_str());
 }
 
 }  // namespace

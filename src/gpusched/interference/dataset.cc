@@ -168,6 +168,15 @@ std::optional<size_t> Dataset::AppIndex(std::string_view name) const {
   return std::nullopt;
 }
 
+std::vector<bool> Dataset::MeasuredApps(const GpuTable& t) const {
+  const size_t n = apps.size();
+  std::vector<bool> out(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n && !out[i]; ++j) out[i] = Measured(At(t, i, j));
+  }
+  return out;
+}
+
 const GpuTable* Dataset::Find(std::string_view gpu) const {
   for (const GpuTable& t : gpus) {
     if (t.gpu == gpu) return &t;
@@ -318,7 +327,6 @@ common::Result<Dataset> ParsePairsCsv(std::string_view text, const std::string& 
   const int c_scale_b = col({"scale_b"});
   const int c_iso_a = col({"iso_tput_a"});
   const int c_iso_b = col({"iso_tput_b"});
-  const int c_colo_a = col({"colo_tput_a"});
   const int c_util_a = col({"gpu_util_a"});
   const int c_util_b = col({"gpu_util_b"});
   for (const auto& [c, name] :
@@ -346,9 +354,8 @@ common::Result<Dataset> ParsePairsCsv(std::string_view text, const std::string& 
     const size_t ib = b.AddApp(at(c_b));
     GPUSCHED_ASSIGN_OR_RETURN(sa, ParseSlowdownField(at(c_sa), where + " slowdown_a"));
     GPUSCHED_ASSIGN_OR_RETURN(sb, ParseSlowdownField(at(c_sb), where + " slowdown_b"));
-    // Gavel's flat file writes a pair that could not run as throughput 0 with slowdown "inf"; the same rule.
-    bool fits = sa.has_value() && sb.has_value();
-    if (c_colo_a >= 0 && !at(c_colo_a).empty() && at(c_colo_a) == "0") fits = false;
+    // Gavel's flat file leaves both slowdowns empty for a pair that could not run.
+    const bool fits = sa.has_value() && sb.has_value();
     if (sa.has_value() != sb.has_value()) {
       return common::InvalidArgument(where + ": a pair either fits (both slowdowns) or does not (both empty)");
     }

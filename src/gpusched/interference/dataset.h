@@ -55,6 +55,8 @@ struct Dataset {
   // s(i | j) on table t: NaN, kInfeasible or the slowdown.
   [[nodiscard]] double At(const GpuTable& t, size_t i, size_t j) const { return t.slowdown[i * apps.size() + j]; }
   [[nodiscard]] static bool Measured(double s) { return !std::isnan(s); }
+  // Per application: whether it has any measured pair on table t (as the incoming one).
+  [[nodiscard]] std::vector<bool> MeasuredApps(const GpuTable& t) const;
   [[nodiscard]] static bool Fits(double s) { return !std::isnan(s) && s > 0; }
 };
 

@@ -276,14 +276,10 @@ common::Result<std::vector<EvalRow>> Evaluate(const Dataset& data, const EvalOpt
     if (!wanted(t.gpu)) continue;
     const size_t ti = TableIndex(data, t);
     // Only applications measured on this table take part.
+    const std::vector<bool> measured = data.MeasuredApps(t);
     std::vector<size_t> present;
     for (size_t a = 0; a < n; ++a) {
-      for (size_t b = 0; b < n; ++b) {
-        if (Dataset::Measured(data.At(t, a, b))) {
-          present.push_back(a);
-          break;
-        }
-      }
+      if (measured[a]) present.push_back(a);
     }
     if (split_on("loao")) {
       std::vector<std::vector<size_t>> sets;

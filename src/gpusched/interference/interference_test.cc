@@ -142,6 +142,22 @@ TEST(DatasetTest, CoschemlTableAndUtilisation) {
   EXPECT_EQ(d->apps[c].family, "DL-train");
 }
 
+TEST(DatasetTest, CoschemlErrorsNameTheKey) {
+  TempDir dir;
+  dir.File("a/interference_12apps.json", R"js({"LAMMPS": {"CNN": "fast"}})js");
+  auto bad_value = LoadCoscheml(dir.path() + "/a");
+  ASSERT_FALSE(bad_value.ok());
+  EXPECT_NE(bad_value.status().message().find("[LAMMPS][CNN]"), std::string::npos) << bad_value.status().message();
+  dir.File("b/interference_12apps.json", R"js({"LAMMPS": {"CNN": -3}})js");
+  EXPECT_FALSE(LoadCoscheml(dir.path() + "/b").ok());
+  dir.File("c/interference_12apps.json", R"js({"LAMMPS": {"CNN": 1.2}})js");
+  dir.File("c/gpu_util_12apps.json", R"js({"LAMMPS": 140})js");
+  auto bad_util = LoadCoscheml(dir.path() + "/c");
+  ASSERT_FALSE(bad_util.ok());
+  EXPECT_NE(bad_util.status().message().find("[LAMMPS] is not a percentage"), std::string::npos);
+  EXPECT_FALSE(LoadCoscheml(dir.path() + "/missing").ok());
+}
+
 TEST(DatasetTest, OwnCsvRoundTrips) {
   TempDir dir;
   const Dataset d = Synthetic(6, 1);

@@ -42,6 +42,7 @@ TableSlowdown::TableSlowdown(std::vector<std::string> apps, std::vector<Table> t
     normalized_.emplace(NormalizeName(apps_[i]), i);
   }
   for (size_t t = 0; t < tables_.size(); ++t) {
+    table_keys_.push_back(NormalizeName(tables_[t].gpu));
     if (!default_gpu.empty() && tables_[t].gpu == default_gpu) default_table_ = t;
   }
   const size_t n = apps_.size();
@@ -77,12 +78,11 @@ std::optional<size_t> TableSlowdown::Index(std::string_view app) const {
 
 const TableSlowdown::Table& TableSlowdown::TableFor(std::string_view gpu) const {
   const std::string g = NormalizeName(gpu);
-  for (const Table& t : tables_) {
-    if (NormalizeName(t.gpu) == g) return t;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    if (table_keys_[t] == g) return tables_[t];
   }
-  for (const Table& t : tables_) {
-    const std::string name = NormalizeName(t.gpu);
-    if (!name.empty() && g.find(name) != std::string::npos) return t;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    if (!table_keys_[t].empty() && g.find(table_keys_[t]) != std::string::npos) return tables_[t];
   }
   return tables_[default_table_];
 }
@@ -168,16 +168,7 @@ common::Result<TrainedModel> TrainedModel::Train(std::vector<Dataset> data, cons
     for (size_t t = 0; t < d.gpus.size(); ++t) {
       Fold fold;
       fold.train_tables = {t};
-      fold.train_app.assign(d.size(), false);
-      // Every application with measured pairs on this table trains it.
-      for (size_t i = 0; i < d.size(); ++i) {
-        for (size_t j = 0; j < d.size(); ++j) {
-          if (Dataset::Measured(d.At(d.gpus[t], i, j))) {
-            fold.train_app[i] = true;
-            break;
-          }
-        }
-      }
+      fold.train_app = d.MeasuredApps(d.gpus[t]);  // every application with measured pairs on this table
       auto learner = PairLearner::Train(d, fold, options);
       if (!learner.ok()) {
         return common::Status(learner.status().code(),
@@ -301,10 +292,7 @@ common::Result<std::unique_ptr<TableSlowdown>> TrainedModel::Serve() const {
       out.incoming.assign(total * total, std::nan(""));
       out.resident.assign(total * total, std::nan(""));
       // Pairs not measured, among applications the learner has features for (measured on this table).
-      std::vector<bool> known(n, false);
-      for (size_t i = 0; i < n; ++i) {
-        for (size_t k = 0; k < n; ++k) known[i] = known[i] || Dataset::Measured(e.data.At(g, i, k));
-      }
+      const std::vector<bool> known = e.data.MeasuredApps(g);
       std::vector<std::pair<size_t, size_t>> missing;
       for (size_t i = 0; i < n; ++i) {
         for (size_t k = 0; k < n; ++k) {

@@ -58,6 +58,7 @@ class TableSlowdown : public ports::SlowdownModel {
   std::vector<std::string> apps_;
   std::unordered_map<std::string, size_t> exact_, normalized_;
   std::vector<Table> tables_;
+  std::vector<std::string> table_keys_;  // NormalizeName of each table's GPU, computed once
   size_t default_table_ = 0;
   std::string description_;
   // Per table: the priors (medians) by column, by row, and overall.
