@@ -28,6 +28,7 @@
 #include "gpusched/adapters/k8s/pod_binder.h"
 #include "gpusched/kube/annotations.h"
 #include "gpusched/testing/fake_apiserver.h"
+#include "gpusched/testing/processes.h"
 #include "gpusched/testing/test_pki.h"
 
 namespace gpusched {
@@ -38,15 +39,9 @@ namespace k8s = adapters::k8s;
 using nlohmann::json;
 using std::chrono::milliseconds;
 
+// Polls `pred` every 5 ms until it holds or `timeout` passes.
 bool WaitFor(const std::function<bool()>& pred, milliseconds timeout = milliseconds(15000)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return true;
+  return testing::WaitFor(pred, timeout, milliseconds(5));
 }
 
 json Node(const std::string& name, int gpus) {

@@ -22,6 +22,7 @@
 #include "gpusched/adapters/k8s/client_config.h"
 #include "gpusched/adapters/k8s/informer.h"
 #include "gpusched/testing/fake_apiserver.h"
+#include "gpusched/testing/processes.h"
 #include "gpusched/testing/test_pki.h"
 
 namespace gpusched::adapters::k8s {
@@ -39,14 +40,7 @@ constexpr milliseconds kDeadline{10000};  // generous: sanitizers and a shared 2
 
 // Polls `pred` every 5 ms until it holds or `timeout` passes.
 bool WaitFor(const std::function<bool()>& pred, milliseconds timeout = kDeadline) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return true;
+  return testing::WaitFor(pred, timeout, milliseconds(5));
 }
 
 json Node(const std::string& name) { return {{"metadata", {{"name", name}}}, {"status", {{"capacity", {}}}}}; }

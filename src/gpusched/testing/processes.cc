@@ -22,13 +22,13 @@ namespace gpusched::testing {
 
 using std::chrono::milliseconds;
 
-bool WaitFor(const std::function<bool()>& pred, milliseconds timeout) {
+bool WaitFor(const std::function<bool()>& pred, milliseconds timeout, milliseconds poll) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!pred()) {
     if (std::chrono::steady_clock::now() > deadline) {
       return false;
     }
-    std::this_thread::sleep_for(milliseconds(100));
+    std::this_thread::sleep_for(poll);
   }
   return true;
 }

@@ -11,8 +11,9 @@
 
 namespace gpusched::testing {
 
-// Polls `pred` every 100 ms until it holds (true) or `timeout` passes (false).
-bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
+// Polls `pred` every `poll` until it holds (true) or `timeout` passes (false).
+bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout,
+             std::chrono::milliseconds poll = std::chrono::milliseconds(100));
 
 // The executable `name` on PATH (or in /usr/bin, /usr/sbin, /usr/local/bin), or "".
 std::string FindBinary(const std::string& name);
