@@ -29,6 +29,9 @@ PACKAGES=(
   # adapters/k8s (API client over HTTPS: libcurl with OpenSSL), adapters/extender (HTTP server: cpp-httplib,
   # built by Debian with OpenSSL), config files and kubeconfig (yaml-cpp), /metrics (prometheus-cpp)
   libcurl4-openssl-dev libssl-dev openssl libcpp-httplib-dev libyaml-cpp-dev prometheus-cpp-dev
+  # net/: the one HTTP(S) server layer of every daemon (Boost.Beast over Asio, header-only; 1.81, not the default
+  # 1.74 of libboost-dev). cpp-httplib above stays for test fakes and the load generator's client only.
+  libboost1.81-dev
   # extender request decoding on the hot path (full Node lists reach megabytes)
   libsimdjson-dev
   # fuzz targets (libFuzzer through clang-14)

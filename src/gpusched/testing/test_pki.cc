@@ -81,7 +81,13 @@ common::Result<TestPki> MakeTestPki(const std::string& dir) {
       "keyUsage=critical,digitalSignature,keyEncipherment\\n' > client.ext && "
       "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -out client.crt "
       "-extfile client.ext";
-  for (const std::string* command : {&ca, &other_ca, &server, &client}) {
+  // The same client identity, signed by the unrelated CA: what an attacker with their own CA presents.
+  const std::string other_client =
+      std::string("openssl req ") + kEcKey +
+      " -keyout other-client.key -out other-client.csr -subj /O=system:masters/CN=gpusched && "
+      "openssl x509 -req -in other-client.csr -CA other-ca.crt -CAkey other-ca.key -CAcreateserial -days 3650 "
+      "-out other-client.crt -extfile client.ext";
+  for (const std::string* command : {&ca, &other_ca, &server, &client, &other_client}) {
     GPUSCHED_RETURN_IF_ERROR(Run(dir, *command));
   }
   TestPki pki;
@@ -92,6 +98,8 @@ common::Result<TestPki> MakeTestPki(const std::string& dir) {
   pki.server_key_file = dir + "/server.key";
   pki.client_cert_file = dir + "/client.crt";
   pki.client_key_file = dir + "/client.key";
+  pki.other_client_cert_file = dir + "/other-client.crt";
+  pki.other_client_key_file = dir + "/other-client.key";
   pki.ca_pem = ReadAll(pki.ca_file);
   pki.client_cert_pem = ReadAll(pki.client_cert_file);
   pki.client_key_pem = ReadAll(pki.client_key_file);

@@ -14,10 +14,12 @@ struct TestPki {
   std::string dir, ca_pem, ca_file, server_cert_file, server_key_file, client_cert_file, client_key_file,
       client_cert_pem, client_key_pem;
   std::string other_ca_file;  // a second, unrelated CA (for "wrong CA" tests)
+  // A client certificate with the same subject as client_cert_file, signed by the unrelated CA.
+  std::string other_client_cert_file, other_client_key_file;
 };
 
-// Creates `dir` if needed and writes ca.{crt,key}, server.{crt,key}, client.{crt,key} and other-ca.crt there.
-// Errors carry openssl's output.
+// Creates `dir` if needed and writes ca.{crt,key}, server.{crt,key}, client.{crt,key} other-ca.crt and
+// other-client.{crt,key} there. Errors carry openssl's output.
 [[nodiscard]] common::Result<TestPki> MakeTestPki(const std::string& dir);
 
 // Writes a kubeconfig (context "test", namespace "default") that reaches `server` with the PKI's CA and client
