@@ -393,7 +393,7 @@ TEST_F(ExtenderIntegrationTest, BadInputGetsA4xxWithAMessageAndChangesNothing) {
   auto big = c.Post("/scheduler/filter", std::string(2 << 20, ' '), "application/json");
   ASSERT_TRUE(big);
   EXPECT_EQ(big->status, 413);
-  EXPECT_NE(big->body.find("maxBodyBytes"), std::string::npos);
+  EXPECT_NE(big->body.find("request body is larger than"), std::string::npos) << big->body;
   EXPECT_EQ(c.Post("/scheduler/nope", "{}", "application/json")->status, 404);
 
   // A slow client: headers promise a body that never comes. The server cuts it off after readTimeoutSeconds
@@ -450,6 +450,44 @@ TEST_F(ExtenderIntegrationTest, ServesHttpsWhenTheConfigHasACertificate) {
   const common::Status s = bad.Start();
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("missing.crt"), std::string::npos) << s;
+}
+
+// With a client CA and allowed names, only kube-scheduler's certificate reaches any endpoint; a certificate from
+// another CA, none, or an allowed CA's certificate with another name never reaches the service.
+TEST_F(ExtenderIntegrationTest, OnlyAllowedClientCertificatesReachTheVerbs) {
+  api_->UpsertNode(Node("n1", 1));
+  config_.tls_cert_file = pki_.server_cert_file;
+  config_.tls_key_file = pki_.server_key_file;
+  config_.tls_client_ca_file = pki_.ca_file;
+  config_.tls_allowed_client_names = {"gpusched"};  // the CN of pki_.client_cert_file
+  Extender e;
+  e.Start(kubeconfig_, config_);
+  const std::string body = json{{"Pod", Pod("mtls", Share(20))}, {"Nodes", nullptr}, {"NodeNames", {"n1"}}}.dump();
+  auto post = [&](const std::string& cert, const std::string& key) {
+    httplib::SSLClient c("127.0.0.1", e.server->port(), cert, key);
+    c.set_ca_cert_path(pki_.ca_file.c_str());
+    c.enable_server_certificate_verification(true);
+    c.set_read_timeout(3, 0);
+    return c.Post("/scheduler/filter", body, "application/json");
+  };
+  auto ok = post(pki_.client_cert_file, pki_.client_key_file);
+  ASSERT_TRUE(ok) << httplib::to_string(ok.error());
+  EXPECT_EQ(ok->status, 200);
+  auto none = post("", "");
+  EXPECT_TRUE(!none || none->status != 200);
+  auto other = post(pki_.other_client_cert_file, pki_.other_client_key_file);
+  EXPECT_TRUE(!other || other->status != 200);
+  e.Stop();
+  config_.tls_allowed_client_names = {"kube-scheduler"};
+  Extender named;
+  named.Start(kubeconfig_, config_);
+  httplib::SSLClient c("127.0.0.1", named.server->port(), pki_.client_cert_file, pki_.client_key_file);
+  c.set_ca_cert_path(pki_.ca_file.c_str());
+  auto denied = c.Post("/scheduler/filter", body, "application/json");
+  ASSERT_TRUE(denied) << httplib::to_string(denied.error());
+  EXPECT_EQ(denied->status, 403);
+  EXPECT_NE(denied->body.find("gpusched"), std::string::npos) << denied->body;
+  EXPECT_EQ(named.server->http()->stats().requests, 0U);
 }
 
 }  // namespace

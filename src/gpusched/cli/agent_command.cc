@@ -13,7 +13,6 @@
 #include <mutex>
 #include <thread>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "gpusched/adapters/deviceplugin/device_plugin.h"
@@ -31,6 +30,7 @@
 #include "gpusched/agent/inventory.h"
 #include "gpusched/common/log.h"
 #include "gpusched/kube/objects.h"
+#include "gpusched/net/http_server.h"
 
 namespace gpusched::cli {
 namespace {
@@ -244,15 +244,27 @@ int RunAgent(const AgentFlags& flags) {
     return Fail(s.message());
   }
 
-  // /metrics and /healthz.
-  httplib::Server server;
-  server.new_task_queue = [] { return new httplib::ThreadPool(4); };
-  server.set_tcp_nodelay(true);
-  server.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+  // /metrics and /healthz: read-only, GET only, through the hardened server layer (small bodies, short timeouts).
+  auto made = net::HttpServer::Create(net::HttpServerOptions{
+      .host = host,
+      .port = port,
+      .threads = 2,
+      .limits =
+          net::HttpLimits{
+              .max_header_bytes = 8 * 1024, .max_header_fields = 32, .max_body_bytes = 4 * 1024, .max_connections = 64},
+      .name = "agent"});
+  if (!made.ok()) {
+    return Fail(made.status().message());
+  }
+  std::unique_ptr<net::HttpServer> server = std::move(made).value();
+  server->Handle("GET", "/metrics", [&](net::HttpRequest&) {
     auto [pod_refs, allocations] = attribution.Get();
-    res.set_content(collector.RenderMetrics(pod_refs, allocations, node), "text/plain; version=0.0.4; charset=utf-8");
+    std::string body = collector.RenderMetrics(pod_refs, allocations, node);
+    body += net::RenderStats(server->stats(), "gpusched_agent");
+    return net::HttpResponse{.content_type = "text/plain; version=0.0.4; charset=utf-8", .body = std::move(body)};
   });
-  server.Get("/healthz", [&](const httplib::Request&, httplib::Response& res) {
+  server->Handle("GET", "/healthz", [&](net::HttpRequest&) {
+    net::HttpResponse res;
     const common::Status s = collector.last_error();
     std::string body = std::string(s.ok() ? "ok" : "degraded") + ": " + collector.Describe();
     if (!s.ok()) {
@@ -262,12 +274,12 @@ int RunAgent(const AgentFlags& flags) {
     if (plugin && !plugin->registered()) {
       body += "; device plugin not registered: " + plugin->last_error();
     }
-    res.set_content(body + "\n", "text/plain");
+    res.body = body + "\n";
+    return res;
   });
-  if (!server.bind_to_port(host, port)) {
-    return Fail("cannot listen on " + flags.listen);
+  if (auto s = server->Start(); !s.ok()) {
+    return Fail("cannot listen on " + flags.listen + ": " + s.message());
   }
-  std::thread http([&server] { server.listen_after_bind(); });
 
   // PodResources attribution and the InfluxDB push, every interval.
   std::unique_ptr<adapters::influxdb::InfluxWriter> influx;
@@ -325,8 +337,7 @@ int RunAgent(const AgentFlags& flags) {
   }
   stop_cv.notify_all();
   periodic.join();
-  server.stop();
-  http.join();
+  server->Stop();
   collector.Stop();
   if (plugin) {
     plugin->Stop();

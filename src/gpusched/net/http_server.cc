@@ -4,6 +4,7 @@
 #include <openssl/x509v3.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <exception>
@@ -680,9 +681,35 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
         return self->Close();
       }
       if (!self->keep_alive_) {
-        return self->Close();
+        return self->LingerClose();
       }
       self->WaitForRequest();
+    });
+  }
+
+  // After a response with Connection: close (a refusal, typically while the client is still sending its body):
+  // stop sending, then read and discard what the client still sends for a bounded time and size before closing.
+  // Closing at once would make the kernel answer the unread bytes with a reset, and the client would lose the
+  // response it has not read yet. The bound keeps this from becoming a way to make the server read a huge body.
+  void LingerClose() {
+    auto& lowest = beast::get_lowest_layer(stream_);
+    boost::system::error_code ignored;
+    lowest.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    lowest.expires_after(std::chrono::milliseconds(1000));
+    Drain();
+  }
+
+  void Drain() {
+    if (drained_ >= kMaxLingerBytes) {
+      return Close();
+    }
+    auto& lowest = beast::get_lowest_layer(stream_);
+    lowest.async_read_some(asio::buffer(scratch_), [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+      if (ec) {
+        return self->Close();
+      }
+      self->drained_ += n;
+      self->Drain();
     });
   }
 
@@ -701,6 +728,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   Peer peer_;
   bool forbidden_ = false;
   bool keep_alive_ = false;
+  static constexpr size_t kMaxLingerBytes = 1 << 20;
+  std::array<char, 16 * 1024> scratch_{};
+  size_t drained_ = 0;
 };
 
 }  // namespace

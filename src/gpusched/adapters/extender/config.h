@@ -84,6 +84,10 @@ struct ExtenderConfig {
   std::string path_prefix = "/scheduler";
   std::string tls_cert_file;
   std::string tls_key_file;
+  std::string tls_client_ca_file;                     // tls.clientCAFile
+  std::vector<std::string> tls_allowed_client_names;  // tls.allowedClientNames
+  size_t max_connections = 256;                       // maxConnections
+  int idle_timeout_seconds = 30;                      // idleTimeoutSeconds
   std::string policy = "binpack";
   std::vector<std::pair<std::string, double>> weights;  // empty: `policy` alone scores
   kube::ResourceConfig resources;

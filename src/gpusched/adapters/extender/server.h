@@ -1,14 +1,17 @@
 #pragma once
 
-// The extender's HTTP(S) server (cpp-httplib): POST <prefix>/filter, /prioritize, /bind, /preempt; GET /healthz
-// (the process serves), /readyz (200 once the watch caches synced, else 503 with what is missing) and /metrics.
-// Bodies over maxBodyBytes get 413, slow senders are cut off after readTimeoutSeconds, bad JSON gets 400 with the
-// decoder's message; none of these touch the cluster state.
+// The extender's HTTP(S) server, on net::HttpServer: POST <prefix>/filter, /prioritize, /bind, /preempt; GET
+// /healthz (the process serves), /readyz (200 once the watch caches synced, else 503 with what is missing) and
+// /metrics. With tls.clientCAFile only clients whose certificate that CA signed, and whose name is in
+// tls.allowedClientNames, reach any endpoint (the probes included: kubelet probes then need a loopback or exec
+// probe); config.cc refuses plain HTTP on anything but loopback. Bodies over maxBodyBytes get 413 whatever the
+// framing, compressed bodies 415, heads over the limits 431, slow senders are cut off after readTimeoutSeconds, idle
+// keep-alive connections after idleTimeoutSeconds, connections over maxConnections are closed at once; bad JSON gets
+// 400 with the decoder's message. None of these touch the cluster state.
 
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "gpusched/adapters/extender/config.h"
 #include "gpusched/adapters/extender/metrics.h"
@@ -16,9 +19,7 @@
 #include "gpusched/adapters/extender/state.h"
 #include "gpusched/common/status.h"
 
-namespace httplib {
-class Server;
-}  // namespace httplib
+#include "gpusched/net/http_server.h"
 
 namespace gpusched::adapters::extender {
 
@@ -36,10 +37,12 @@ class ExtenderServer {
   // What /readyz adds to a 200 when scheduling works but something is degraded (a metrics source is down); "" = no.
   void SetDegraded(std::function<std::string()> degraded) { degraded_ = std::move(degraded); }
 
-  // Binds (port 0 picks a free one) and serves on a background thread.
+  // Binds (port 0 picks a free one) and serves on background threads. Fails on unreadable TLS files.
   common::Status Start();
   [[nodiscard]] int port() const { return port_; }
   void Stop();
+  // What the HTTP layer refused so far (null before Start).
+  [[nodiscard]] const net::HttpServer* http() const { return server_.get(); }
 
  private:
   ExtenderService& service_;
@@ -48,8 +51,7 @@ class ExtenderServer {
   ExtenderConfig config_;
   Readiness readiness_;
   std::function<std::string()> degraded_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<net::HttpServer> server_;
   int port_ = 0;
 };
 
