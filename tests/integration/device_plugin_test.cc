@@ -168,14 +168,16 @@ struct TestPod {
   std::string alloc_node = kNode;
   bool annotate = true;
   bool extra_cpu_container = false;
+  std::string phase = "Pending";
+  uint64_t allocation_id = 0;
 
   [[nodiscard]] std::string Key() const { return "default/" + name; }
 
   [[nodiscard]] json Json() const {
     json pod = {{"metadata", {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name}}},
                 {"spec", {{"nodeName", kNode}, {"schedulerName", "gpusched"}, {"containers", json::array()}}},
-                {"status", {{"phase", "Pending"}}}};
-    core::Allocation a{.pod = common::PodUid("uid-" + name), .node = common::NodeName(alloc_node), .id = 7};
+                {"status", {{"phase", phase}}}};
+    core::Allocation a{.pod = common::PodUid("uid-" + name), .node = common::NodeName(alloc_node), .id = allocation_id};
     for (const auto& c : containers) {
       json container = {{"name", c.container},
                         {"resources", {{"limits", {{c.resource, std::to_string(c.gpus.size())}}}}}};
@@ -632,6 +634,180 @@ TEST_F(DevicePluginTest, PreStartContainerRefusesAMismatchedHandoff) {
   kubelet_->RemovePod("default", "intruder");
   kubelet_->RecordDevices("default", "a", "main", kGpu, ids);
   EXPECT_TRUE(kubelet_->PreStartContainer(kGpu, ids).ok());
+}
+
+// Forged allocations (docs/device-plugin.md): pods created with spec.nodeName set and a gpusched.io/allocation
+// annotation naming GPUs other pods hold. The kubelet rejects such a pod at admission (it turns Failed); `Reject`
+// plays the API server's side of that.
+class ForgedAllocationTest : public DevicePluginTest {
+ protected:
+  void Reject(TestPod p) {
+    p.phase = "Failed";
+    pods_.Put(p.Json());
+  }
+  // Binds and admits `p`; it must get its GPUs and start.
+  std::vector<testing::FakeContainerAdmission> Admit(const TestPod& p) {
+    pods_.Put(p.Json());
+    auto a = kubelet_->AdmitPod(p.Spec());
+    EXPECT_TRUE(a.ok()) << p.name << ": " << a.status();
+    if (!a.ok()) {
+      return {};
+    }
+    for (const auto& c : *a) {
+      EXPECT_TRUE(c.pre_start.ok()) << p.name << ": " << c.pre_start;
+    }
+    return std::move(a).value();
+  }
+  // Binds `p` and has the kubelet admit it; returns the rejection (OK if it was admitted).
+  common::Status Attack(const TestPod& p) {
+    pods_.Put(p.Json());
+    auto a = kubelet_->AdmitPod(p.Spec());
+    if (a.ok()) {
+      return common::Status::Ok();
+    }
+    Reject(p);
+    return a.status();
+  }
+  static std::string GpuName(int i) { return "GPU " + std::to_string(i) + " (" + Uuid(i) + ")"; }
+};
+
+TEST_F(ForgedAllocationTest, AnotherPodsExclusiveGpuIsRefusedAtAllocate) {
+  StartBoth();
+  const TestPod victim{.name = "victim", .containers = {{.gpus = {0}}}, .allocation_id = 41};
+  const auto held = Admit(victim);
+  ASSERT_EQ(held.size(), 1u);
+  ASSERT_EQ(held[0].response.envs.at("NVIDIA_VISIBLE_DEVICES"), Uuid(0));
+
+  // The same GPU, exclusively: refused, naming the victim, the GPU and the numbers.
+  const common::Status exclusive = Attack(TestPod{.name = "attacker", .containers = {{.gpus = {0}}}});
+  ASSERT_FALSE(exclusive.ok());
+  EXPECT_EQ(exclusive.code(), common::StatusCode::kFailedPrecondition) << exclusive;
+  EXPECT_THAT(exclusive.message(),
+              HasSubstr("pod default/attacker container main: its allocation asks for " + GpuName(0) +
+                        " exclusively, but it is allocated to pod default/victim "
+                        "(1000 milli-GPU, 0 MiB, exclusive; holds its devices)"));
+  // A small shared slice of it, through another resource: refused all the same.
+  const common::Status slice = Attack(
+      TestPod{.name = "nibbler",
+              .containers = {{.resource = kNvidia, .gpus = {0}, .milli = 100, .mib = 1000, .exclusive = false}}});
+  ASSERT_FALSE(slice.ok());
+  EXPECT_THAT(slice.message(), HasSubstr(GpuName(0) + " is held exclusively by pod default/victim"));
+  // A verbatim copy of the victim's annotation (same allocation id).
+  TestPod copy = victim;
+  copy.name = "copycat";
+  const common::Status copied = Attack(copy);
+  ASSERT_FALSE(copied.ok());
+  EXPECT_THAT(copied.message(), HasSubstr("(allocation id 41 is pod default/victim's too: a copied annotation?)"));
+  // A GPU this node does not have (the inventory has 8).
+  const common::Status unknown = Attack(TestPod{.name = "phantom", .containers = {{.gpus = {9}}}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.message(), HasSubstr("pod default/phantom container main: the allocation names GPU " + Uuid(9) +
+                                           ", which node node-a does not have"));
+  // One GPU named twice for a container that asks for two devices.
+  const common::Status twice = Attack(
+      TestPod{.name = "doubler", .containers = {{.gpus = {3, 3}, .milli = 400, .mib = 1000, .exclusive = false}}});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_THAT(twice.message(), HasSubstr("names " + GpuName(3) + " twice"));
+
+  EXPECT_EQ(plugin_->allocations(), 1u);
+  EXPECT_EQ(plugin_->refusals(), 5u);
+  // The victim keeps its GPU: its container still starts, and a legitimate pod gets a free GPU.
+  EXPECT_TRUE(kubelet_->PreStartContainer(kGpu, held[0].device_ids).ok());
+  const auto other = Admit(TestPod{.name = "bystander", .containers = {{.gpus = {1}}}});
+  ASSERT_EQ(other.size(), 1u);
+  EXPECT_EQ(other[0].response.envs.at("NVIDIA_VISIBLE_DEVICES"), Uuid(1));
+}
+
+TEST_F(ForgedAllocationTest, OvercommittingASharedGpuIsRefused) {
+  StartBoth();
+  // 600 milli-GPU and 50000 of GPU 1's 81920 MiB.
+  Admit(TestPod{.name = "victim", .containers = {{.gpus = {1}, .milli = 600, .mib = 50000, .exclusive = false}}});
+  // 600 + 500 = 1100 milli-GPU > 1000
+  const common::Status compute =
+      Attack(TestPod{.name = "greedy", .containers = {{.gpus = {1}, .milli = 500, .mib = 1000, .exclusive = false}}});
+  ASSERT_FALSE(compute.ok());
+  EXPECT_THAT(compute.message(),
+              HasSubstr("pod default/greedy container main: " + GpuName(1) +
+                        " would be overcommitted: pod default/greedy asks 500 milli-GPU, 1000 MiB of it, and it is "
+                        "allocated to pod default/victim (600 milli-GPU, 50000 MiB; holds its devices); together "
+                        "1100 milli-GPU > 1000"));
+  // 50000 + 40000 = 90000 MiB > 81920
+  const common::Status memory =
+      Attack(TestPod{.name = "hungry", .containers = {{.gpus = {1}, .milli = 100, .mib = 40000, .exclusive = false}}});
+  ASSERT_FALSE(memory.ok());
+  EXPECT_THAT(memory.message(), HasSubstr("together 90000 MiB > 81920 MiB (the GPU's memory)"));
+  // Exclusive on a GPU someone shares.
+  const common::Status whole = Attack(TestPod{.name = "hog", .containers = {{.gpus = {1}}}});
+  ASSERT_FALSE(whole.ok());
+  EXPECT_THAT(whole.message(), HasSubstr("asks for " + GpuName(1) + " exclusively"));
+
+  // 600 + 400 = 1000, 50000 + 31920 = 81920: a second shared pod that fits exactly is admitted.
+  const auto fits = Admit(
+      TestPod{.name = "neighbour", .containers = {{.gpus = {1}, .milli = 400, .mib = 31920, .exclusive = false}}});
+  ASSERT_EQ(fits.size(), 1u);
+  EXPECT_EQ(fits[0].response.envs.at("NVIDIA_VISIBLE_DEVICES"), Uuid(1));
+  EXPECT_EQ(fits[0].response.envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "40");
+  EXPECT_EQ(plugin_->refusals(), 3u);
+}
+
+TEST_F(ForgedAllocationTest, ATerminalPodsGpuIsFreeAgain) {
+  StartBoth();
+  TestPod done{.name = "done", .containers = {{.gpus = {2}}}};
+  Admit(done);
+  const common::Status busy = Attack(TestPod{.name = "early", .containers = {{.gpus = {2}}}});
+  ASSERT_FALSE(busy.ok());
+  EXPECT_THAT(busy.message(), HasSubstr("pod default/done"));
+  // It finished; the kubelet still lists it (not deleted yet), but a terminal pod holds nothing.
+  done.phase = "Succeeded";
+  pods_.Put(done.Json());
+  const auto next = Admit(TestPod{.name = "next", .containers = {{.gpus = {2}}}});
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].response.envs.at("NVIDIA_VISIBLE_DEVICES"), Uuid(2));
+}
+
+TEST_F(ForgedAllocationTest, WhenNeitherHoldsTheGpuTheOneAllocatedNowIsRefused) {
+  StartBoth();
+  // The victim is bound but the kubelet has not admitted it yet; the attacker is admitted first.
+  const TestPod victim{.name = "victim", .containers = {{.gpus = {4}}}};
+  pods_.Put(victim.Json());
+  const common::Status s =
+      Attack(TestPod{.name = "attacker", .containers = {{.gpus = {4}, .milli = 200, .exclusive = false}}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr(GpuName(4) + " is claimed exclusively by pod default/victim (1000 milli-GPU, 0 "
+                                                  "MiB, exclusive; bound, holds no devices yet)"));
+  // Rejected, the attacker is Failed: the victim gets its GPU.
+  auto a = kubelet_->AdmitPod(victim.Spec());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)[0].response.envs.at("NVIDIA_VISIBLE_DEVICES"), Uuid(4));
+  EXPECT_TRUE((*a)[0].pre_start.ok()) << (*a)[0].pre_start;
+}
+
+TEST_F(ForgedAllocationTest, PreStartContainerRefusesAContainerOnAnotherPodsGpu) {
+  StartBoth();
+  const TestPod victim{.name = "victim", .containers = {{.gpus = {5}}}};
+  const auto held = Admit(victim);
+  ASSERT_EQ(held.size(), 1u);
+  // The attacker holds devices this agent never handed out (an older agent did, or one without this check) and its
+  // annotation names the victim's GPU: its container must not start.
+  const TestPod attacker{.name = "attacker", .containers = {{.gpus = {5}}}};
+  pods_.Put(attacker.Json());
+  std::vector<std::string> ids;
+  for (int k = 0; ids.empty(); ++k) {  // a replica of GPU 5 the victim's container does not hold
+    const std::string id = Uuid(5) + "::" + std::to_string(k);
+    if (std::find(held[0].device_ids.begin(), held[0].device_ids.end(), id) == held[0].device_ids.end()) {
+      ids.push_back(id);
+    }
+  }
+  kubelet_->RecordDevices("default", "attacker", "main", kGpu, ids);
+  const common::Status s = kubelet_->PreStartContainer(kGpu, ids);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), common::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("pod default/attacker container main: its allocation asks for " + GpuName(5) +
+                                     " exclusively, but it is allocated to pod default/victim (1000 milli-GPU, 0 "
+                                     "MiB, exclusive; holds its devices)"));
+  // The victim, handed its GPU by this agent after the check, still starts: an unchecked holder does not outrank it.
+  EXPECT_TRUE(kubelet_->PreStartContainer(kGpu, held[0].device_ids).ok());
+  EXPECT_EQ(plugin_->refusals(), 1u);
 }
 
 TEST(DevicePluginOptionsTest, BadOptionsFailAtStart) {

@@ -182,6 +182,7 @@ struct DevicePlugin::Impl {
 
   // Allocate side; allocate_mu held.
   common::Result<NodeState> ReadNodeState();
+  common::Result<NodeState> ReadPods(std::vector<KubeletPod> kubelet);
   common::Result<ContainerEnv> AllocateOne(const std::string& resource, const std::vector<std::string>& ids);
   std::vector<std::string> Prefer(const std::string& resource, const pb::ContainerPreferredAllocationRequest& r);
   common::Status CheckPreStart(const std::string& resource, const std::vector<std::string>& ids);
@@ -359,12 +360,16 @@ void DevicePlugin::Impl::ApplySamples(common::Result<std::vector<ports::GpuSampl
 }
 
 common::Result<DevicePlugin::Impl::NodeState> DevicePlugin::Impl::ReadNodeState() {
-  NodeState out;
   auto kubelet = pod_resources.List();
   if (!kubelet.ok()) {
     return common::Unavailable("kubelet PodResources API: " + kubelet.status().message());
   }
-  out.kubelet = std::move(kubelet).value();
+  return ReadPods(std::move(kubelet).value());
+}
+
+common::Result<DevicePlugin::Impl::NodeState> DevicePlugin::Impl::ReadPods(std::vector<KubeletPod> kubelet) {
+  NodeState out;
+  out.kubelet = std::move(kubelet);
   auto list = pods.PodsOnNode();
   if (!list.ok()) {
     return common::Unavailable("reading the pods of node " + options.node_name + ": " + list.status().message());
@@ -427,28 +432,27 @@ common::Result<ContainerEnv> DevicePlugin::Impl::AllocateOne(const std::string& 
   GPUSCHED_ASSIGN_OR_RETURN(target, FindTarget(request, state.pods, state.kubelet, ledger));
   const PodView& pod = *target.pod;
   const ContainerView& container = pod.containers[target.container];
-  GPUSCHED_ASSIGN_OR_RETURN(shares, SharesFor(request, pod, container));
+  GPUSCHED_ASSIGN_OR_RETURN(named, SharesFor(request, pod, container));
+  GPUSCHED_ASSIGN_OR_RETURN(shares, ResolveShares(options.node_name, pod, container, std::move(named), node_gpus));
+  // The annotation is anyone's to write: never hand out a GPU that another pod's allocation conflicts with.
+  GPUSCHED_RETURN_IF_ERROR(CheckGpuConflicts(ConflictCheck{.node = options.node_name,
+                                                           .stage = ConflictStage::kAllocate,
+                                                           .pod = &pod,
+                                                           .container = &container,
+                                                           .shares = &shares},
+                                             state.pods, state.kubelet, ledger, node_gpus));
   std::string uuids;
-  for (auto& share : shares) {
-    auto it = std::find_if(node_gpus.begin(), node_gpus.end(), [&](const ports::GpuSample& g) {
-      return share.uuid.empty() ? g.index == share.index : g.uuid == share.uuid;
-    });
-    if (it == node_gpus.end()) {
-      return common::FailedPrecondition("pod " + pod.meta.Key() + " container " + container.name +
-                                        ": the allocation names GPU " +
-                                        (share.uuid.empty() ? std::to_string(share.index) : share.uuid.str()) +
-                                        ", which node " + options.node_name + " does not have");
-    }
-    share.uuid = it->uuid;
-    share.index = it->index;
+  for (const auto& share : shares.gpus) {
     uuids += (uuids.empty() ? "" : ",") + share.uuid.str();
   }
-  ContainerEnv env = BuildContainerEnv(shares, options.mps);
+  ContainerEnv env = BuildContainerEnv(shares.gpus, options.mps);
   ledger.Record(HandoffLedger::Entry{.uid = pod.meta.uid,
                                      .pod_key = pod.meta.Key(),
                                      .container = container.name,
                                      .resource = resource,
-                                     .device_ids = ids});
+                                     .device_ids = ids,
+                                     .entry = shares.entry,
+                                     .gpus = shares.gpus});
   std::set<common::PodUid> live;
   for (const auto& p : state.pods) {
     live.insert(p.meta.uid);
@@ -478,7 +482,7 @@ std::vector<std::string> DevicePlugin::Impl::Prefer(const std::string& resource,
       auto shares = SharesFor(request, *target->pod, target->pod->containers[target->container]);
       if (shares.ok()) {
         const auto node_gpus = Gpus();
-        for (const auto& share : *shares) {
+        for (const auto& share : shares->gpus) {
           for (const auto& g : node_gpus) {
             if (share.uuid.empty() ? g.index == share.index : g.uuid == share.uuid) {
               keys.push_back(GpuKey(g, ReplicasFor(options, resource)));
@@ -522,18 +526,15 @@ common::Status DevicePlugin::Impl::CheckPreStart(const std::string& resource, co
   if (!options.verify_pre_start) {
     return common::Status::Ok();
   }
-  auto entry = ledger.FindByDevices(resource, ids);
-  if (!entry.has_value()) {
-    common::Log(LogLevel::kInfo, "device plugin: PreStartContainer " + resource + " [" + Join(ids) +
-                                     "]: not handed out by this agent (it restarted since?); not checked");
-    return common::Status::Ok();
-  }
   auto kubelet = pod_resources.List();
   if (!kubelet.ok()) {
     return common::Unavailable("cannot check the handoff: kubelet PodResources API: " + kubelet.status().message());
   }
+  // Who the kubelet itself recorded these ids for (exact: admission is complete by now).
   std::vector<std::string> want(ids);
   std::sort(want.begin(), want.end());
+  const KubeletPod* recorded_pod = nullptr;
+  const KubeletContainer* recorded = nullptr;
   for (const KubeletPod& kp : *kubelet) {
     for (const KubeletContainer& kc : kp.containers) {
       auto d = kc.devices.find(resource);
@@ -542,20 +543,81 @@ common::Status DevicePlugin::Impl::CheckPreStart(const std::string& resource, co
       }
       std::vector<std::string> have = d->second;
       std::sort(have.begin(), have.end());
-      if (have != want) {
-        continue;
+      if (have == want && recorded == nullptr) {
+        recorded_pod = &kp;
+        recorded = &kc;
       }
-      if (kp.Key() != entry->pod_key || kc.name != entry->container) {
-        return common::FailedPrecondition("handoff mismatch: devices [" + Join(ids) + "] were handed to pod " +
-                                          entry->pod_key + " container " + entry->container +
-                                          " but the kubelet gave them to pod " + kp.Key() + " container " + kc.name +
-                                          "; refusing to start it with another pod's GPUs");
-      }
-      return common::Status::Ok();
     }
   }
-  // Not listed: an init container (PodResources v1 lists only app and restartable init containers).
-  return common::Status::Ok();
+  auto entry = ledger.FindByDevices(resource, ids);
+  if (entry.has_value() && recorded != nullptr &&
+      (recorded_pod->Key() != entry->pod_key || recorded->name != entry->container)) {
+    return common::FailedPrecondition("handoff mismatch: devices [" + Join(ids) + "] were handed to pod " +
+                                      entry->pod_key + " container " + entry->container +
+                                      " but the kubelet gave them to pod " + recorded_pod->Key() + " container " +
+                                      recorded->name + "; refusing to start it with another pod's GPUs");
+  }
+  if (!entry.has_value() && recorded == nullptr) {
+    // An init container (PodResources v1 lists only app and restartable init containers) this agent did not hand
+    // out (it restarted since?).
+    common::Log(LogLevel::kInfo, "device plugin: PreStartContainer " + resource + " [" + Join(ids) +
+                                     "]: not handed out by this agent and not recorded by the kubelet; not checked");
+    return common::Status::Ok();
+  }
+  const std::string pod_key = entry.has_value() ? entry->pod_key : recorded_pod->Key();
+  const std::string container_name = entry.has_value() ? entry->container : recorded->name;
+
+  // The GPUs must still not conflict with another pod that holds them ("Forged allocations").
+  auto state = ReadPods(std::move(kubelet).value());
+  if (!state.ok()) {
+    return common::Unavailable("cannot check the handoff: " + state.status().message());
+  }
+  const PodView* pod = nullptr;
+  for (const PodView& p : state->pods) {
+    if (entry.has_value() ? p.meta.uid == entry->uid : p.meta.Key() == pod_key) {
+      pod = &p;
+    }
+  }
+  const ContainerView* container = nullptr;
+  if (pod != nullptr) {
+    for (const ContainerView& c : pod->containers) {
+      if (c.name == container_name) {
+        container = &c;
+      }
+    }
+  }
+  if (container == nullptr) {
+    common::Log(LogLevel::kInfo, "device plugin: PreStartContainer " + resource + " [" + Join(ids) + "]: pod " +
+                                     pod_key + " container " + container_name +
+                                     " is no longer bound to this node; not checked");
+    return common::Status::Ok();
+  }
+  const std::vector<ports::GpuSample> node_gpus = Gpus();
+  ContainerShares shares;
+  if (entry.has_value() && !entry->gpus.empty()) {
+    shares = ContainerShares{.entry = entry->entry, .gpus = entry->gpus};
+  } else {
+    // Handed out before this agent started: what its annotation says is all there is to check. When that names no
+    // GPUs of this node for it (another device plugin handed it out before gpusched's was installed, say), there is
+    // no claim to check against anyone's, and refusing would only stop a running pod's restarts.
+    const HandoffRequest request{.node = options.node_name, .resource = resource, .device_ids = ids};
+    auto named = SharesFor(request, *pod, *container);
+    auto resolved = named.ok() ? ResolveShares(options.node_name, *pod, *container, std::move(named).value(), node_gpus)
+                               : common::Result<ContainerShares>(named.status());
+    if (!resolved.ok()) {
+      common::Log(LogLevel::kWarn, "device plugin: PreStartContainer " + resource + " [" + Join(ids) +
+                                       "]: not handed out by this agent, and its allocation cannot be checked (" +
+                                       resolved.status().message() + "); not checked");
+      return common::Status::Ok();
+    }
+    shares = std::move(resolved).value();
+  }
+  return CheckGpuConflicts(ConflictCheck{.node = options.node_name,
+                                         .stage = ConflictStage::kPreStart,
+                                         .pod = pod,
+                                         .container = container,
+                                         .shares = &shares},
+                           state->pods, state->kubelet, ledger, node_gpus);
 }
 
 bool DevicePlugin::Impl::OurSocketsExist() const {

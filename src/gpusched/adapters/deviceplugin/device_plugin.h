@@ -10,9 +10,11 @@
 // ListAndWatch streams the device list and sends it again whenever it changes: health from the DeviceInventory
 // samples (an unhealthy GPU makes all its devices Unhealthy; a failed sample makes every device Unhealthy), NUMA
 // topology from GpuSample::numa_node. Allocate hands each container the GPUs its pod's gpusched.io/allocation
-// names (handoff.h, docs/device-plugin.md) with the environment of container_env.h. GetPreferredAllocation steers
-// the kubelet to device ids of those same GPUs. PreStartContainer re-checks the handoff against the kubelet's own
-// record (PodResources) before the container starts and refuses it on any mismatch.
+// names (handoff.h, docs/device-plugin.md) with the environment of container_env.h, unless they conflict with
+// another pod's allocation on the node (a forged annotation; handoff.h, "Forged allocations"). GetPreferredAllocation
+// steers the kubelet to device ids of those same GPUs. PreStartContainer re-checks the handoff against the kubelet's
+// own record (PodResources) and the GPUs against the pods holding them before the container starts, and refuses it
+// on any mismatch or conflict.
 //
 // Life cycle. Start() checks the options and takes a first inventory sample, then a supervisor thread:
 //   every poll_interval: samples the inventory (every sample_interval), and looks at kubelet.sock. When it exists

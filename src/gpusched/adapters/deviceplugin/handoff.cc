@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -61,6 +63,159 @@ std::string Describe(const std::vector<Waiting>& waiting) {
            std::to_string(w.count) + (w.listed ? ", listed by the kubelet)" : ")");
   }
   return out;
+}
+
+const ports::GpuSample* FindGpu(const core::GpuShare& share, std::span<const ports::GpuSample> gpus) {
+  for (const ports::GpuSample& g : gpus) {
+    if (share.uuid.empty() ? g.index == share.index : g.uuid == share.uuid) {
+      return &g;
+    }
+  }
+  return nullptr;
+}
+
+std::string GpuName(const ports::GpuSample& gpu) {
+  return "GPU " + std::to_string(gpu.index) + " (" + gpu.uuid.str() + ")";
+}
+
+// One pod's claim on one GPU (handoff.h, "Forged allocations").
+struct Claim {
+  int64_t milli = 0;
+  int64_t mib = 0;
+  int shares = 0;
+  bool exclusive = false;
+  bool holds = false;    // a container of an entry naming the GPU holds devices
+  bool checked = false;  // an entry naming the GPU comes from the ledger: this plugin handed it out
+};
+
+struct PodClaims {
+  const PodView* pod = nullptr;
+  uint64_t allocation_id = 0;
+  std::map<int32_t, Claim> gpus;  // by GPU index
+};
+
+struct Rival {
+  const PodClaims* pod;
+  Claim claim;
+};
+
+// The pod's claims on this node's GPUs: its allocation entries, those handed out replaced by the ledger's record
+// (and handed-out entries the annotation no longer names added), and `self`'s entry replaced by `self`.
+PodClaims ClaimsOf(const PodView& pod, std::string_view node, const KubeletPod* listed, const HandoffLedger& ledger,
+                   std::span<const ports::GpuSample> gpus, const ContainerShares* self) {
+  struct Entry {
+    std::string name;
+    std::vector<core::GpuShare> gpus;
+    bool checked = false;
+  };
+  PodClaims out{.pod = &pod};
+  std::vector<Entry> entries;
+  if (const std::string* text = pod.meta.Annotation(kube::kAnnotationAllocation); text != nullptr) {
+    auto allocation = kube::DecodeAllocation(*text, pod.meta.uid);
+    if (allocation.ok() && allocation->node.str() == node) {
+      out.allocation_id = allocation->id;
+      for (auto& c : allocation->containers) {
+        entries.push_back(Entry{.name = std::move(c.container), .gpus = std::move(c.gpus)});
+      }
+    }
+  }
+  auto replace = [&](const std::string& name, const std::vector<core::GpuShare>& shares, bool checked) {
+    auto first = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.name == name; });
+    if (first == entries.end()) {
+      entries.push_back(Entry{.name = name, .gpus = shares, .checked = checked});
+      return;
+    }
+    first->gpus = shares;
+    first->checked = checked;
+    entries.erase(std::remove_if(std::next(first), entries.end(), [&](const Entry& e) { return e.name == name; }),
+                  entries.end());
+  };
+  std::map<std::string, const HandoffLedger::Entry*> handed;  // entry -> the widest handout from it
+  for (const HandoffLedger::Entry& e : ledger.entries()) {
+    if (e.uid == pod.meta.uid && !e.entry.empty() && !e.gpus.empty()) {
+      const HandoffLedger::Entry*& slot = handed[e.entry];
+      if (slot == nullptr || e.gpus.size() > slot->gpus.size()) {
+        slot = &e;
+      }
+    }
+  }
+  for (const auto& [name, e] : handed) {
+    replace(name, e->gpus, true);
+  }
+  if (self != nullptr) {
+    replace(self->entry, self->gpus, false);
+  }
+
+  auto holds = [&](const std::string& entry) {
+    const std::string_view name =
+        std::string_view(entry).starts_with("init:") ? std::string_view(entry).substr(5) : std::string_view(entry);
+    for (const HandoffLedger::Entry& e : ledger.entries()) {
+      if (e.uid == pod.meta.uid && (e.container == name || e.entry == entry)) {
+        return true;
+      }
+    }
+    if (listed == nullptr) {
+      return false;
+    }
+    const auto view = std::find_if(pod.containers.begin(), pod.containers.end(),
+                                   [&](const ContainerView& c) { return c.name == name; });
+    for (const KubeletContainer& kc : listed->containers) {
+      if (kc.name != name || view == pod.containers.end()) {
+        continue;
+      }
+      for (const auto& [resource, ids] : kc.devices) {
+        if (!ids.empty() && view->devices.contains(resource)) {
+          return true;
+        }
+      }
+    }
+    return false;
+  };
+  for (const Entry& e : entries) {
+    const bool held = holds(e.name);
+    for (const core::GpuShare& share : e.gpus) {
+      const ports::GpuSample* gpu = FindGpu(share, gpus);
+      if (gpu == nullptr) {
+        continue;  // not this node's GPU: it claims nothing here
+      }
+      Claim& c = out.gpus[gpu->index];
+      c.milli += share.milli.value();
+      c.mib += share.memory.value();
+      c.shares += 1;
+      c.exclusive = c.exclusive || share.exclusive;
+      c.holds = c.holds || held;
+      c.checked = c.checked || e.checked;
+    }
+  }
+  return out;
+}
+
+std::string Amount(const Claim& c) {
+  return std::to_string(c.milli) + " milli-GPU, " + std::to_string(c.mib) + " MiB" + (c.exclusive ? ", exclusive" : "");
+}
+
+std::string Describe(std::span<const Rival> rivals) {
+  std::string out;
+  for (size_t i = 0; i < rivals.size(); ++i) {
+    const Rival& r = rivals[i];
+    out += std::string(i > 0 ? ", " : "") + "pod " + r.pod->pod->meta.Key() + " (" + Amount(r.claim) +
+           (r.claim.holds ? "; holds its devices)" : "; bound, holds no devices yet)");
+  }
+  return out;
+}
+
+// A rival with the same (non-zero) allocation id: the annotation was probably copied from it.
+std::string CopiedNote(const PodClaims& mine, std::span<const Rival> rivals) {
+  if (mine.allocation_id == 0) {
+    return "";
+  }
+  for (const Rival& r : rivals) {
+    if (r.pod->allocation_id == mine.allocation_id) {
+      return " (allocation id " + std::to_string(mine.allocation_id) + " is pod " + r.pod->pod->meta.Key() +
+             "'s too: a copied annotation?)";
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -239,8 +394,8 @@ common::Result<HandoffTarget> FindTarget(const HandoffRequest& request, std::spa
                          " of them as under admission; refusing to guess (docs/device-plugin.md)");
 }
 
-common::Result<std::vector<core::GpuShare>> SharesFor(const HandoffRequest& request, const PodView& pod,
-                                                      const ContainerView& container) {
+common::Result<ContainerShares> SharesFor(const HandoffRequest& request, const PodView& pod,
+                                          const ContainerView& container) {
   const std::string who = "pod " + pod.meta.Key() + " container " + container.name;
   const size_t n = request.device_ids.size();
   const std::string* text = pod.meta.Annotation(kube::kAnnotationAllocation);
@@ -262,7 +417,13 @@ common::Result<std::vector<core::GpuShare>> SharesFor(const HandoffRequest& requ
   const core::ContainerAllocation* entry = nullptr;
   bool covering = false;
   const std::string own = container.init ? "init:" + container.name : container.name;
+  std::set<std::string_view> names;
   for (const auto& c : allocation->containers) {
+    if (!names.insert(c.container).second) {
+      // Which of the two would it be? Neither: the annotation is not one gpusched writes.
+      return common::FailedPrecondition("pod " + pod.meta.Key() + ": its allocation names container entry \"" +
+                                        c.container + "\" twice");
+    }
     if (c.container == own) {
       entry = &c;
     }
@@ -289,7 +450,130 @@ common::Result<std::vector<core::GpuShare>> SharesFor(const HandoffRequest& requ
                                       JoinIds(request.device_ids) + " but the allocation names " +
                                       std::to_string(entry->gpus.size()) + " GPU(s) [" + uuids + "]");
   }
-  return std::vector<core::GpuShare>(entry->gpus.begin(), entry->gpus.begin() + static_cast<std::ptrdiff_t>(n));
+  return ContainerShares{
+      .entry = entry->container,
+      .gpus = std::vector<core::GpuShare>(entry->gpus.begin(), entry->gpus.begin() + static_cast<std::ptrdiff_t>(n))};
+}
+
+common::Result<ContainerShares> ResolveShares(std::string_view node, const PodView& pod, const ContainerView& container,
+                                              ContainerShares shares, std::span<const ports::GpuSample> gpus) {
+  const std::string who = "pod " + pod.meta.Key() + " container " + container.name;
+  std::set<int32_t> seen;
+  for (auto& share : shares.gpus) {
+    const ports::GpuSample* gpu = FindGpu(share, gpus);
+    if (gpu == nullptr) {
+      return common::FailedPrecondition(who + ": the allocation names GPU " +
+                                        (share.uuid.empty() ? std::to_string(share.index) : share.uuid.str()) +
+                                        ", which node " + std::string(node) + " does not have");
+    }
+    share.uuid = gpu->uuid;
+    share.index = gpu->index;
+    if (!seen.insert(share.index).second) {
+      return common::FailedPrecondition(who + ": its allocation entry \"" + shares.entry + "\" names " + GpuName(*gpu) +
+                                        " twice (a container gets distinct GPUs)");
+    }
+    if (!share.exclusive && share.milli.value() <= 0 && share.memory.value() <= 0) {
+      return common::FailedPrecondition(who + ": its allocation gives it nothing of " + GpuName(*gpu) +
+                                        " (0 milli-GPU, 0 MiB, not exclusive)");
+    }
+  }
+  return shares;
+}
+
+common::Status CheckGpuConflicts(const ConflictCheck& check, std::span<const PodView> pods,
+                                 std::span<const KubeletPod> kubelet, const HandoffLedger& ledger,
+                                 std::span<const ports::GpuSample> gpus) {
+  const PodView& pod = *check.pod;
+  const std::string who = "pod " + pod.meta.Key() + " container " + check.container->name;
+  std::map<std::string, const KubeletPod*, std::less<>> listed;
+  for (const KubeletPod& kp : kubelet) {
+    listed[kp.Key()] = &kp;
+  }
+  auto listed_pod = [&](const PodView& p) -> const KubeletPod* {
+    auto it = listed.find(p.meta.Key());
+    return it == listed.end() ? nullptr : it->second;
+  };
+  const PodClaims mine = ClaimsOf(pod, check.node, listed_pod(pod), ledger, gpus, check.shares);
+  // At PreStartContainer a container this plugin handed its GPUs was checked at Allocate; only holders that were
+  // checked as well can overrule it (header).
+  const bool self_checked =
+      check.stage == ConflictStage::kPreStart &&
+      std::any_of(ledger.entries().begin(), ledger.entries().end(), [&](const HandoffLedger::Entry& e) {
+        return e.uid == pod.meta.uid && e.container == check.container->name && !e.gpus.empty();
+      });
+  std::vector<PodClaims> others;
+  for (const PodView& p : pods) {
+    if (p.meta.uid == pod.meta.uid || p.meta.Terminal() ||
+        (!p.meta.node_name.empty() && p.meta.node_name != check.node)) {
+      continue;
+    }
+    PodClaims c = ClaimsOf(p, check.node, listed_pod(p), ledger, gpus, nullptr);
+    if (!c.gpus.empty()) {
+      others.push_back(std::move(c));
+    }
+  }
+  const std::string tail = "; refused (docs/device-plugin.md, \"Forged allocations\")";
+  std::set<int32_t> done;
+  for (const core::GpuShare& share : check.shares->gpus) {
+    if (!done.insert(share.index).second) {
+      continue;
+    }
+    const ports::GpuSample* gpu = FindGpu(share, gpus);
+    auto own = mine.gpus.find(share.index);
+    if (gpu == nullptr || own == mine.gpus.end()) {
+      continue;  // ResolveShares refuses these
+    }
+    const Claim& m = own->second;
+    const std::string gname = GpuName(*gpu);
+    if (m.exclusive && m.shares > 1) {
+      return common::FailedPrecondition(who + ": its pod's allocation names " + gname + " " + std::to_string(m.shares) +
+                                        " times with an exclusive share" + tail);
+    }
+    std::vector<Rival> rivals;
+    for (const PodClaims& o : others) {
+      auto it = o.gpus.find(share.index);
+      if (it == o.gpus.end()) {
+        continue;
+      }
+      const Claim& c = it->second;
+      if (check.stage == ConflictStage::kPreStart && (!c.holds || (self_checked && !c.checked))) {
+        continue;
+      }
+      rivals.push_back(Rival{.pod = &o, .claim = c});
+    }
+    if (rivals.empty()) {
+      continue;
+    }
+    const std::string copied = CopiedNote(mine, rivals);
+    if (m.exclusive) {
+      return common::FailedPrecondition(who + ": its allocation asks for " + gname +
+                                        " exclusively, but it is allocated to " + Describe(rivals) + copied + tail);
+    }
+    for (const Rival& r : rivals) {
+      if (r.claim.exclusive) {
+        return common::FailedPrecondition(who + ": " + gname + " is " + (r.claim.holds ? "held" : "claimed") +
+                                          " exclusively by " + Describe(std::span<const Rival>(&r, 1)) + copied + tail);
+      }
+    }
+    int64_t milli = m.milli;
+    int64_t mib = m.mib;
+    for (const Rival& r : rivals) {
+      milli += r.claim.milli;
+      mib += r.claim.mib;
+    }
+    const std::string asks = who + ": " + gname + " would be overcommitted: pod " + pod.meta.Key() + " asks " +
+                             Amount(m) + " of it, and it is allocated to " + Describe(rivals) + "; together ";
+    if (milli > common::kGpuMilli.value()) {
+      return common::FailedPrecondition(asks + std::to_string(milli) + " milli-GPU > " +
+                                        std::to_string(common::kGpuMilli.value()) + copied + tail);
+    }
+    if (gpu->memory_total.value() > 0 && mib > gpu->memory_total.value()) {
+      return common::FailedPrecondition(asks + std::to_string(mib) + " MiB > " +
+                                        std::to_string(gpu->memory_total.value()) + " MiB (the GPU's memory)" + copied +
+                                        tail);
+    }
+  }
+  return common::Status::Ok();
 }
 
 }  // namespace gpusched::adapters::deviceplugin

@@ -262,7 +262,7 @@ TEST(HandoffTest, SharesForTable) {
     }
     ASSERT_TRUE(shares.ok()) << shares.status();
     std::vector<std::string> uuids;
-    for (const auto& s : *shares) {
+    for (const auto& s : shares->gpus) {
       uuids.push_back(s.uuid.str());
     }
     EXPECT_EQ(uuids, c.want_uuids);
@@ -282,8 +282,9 @@ TEST(HandoffTest, InitContainerWithoutEntryUsesTheCoveringAppContainer) {
   auto shares =
       SharesFor(HandoffRequest{.node = "n1", .resource = kRes, .device_ids = ids}, *view, view->containers[0]);
   ASSERT_TRUE(shares.ok()) << shares.status();
-  ASSERT_EQ(shares->size(), 1u);
-  EXPECT_EQ((*shares)[0].uuid.str(), "GPU-6");
+  EXPECT_EQ(shares->entry, "main");
+  ASSERT_EQ(shares->gpus.size(), 1u);
+  EXPECT_EQ(shares->gpus[0].uuid.str(), "GPU-6");
 }
 
 TEST(HandoffTest, DecodePodViewReadsLimitsThenRequests) {
