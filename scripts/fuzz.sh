@@ -13,7 +13,8 @@ shift || true
 TARGETS=("$@")
 if ((${#TARGETS[@]} == 0)); then
   TARGETS=(extender_args_fuzz binding_args_fuzz preemption_args_fuzz kube_objects_fuzz annotations_fuzz
-           quantity_fuzz trace_fuzz prometheus_response_fuzz influx_response_fuzz interference_data_fuzz http_request_fuzz)
+           quantity_fuzz trace_fuzz prometheus_response_fuzz influx_response_fuzz interference_data_fuzz http_request_fuzz
+           admission_review_fuzz)
 fi
 CLANG="${CLANGXX:-clang++-14}"
 command -v "$CLANG" >/dev/null || { echo "fuzz: $CLANG not found (scripts/install-deps.sh installs clang-14)" >&2; exit 1; }

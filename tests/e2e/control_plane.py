@@ -234,6 +234,12 @@ class Pki:
         kube-system:gpusched-extender" to act as that ServiceAccount (RBAC matches it by user name)."""
         return self._leaf(name, subject, "ca", "clientAuth")
 
+    def server_cert(self, name, ips=(), dns=()):
+        """(cert, key) of a serving certificate signed by the cluster CA for these IP and DNS subjectAltNames (what
+        kube-apiserver checks when it calls a webhook's URL with the CA as caBundle)."""
+        san = ",".join([f"IP:{ip}" for ip in ips] + [f"DNS:{d}" for d in dns])
+        return self._leaf(name, f"/CN={name}", "ca", "serverAuth", f"subjectAltName={san}")
+
     def _leaf(self, name, subj, ca, usage, san=None):
         ext = os.path.join(self.dir, f"{name}.ext")
         with open(ext, "w") as f:

@@ -114,6 +114,11 @@ class Kube:
         "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
         "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
         "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        "Namespace": "/api/v1/namespaces",
+        "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+        "PodDisruptionBudget": "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+        "MutatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
     }
 
     def apply_yaml(self, text, dry_run=False):
@@ -137,6 +142,30 @@ class Kube:
                                 {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}})
         if status not in (201, 409):
             raise KubeError("POST", "serviceaccounts", status, body)
+
+    def ensure_namespace(self, name, labels=None):
+        status, body = self.raw("POST", "/api/v1/namespaces",
+                                {"apiVersion": "v1", "kind": "Namespace",
+                                 "metadata": {"name": name, "labels": dict(labels or {})}})
+        if status not in (201, 409):
+            raise KubeError("POST", "namespaces", status, body)
+
+    def bind_cluster_role(self, user, cluster_role, namespace):
+        """A RoleBinding granting `user` (a client certificate's CN) the ClusterRole in `namespace`."""
+        return self.call("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": f"{user.replace(':', '-')}-{cluster_role}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+
+    def bind(self, pod, node, namespace="default", annotations=None):
+        """POSTs a Binding of `pod` to `node` (pods/binding), with `annotations` in its metadata."""
+        metadata = {"name": pod}
+        if annotations:
+            metadata["annotations"] = annotations
+        return self.call("POST", self._path("pods", pod, namespace, "binding"), {
+            "apiVersion": "v1", "kind": "Binding", "metadata": metadata,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
 
     # -- fake GPU nodes ---------------------------------------------------------------------------------------
 

@@ -6,13 +6,14 @@
 #include "gpusched/cli/extender_command.h"
 #include "gpusched/cli/interference_command.h"
 #include "gpusched/cli/simulate_command.h"
+#include "gpusched/cli/webhook_command.h"
 #include "gpusched/interference/slowdown_models.h"
 #include "gpusched/policy/registry.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "gpusched: a Kubernetes GPU scheduler (simulate, extender, agent, interference; the standalone scheduler comes "
-      "next)"};
+      "gpusched: a Kubernetes GPU scheduler (simulate, extender, agent, webhook, interference; the standalone "
+      "scheduler comes next)"};
   app.require_subcommand(1);
   int exit_code = 0;
   gpusched::cli::SimulateFlags simulate;
@@ -69,6 +70,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   ag->add_flag("-v,--verbose", agent.verbose, "Debug logging");
   ag->callback([&agent, &exit_code] { exit_code = gpusched::cli::RunAgent(agent); });
+
+  gpusched::cli::WebhookFlags webhook;
+  gpusched::cli::AddWebhookCommand(app, webhook, exit_code);
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;

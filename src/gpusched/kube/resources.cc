@@ -136,13 +136,18 @@ common::Result<std::optional<core::GpuRequest>> GpuRequestOf(const ContainerReso
   }
   const std::string who = std::string(kind) + " " + (c.name.empty() ? "(unnamed)" : c.name);
   // Families; a container must use one (HAMi's names go with nvidia.com/gpu; KETI may take gpusched's sizes).
-  const bool ours = Get(c, kResGpu) || Get(c, kResGpuMemory) || Get(c, kResGpuCore);
   const bool hami = Get(c, kResHamiMem) || Get(c, kResHamiMemPercent) || Get(c, kResHamiCores);
   const bool nvidia = Get(c, kResNvidiaGpu).has_value();
   const bool aliyun = Get(c, kResAliyunMem).has_value();
   const bool elastic = Get(c, kResElasticCore) || Get(c, kResElasticMemory) || Get(c, kResElasticCoreCom) ||
                        Get(c, kResElasticMemoryCom);
   const bool keti = Get(c, kResKetiMps).has_value();
+  // gpusched.io/gpu alone beside a family without a device count of its own is that request's device count: the
+  // webhook adds it so that the kubelet calls gpusched's device plugin (docs/webhook.md). It must match.
+  const auto device_count = Get(c, kResGpu);
+  const bool device_count_only =
+      device_count && !Get(c, kResGpuMemory) && !Get(c, kResGpuCore) && !keti && !nvidia && (aliyun || elastic || hami);
+  const bool ours = (device_count && !device_count_only) || Get(c, kResGpuMemory) || Get(c, kResGpuCore);
   std::vector<std::string> families;
   if (ours && !keti) families.emplace_back("gpusched.io");
   if (nvidia || hami) families.emplace_back(hami ? "HAMi (nvidia.com/gpumem, gpucores)" : "nvidia.com/gpu");
@@ -248,6 +253,11 @@ common::Result<std::optional<core::GpuRequest>> GpuRequestOf(const ContainerReso
   }
   if (r.milli_per_gpu.value() == 0 && r.memory_per_gpu.value() == 0 && r.memory_percent == 0) {
     return common::InvalidArgument(who + " asks for GPUs with neither compute nor memory");
+  }
+  if (device_count_only && *device_count != r.count) {
+    return common::InvalidArgument(who + ": " + std::string(kResGpu) + " " + std::to_string(*device_count) +
+                                   " does not match the " + std::to_string(r.count) + " GPU(s) that " + families[0] +
+                                   " asks for");
   }
   return std::optional<core::GpuRequest>(std::move(r));
 }
@@ -409,6 +419,12 @@ std::string DecodePodApp(const json& pod, std::string_view app_label) {
     app = value("labels", app_label);
   }
   return app;
+}
+
+common::Result<std::optional<core::GpuRequest>> DecodeContainerGpuRequest(const json& container,
+                                                                          const ResourceConfig& config) {
+  GPUSCHED_ASSIGN_OR_RETURN(c, ReadContainer(container, config, "container"));
+  return GpuRequestOf(c, "container");
 }
 
 bool RequestsGpuResource(const json& pod, const ResourceConfig& config) {

@@ -19,6 +19,9 @@
 //                                         core and memory when given, else the whole compute of each GPU.
 // Mixing families in one container (say nvidia.com/gpu with gpusched.io/gpu-core) is rejected, naming the
 // container and both resources; so are core above 100, zero or negative amounts, and a fractional GPU count.
+// One exception: gpusched.io/gpu alone next to gpushare, elastic-gpu or HAMi names without nvidia.com/gpu is the
+// request's device count (what gpusched's webhook adds so that the kubelet calls the device plugin); it must equal
+// the GPUs that family asks for, and the request is decoded as that family.
 //
 // Pod-level: CPU and memory are Kubernetes' effective requests, max(sum over containers, largest init
 // container). Init containers that ask for GPUs reuse the GPUs of an app container that covers them (the kubelet's
@@ -27,6 +30,7 @@
 // label gpusched.io/priority. The application class (PodRequest::app, what the interference model knows the workload
 // as) comes from the annotation gpusched.io/app, else from the label ResourceConfig::app_label names.
 
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -76,6 +80,12 @@ common::Result<core::PodRequest> DecodePodRequest(const nlohmann::json& pod, con
 // The pod's application class: the annotation gpusched.io/app, else the label `app_label` names (when not
 // empty), else "" (unknown: the interference model's prior). An empty or non-string value counts as absent.
 [[nodiscard]] std::string DecodePodApp(const nlohmann::json& pod, std::string_view app_label);
+
+// One container's GPU request (`container` is an element of spec.containers or spec.initContainers), by the rules
+// above; nullopt when it asks for no enabled GPU resource. The pod-level parts (models, init-container covering)
+// are DecodePodRequest's. Errors are InvalidArgument and name the container and resource.
+common::Result<std::optional<core::GpuRequest>> DecodeContainerGpuRequest(const nlohmann::json& container,
+                                                                          const ResourceConfig& config);
 
 // Whether the pod asks for any enabled GPU resource (managedResources' IsInterested, for requests or limits).
 bool RequestsGpuResource(const nlohmann::json& pod, const ResourceConfig& config);

@@ -147,6 +147,82 @@ TEST(ResourcesTest, RejectsContradictoryOrImpossibleRequestsNamingContainerAndRe
   }
 }
 
+// gpusched.io/gpu next to a family without a device count of its own (what the webhook adds): the family's
+// request, unchanged, when the count matches; an error naming both when it does not.
+TEST(ResourcesTest, GpuschedDeviceCountBesideCompatibilityNames) {
+  const Case cases[] = {
+      {"aliyun 8 GiB + gpu 1: the gpushare request",
+       {{"aliyun.com/gpu-mem", "8"}, {"gpusched.io/gpu", "1"}},
+       1,
+       0,
+       8192,
+       false},
+      {"elastic core 200 + gpu 2: two whole GPUs",
+       {{"elasticgpu.io/gpu-core", "200"}, {"gpusched.io/gpu", "2"}},
+       2,
+       1000,
+       0,
+       true},
+      {"elastic core 30 + memory + gpu 1",
+       {{"elasticgpu.com/gpu-core", "30"}, {"elasticgpu.com/gpu-memory", "1024"}, {"gpusched.io/gpu", "1"}},
+       1,
+       300,
+       1024,
+       false},
+      {"HAMi gpumem without nvidia.com/gpu + gpu 1",
+       {{"nvidia.com/gpumem", "3000"}, {"gpusched.io/gpu", "1"}},
+       1,
+       0,
+       3000,
+       false},
+  };
+  for (const auto& c : cases) {
+    auto r = DecodePodRequest(PodWith(c.limits), ResourceConfig{});
+    ASSERT_TRUE(r.ok()) << c.what << ": " << r.status();
+    ASSERT_EQ(r->containers.size(), 1u) << c.what;
+    const auto& g = r->containers[0];
+    EXPECT_EQ(g.count, c.count) << c.what;
+    EXPECT_EQ(g.milli_per_gpu.value(), c.milli) << c.what;
+    EXPECT_EQ(g.memory_per_gpu.value(), c.memory) << c.what;
+    EXPECT_EQ(g.exclusive, c.exclusive) << c.what;
+  }
+  const BadCase bad[] = {
+      {{{"aliyun.com/gpu-mem", "8"}, {"gpusched.io/gpu", "2"}},
+       "gpusched.io/gpu 2 does not match the 1 GPU(s) that aliyun.com/gpu-mem asks for"},
+      {{{"elasticgpu.io/gpu-core", "300"}, {"gpusched.io/gpu", "1"}}, "does not match the 3 GPU(s)"},
+      // With sizes of its own, gpusched.io is a family again: mixing stays an error.
+      {{{"aliyun.com/gpu-mem", "8"}, {"gpusched.io/gpu", "1"}, {"gpusched.io/gpu-core", "20"}}, "mixes GPU resources"},
+      // nvidia.com/gpu is HAMi's count already.
+      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}, {"gpusched.io/gpu", "1"}}, "mixes GPU resources"},
+  };
+  for (const auto& c : bad) {
+    auto r = DecodePodRequest(PodWith(c.limits), ResourceConfig{});
+    ASSERT_FALSE(r.ok()) << c.limits.dump();
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status();
+  }
+}
+
+TEST(ResourcesTest, DecodesOneContainer) {
+  const json container = {{"name", "trainer"},
+                          {"resources", {{"limits", {{"elasticgpu.io/gpu-core", "200"}, {"cpu", "2"}}}}}};
+  auto r = DecodeContainerGpuRequest(container, ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->has_value());
+  EXPECT_EQ((*r)->container, "trainer");
+  EXPECT_EQ((*r)->count, 2);
+  EXPECT_TRUE((*r)->exclusive);
+
+  auto none = DecodeContainerGpuRequest({{"name", "sidecar"}, {"resources", {{"limits", {{"cpu", "1"}}}}}}, {});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+
+  auto bad = DecodeContainerGpuRequest({{"name", "x"}, {"resources", {{"limits", {{"gpusched.io/gpu-core", "150"}}}}}},
+                                       ResourceConfig{});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("container x: gpusched.io/gpu-core 150 is above 100"), std::string::npos)
+      << bad.status();
+}
+
 TEST(ResourcesTest, RequestsWinOverLimitsAndDisabledNamesAreIgnored) {
   json pod = PodWith({{"gpusched.io/gpu-core", "50"}});
   pod["spec"]["containers"][0]["resources"]["requests"] = {

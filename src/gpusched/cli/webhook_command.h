@@ -1,0 +1,40 @@
+#pragma once
+
+// `gpusched webhook`: the admission webhook (webhook/) served over HTTPS through net::HttpServer. Wiring only.
+//
+//   POST /validate   the validating webhook (webhook/validator.h)
+//   POST /mutate     the mutating webhook (webhook/mutator.h)
+//   GET  /healthz    200 while the process serves
+//   GET  /readyz     200, or 503 once SIGTERM arrived (the shutdown delay drains the replica first)
+//   GET  /metrics    admissions by endpoint and outcome, and the HTTP layer's refusals (those restart from 0 when a
+//                    renewed certificate re-creates the listener)
+//
+// TLS is required (kube-apiserver calls webhooks over HTTPS only) unless --listen is a loopback address. The
+// certificate and key are read again every 30 s; when they change (cert-manager renewed the Secret) the listener is
+// re-created with them on the same port, so a renewal never needs a restart. SIGINT or SIGTERM: /readyz turns 503,
+// requests are served for --shutdown-delay seconds more (a second signal cuts it short), then the server stops
+// and the process exits 0.
+
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace gpusched::cli {
+
+struct WebhookFlags {
+  std::string listen = "0.0.0.0:8443";
+  std::string tls_cert;  // PEM certificate chain
+  std::string tls_key;   // PEM private key
+  std::string config;    // YAML (webhook/webhook_config.h); optional
+  double shutdown_delay_s = 0;
+  bool verbose = false;
+};
+
+void AddWebhookCommand(CLI::App& app, WebhookFlags& flags, int& exit_code);
+
+// Runs until SIGINT or SIGTERM; returns the process exit code.
+int RunWebhook(const WebhookFlags& flags);
+
+}  // namespace gpusched::cli

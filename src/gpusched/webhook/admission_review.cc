@@ -1,0 +1,231 @@
+#include "gpusched/webhook/admission_review.h"
+
+#include <cstdint>
+
+namespace gpusched::webhook {
+namespace {
+
+using nlohmann::json;
+
+// UIDs are 36 characters; anything far longer is not from an API server.
+constexpr size_t kMaxUidBytes = 256;
+
+common::Status Bad(const std::string& what) { return common::InvalidArgument("AdmissionReview: " + what); }
+
+const json* Find(const json& j, std::string_view key) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+// An optional string field; "" when absent or null.
+common::Result<std::string> OptionalString(const json& j, std::string_view key, const std::string& where) {
+  const json* v = Find(j, key);
+  if (v == nullptr) {
+    return std::string();
+  }
+  if (!v->is_string()) {
+    return Bad(where + "." + std::string(key) + " is not a string");
+  }
+  return v->get<std::string>();
+}
+
+common::Result<GroupVersionKind> DecodeKind(const json& request) {
+  const json* k = Find(request, "kind");
+  if (k == nullptr || !k->is_object()) {
+    return Bad("request.kind is missing or not an object");
+  }
+  GroupVersionKind out;
+  GPUSCHED_ASSIGN_OR_RETURN(group, OptionalString(*k, "group", "request.kind"));
+  GPUSCHED_ASSIGN_OR_RETURN(version, OptionalString(*k, "version", "request.kind"));
+  GPUSCHED_ASSIGN_OR_RETURN(kind, OptionalString(*k, "kind", "request.kind"));
+  if (kind.empty()) {
+    return Bad("request.kind.kind is missing");
+  }
+  return GroupVersionKind{.group = group, .version = version, .kind = kind};
+}
+
+common::Result<GroupVersionResource> DecodeResource(const json& request) {
+  const json* r = Find(request, "resource");
+  if (r == nullptr || !r->is_object()) {
+    return Bad("request.resource is missing or not an object");
+  }
+  GPUSCHED_ASSIGN_OR_RETURN(group, OptionalString(*r, "group", "request.resource"));
+  GPUSCHED_ASSIGN_OR_RETURN(version, OptionalString(*r, "version", "request.resource"));
+  GPUSCHED_ASSIGN_OR_RETURN(resource, OptionalString(*r, "resource", "request.resource"));
+  if (resource.empty()) {
+    return Bad("request.resource.resource is missing");
+  }
+  return GroupVersionResource{.group = group, .version = version, .resource = resource};
+}
+
+common::Result<UserInfo> DecodeUser(const json& request) {
+  const json* u = Find(request, "userInfo");
+  if (u == nullptr || !u->is_object()) {
+    return Bad("request.userInfo is missing or not an object");
+  }
+  const json* name = Find(*u, "username");
+  if (name == nullptr || !name->is_string()) {
+    return Bad("request.userInfo.username is missing or not a string");
+  }
+  UserInfo out{.username = name->get<std::string>()};
+  if (const json* groups = Find(*u, "groups"); groups != nullptr) {
+    if (!groups->is_array()) {
+      return Bad("request.userInfo.groups is not a list");
+    }
+    for (const json& g : *groups) {
+      if (!g.is_string()) {
+        return Bad("request.userInfo.groups has a non-string entry");
+      }
+      out.groups.push_back(g.get<std::string>());
+    }
+  }
+  return out;
+}
+
+common::Result<Operation> DecodeOperation(const json& request) {
+  const json* op = Find(request, "operation");
+  if (op == nullptr || !op->is_string()) {
+    return Bad("request.operation is missing or not a string");
+  }
+  const auto& s = op->get_ref<const std::string&>();
+  for (Operation o : {Operation::kCreate, Operation::kUpdate, Operation::kDelete, Operation::kConnect}) {
+    if (s == OperationName(o)) {
+      return o;
+    }
+  }
+  return Bad("request.operation \"" + s.substr(0, 32) + "\" is not one of CREATE, UPDATE, DELETE, CONNECT");
+}
+
+common::Result<json> DecodeObject(const json& request, std::string_view key) {
+  const json* o = Find(request, key);
+  if (o == nullptr) {
+    return json();
+  }
+  if (!o->is_object()) {
+    return Bad("request." + std::string(key) + " is not an object");
+  }
+  return *o;
+}
+
+}  // namespace
+
+const char* OperationName(Operation operation) {
+  switch (operation) {
+    case Operation::kCreate:
+      return "CREATE";
+    case Operation::kUpdate:
+      return "UPDATE";
+    case Operation::kDelete:
+      return "DELETE";
+    case Operation::kConnect:
+      return "CONNECT";
+  }
+  return "UNKNOWN";
+}
+
+common::Result<AdmissionRequest> DecodeAdmissionReview(std::string_view body) {
+  const json review = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (review.is_discarded()) {
+    return Bad("the body is not valid JSON");
+  }
+  if (!review.is_object()) {
+    return Bad("the body is not a JSON object");
+  }
+  AdmissionRequest out;
+  const json* api_version = Find(review, "apiVersion");
+  if (api_version == nullptr || !api_version->is_string() ||
+      (api_version->get_ref<const std::string&>() != kAdmissionV1 &&
+       api_version->get_ref<const std::string&>() != kAdmissionV1beta1)) {
+    return Bad("apiVersion must be " + std::string(kAdmissionV1) + " (or v1beta1)");
+  }
+  out.api_version = api_version->get<std::string>();
+  const json* kind = Find(review, "kind");
+  if (kind == nullptr || !kind->is_string() || kind->get_ref<const std::string&>() != "AdmissionReview") {
+    return Bad("kind must be AdmissionReview");
+  }
+  const json* request = Find(review, "request");
+  if (request == nullptr || !request->is_object()) {
+    return Bad("request is missing or not an object");
+  }
+  GPUSCHED_ASSIGN_OR_RETURN(uid, OptionalString(*request, "uid", "request"));
+  if (uid.empty() || uid.size() > kMaxUidBytes) {
+    return Bad("request.uid is missing, empty or too long");
+  }
+  out.uid = std::move(uid);
+  GPUSCHED_ASSIGN_OR_RETURN(gvk, DecodeKind(*request));
+  out.kind = std::move(gvk);
+  GPUSCHED_ASSIGN_OR_RETURN(gvr, DecodeResource(*request));
+  out.resource = std::move(gvr);
+  GPUSCHED_ASSIGN_OR_RETURN(sub, OptionalString(*request, "subResource", "request"));
+  out.sub_resource = std::move(sub);
+  GPUSCHED_ASSIGN_OR_RETURN(operation, DecodeOperation(*request));
+  out.operation = operation;
+  GPUSCHED_ASSIGN_OR_RETURN(user, DecodeUser(*request));
+  out.user = std::move(user);
+  GPUSCHED_ASSIGN_OR_RETURN(ns, OptionalString(*request, "namespace", "request"));
+  out.namespace_name = std::move(ns);
+  GPUSCHED_ASSIGN_OR_RETURN(name, OptionalString(*request, "name", "request"));
+  out.name = std::move(name);
+  GPUSCHED_ASSIGN_OR_RETURN(object, DecodeObject(*request, "object"));
+  out.object = std::move(object);
+  GPUSCHED_ASSIGN_OR_RETURN(old_object, DecodeObject(*request, "oldObject"));
+  out.old_object = std::move(old_object);
+  if (const json* dry = Find(*request, "dryRun"); dry != nullptr) {
+    if (!dry->is_boolean()) {
+      return Bad("request.dryRun is not a boolean");
+    }
+    out.dry_run = dry->get<bool>();
+  }
+  return out;
+}
+
+std::string EncodeAdmissionReview(const AdmissionRequest& request, const AdmissionResponse& response) {
+  json r = {{"uid", request.uid}, {"allowed", response.allowed}};
+  if (!response.allowed) {
+    json status = {
+        {"status", "Failure"}, {"code", response.code == 0 ? 403 : response.code}, {"message", response.message}};
+    if (!response.reason.empty()) {
+      status["reason"] = response.reason;
+    }
+    r["status"] = std::move(status);
+  } else if (!response.patch.is_null()) {
+    r["patchType"] = "JSONPatch";
+    r["patch"] = EncodeBase64(response.patch.dump());
+  }
+  if (!response.warnings.empty()) {
+    r["warnings"] = response.warnings;
+  }
+  const json review = {{"apiVersion", request.api_version.empty() ? std::string(kAdmissionV1) : request.api_version},
+                       {"kind", "AdmissionReview"},
+                       {"response", std::move(r)}};
+  // Messages may hold bytes from the pod (names, annotation values): replace invalid UTF-8 instead of throwing.
+  return review.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string EncodeBase64(std::string_view bytes) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 3 <= bytes.size(); i += 3) {
+    const uint32_t n = (uint32_t{static_cast<uint8_t>(bytes[i])} << 16) |
+                       (uint32_t{static_cast<uint8_t>(bytes[i + 1])} << 8) | static_cast<uint8_t>(bytes[i + 2]);
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += kAlphabet[(n >> 6) & 63];
+    out += kAlphabet[n & 63];
+  }
+  if (const size_t rest = bytes.size() - i; rest > 0) {
+    uint32_t n = uint32_t{static_cast<uint8_t>(bytes[i])} << 16;
+    if (rest == 2) {
+      n |= uint32_t{static_cast<uint8_t>(bytes[i + 1])} << 8;
+    }
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += rest == 2 ? kAlphabet[(n >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+}  // namespace gpusched::webhook

@@ -1,0 +1,128 @@
+#include "gpusched/webhook/mutator.h"
+
+#include <algorithm>
+#include <array>
+
+#include "gpusched/kube/resources.h"
+
+namespace gpusched::webhook {
+namespace {
+
+using nlohmann::json;
+
+// The countable device resources gpusched's agent serves: with one of them the kubelet already calls a plugin.
+constexpr std::array<std::string_view, 3> kDeviceResources = {kube::kResGpu, kube::kResNvidiaGpu, kube::kResKetiMps};
+constexpr std::string_view kDefaultScheduler = "default-scheduler";
+
+const json* Member(const json& j, std::string_view key) {
+  if (!j.is_object()) {
+    return nullptr;
+  }
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+bool HasAny(const json* list, auto&& names) {
+  return list != nullptr && std::any_of(names.begin(), names.end(), [&](const auto& n) { return list->contains(n); });
+}
+
+// Rule 1 of mutator.h for one container at JSON Pointer `path`.
+void AddDeviceCount(const json& container, const std::string& path, const WebhookConfig& config, json& patch,
+                    std::vector<std::string>& warnings) {
+  const json* resources = Member(container, "resources");
+  if (resources == nullptr || !resources->is_object()) {
+    return;
+  }
+  const json* limits = Member(*resources, "limits");
+  const json* requests = Member(*resources, "requests");
+  if ((limits != nullptr && !limits->is_object()) || (requests != nullptr && !requests->is_object())) {
+    return;
+  }
+  if (HasAny(limits, kDeviceResources) || HasAny(requests, kDeviceResources)) {
+    return;
+  }
+  auto request = kube::DecodeContainerGpuRequest(container, config.resources);
+  if (!request.ok() || !request->has_value()) {
+    return;
+  }
+  const std::string count = std::to_string((*request)->count);
+  const std::string name(kube::kResGpu);
+  if (limits != nullptr) {
+    patch.push_back({{"op", "add"}, {"path", path + "/resources/limits/" + EscapeJsonPointer(name)}, {"value", count}});
+  } else {
+    patch.push_back({{"op", "add"}, {"path", path + "/resources/limits"}, {"value", {{name, count}}}});
+  }
+  if (HasAny(requests, kube::AllGpuResourceNames())) {
+    patch.push_back(
+        {{"op", "add"}, {"path", path + "/resources/requests/" + EscapeJsonPointer(name)}, {"value", count}});
+  }
+  const json* container_name = Member(container, "name");
+  warnings.push_back(
+      "gpusched: container " +
+      (container_name != nullptr && container_name->is_string() ? container_name->get<std::string>().substr(0, 64)
+                                                                : std::string("(unnamed)")) +
+      ": added " + name + ": " + count + " so that the kubelet hands it its GPUs through gpusched's device plugin");
+}
+
+}  // namespace
+
+std::string EscapeJsonPointer(std::string_view token) {
+  std::string out;
+  out.reserve(token.size() + 2);
+  for (char c : token) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+AdmissionResponse Mutate(const AdmissionRequest& request, const WebhookConfig& config) {
+  if (!request.Is("pods") || request.operation != Operation::kCreate || !request.object.is_object() ||
+      !kube::RequestsGpuResource(request.object, config.resources)) {
+    return AdmissionResponse::Allow();
+  }
+  const json* spec = Member(request.object, "spec");
+  if (spec == nullptr || !spec->is_object()) {
+    return AdmissionResponse::Allow();
+  }
+  json patch = json::array();
+  std::vector<std::string> warnings;
+  if (config.resources.Enabled(kube::kResGpu)) {
+    for (const char* list : {"initContainers", "containers"}) {
+      const json* containers = Member(*spec, list);
+      if (containers == nullptr || !containers->is_array()) {
+        continue;
+      }
+      for (size_t i = 0; i < containers->size(); ++i) {
+        AddDeviceCount((*containers)[i], "/spec/" + std::string(list) + "/" + std::to_string(i), config, patch,
+                       warnings);
+      }
+    }
+  }
+  if (auto it = config.scheduler_names.find(request.namespace_name); it != config.scheduler_names.end()) {
+    const json* current = Member(*spec, "schedulerName");
+    const bool unset =
+        current == nullptr || (current->is_string() && (current->get_ref<const std::string&>().empty() ||
+                                                        current->get_ref<const std::string&>() == kDefaultScheduler));
+    if (unset) {
+      patch.push_back(
+          {{"op", current == nullptr ? "add" : "replace"}, {"path", "/spec/schedulerName"}, {"value", it->second}});
+      warnings.push_back("gpusched: spec.schedulerName set to " + it->second + " for GPU pods of namespace " +
+                         request.namespace_name);
+    }
+  }
+  if (patch.empty()) {
+    return AdmissionResponse::Allow();
+  }
+  AdmissionResponse response = AdmissionResponse::Allow();
+  response.patch = std::move(patch);
+  response.warnings = std::move(warnings);
+  return response;
+}
+
+}  // namespace gpusched::webhook

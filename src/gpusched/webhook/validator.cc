@@ -1,0 +1,190 @@
+#include "gpusched/webhook/validator.h"
+
+#include <cstdio>
+#include <string>
+
+#include "gpusched/kube/objects.h"
+#include "gpusched/kube/resources.h"
+
+namespace gpusched::webhook {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxModelNames = 64;
+constexpr size_t kMaxModelNameBytes = 128;
+// Names and values from the request are cut to this in messages: a denial must stay readable.
+constexpr size_t kMaxQuotedBytes = 200;
+
+std::string Quote(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s.substr(0, kMaxQuotedBytes)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f || c == '"' || c == '\\') {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + (s.size() > kMaxQuotedBytes ? "...\"" : "\"");
+}
+
+const json* Member(const json& j, std::string_view key) {
+  if (!j.is_object()) {
+    return nullptr;
+  }
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+const json* Annotation(const json& object, std::string_view key) {
+  const json* metadata = Member(object, "metadata");
+  const json* annotations = metadata != nullptr ? Member(*metadata, "annotations") : nullptr;
+  return annotations != nullptr ? Member(*annotations, key) : nullptr;
+}
+
+AdmissionResponse Forbidden(std::string_view verb, const UserInfo& user) {
+  return AdmissionResponse::Deny(
+      403, "Forbidden",
+      "user " + Quote(user.username) + " may not " + std::string(verb) + " the annotation " +
+          std::string(kube::kAnnotationAllocation) +
+          ": only gpusched's scheduler writes it (the webhook's allowedUsers), because the device plugin hands out "
+          "GPUs by it");
+}
+
+// Rule 1 of validator.h; nullopt when the request does not write the annotation or its user may.
+std::optional<AdmissionResponse> CheckAllocationWrite(const AdmissionRequest& request, const WebhookConfig& config) {
+  if (!request.resource.group.empty()) {
+    return std::nullopt;
+  }
+  const json* now = Annotation(request.object, kube::kAnnotationAllocation);
+  std::string_view verb;
+  if (request.operation == Operation::kCreate) {
+    if (now != nullptr && (request.Is("pods") || request.Is("pods", "binding") || request.Is("bindings"))) {
+      verb = request.Is("pods") ? "set" : "bind with";
+    }
+  } else if (request.operation == Operation::kUpdate && request.resource.resource == "pods") {
+    const json* before = Annotation(request.old_object, kube::kAnnotationAllocation);
+    if (before == nullptr && now != nullptr) {
+      verb = "set";
+    } else if (before != nullptr && now == nullptr) {
+      verb = "remove";
+    } else if (before != nullptr && *before != *now) {
+      verb = "change";
+    }
+  }
+  if (verb.empty() || config.MayWriteAllocation(request.user)) {
+    return std::nullopt;
+  }
+  return Forbidden(verb, request.user);
+}
+
+// The pod as DecodePodRequest needs it: on CREATE the name may still be unset (generateName) and the namespace
+// comes from the request.
+json Named(const AdmissionRequest& request) {
+  json pod = request.object;
+  json& metadata = pod["metadata"];
+  if (!metadata.is_object()) {
+    metadata = json::object();
+  }
+  const json* name = Member(metadata, "name");
+  if (name == nullptr || !name->is_string() || name->get_ref<const std::string&>().empty()) {
+    const json* generate = Member(metadata, "generateName");
+    metadata["name"] = !request.name.empty()                          ? request.name
+                       : generate != nullptr && generate->is_string() ? generate->get<std::string>() + "(generated)"
+                                                                      : std::string("(unnamed)");
+  }
+  if (!request.namespace_name.empty()) {
+    metadata["namespace"] = request.namespace_name;
+  }
+  return pod;
+}
+
+// Rule 2 of validator.h.
+std::optional<AdmissionResponse> CheckGpuRequest(const AdmissionRequest& request, const WebhookConfig& config) {
+  if (!request.Is("pods") || request.operation != Operation::kCreate || !request.object.is_object() ||
+      !kube::RequestsGpuResource(request.object, config.resources)) {
+    return std::nullopt;
+  }
+  const json pod = Named(request);
+  const json& metadata = pod.at("metadata");
+  const json* ns = Member(metadata, "namespace");
+  const std::string who = "pod " + (ns != nullptr && ns->is_string() ? ns->get<std::string>() : "default") + "/" +
+                          metadata.at("name").get<std::string>() + ": ";
+  if (const json* models = Annotation(pod, kube::kAnnotationGpuModel); models != nullptr) {
+    if (!models->is_string()) {
+      return AdmissionResponse::Deny(422, "Invalid",
+                                     who + "annotation " + std::string(kube::kAnnotationGpuModel) + " is not a string");
+    }
+    if (auto s = CheckGpuModels(models->get_ref<const std::string&>()); !s.ok()) {
+      return AdmissionResponse::Deny(422, "Invalid", who + s.message());
+    }
+  }
+  if (auto decoded = kube::DecodePodRequest(pod, config.resources); !decoded.ok()) {
+    return AdmissionResponse::Deny(422, "Invalid",
+                                   "GPU request that can never be scheduled: " + decoded.status().message());
+  }
+  return std::nullopt;
+}
+
+bool ModelChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ' ' || c == '.' ||
+         c == '_' || c == '-' || c == '+' || c == '(' || c == ')' || c == '/';
+}
+
+}  // namespace
+
+common::Status CheckGpuModels(std::string_view value) {
+  const std::string where = "annotation " + std::string(kube::kAnnotationGpuModel) + " " + Quote(value) + ": ";
+  size_t names = 0;
+  size_t start = 0;
+  while (true) {
+    const size_t bar = value.find('|', start);
+    std::string_view part = value.substr(start, bar == std::string_view::npos ? std::string_view::npos : bar - start);
+    while (!part.empty() && part.front() == ' ') {
+      part.remove_prefix(1);
+    }
+    while (!part.empty() && part.back() == ' ') {
+      part.remove_suffix(1);
+    }
+    if (part.empty()) {
+      return common::InvalidArgument(where + (value.find_first_not_of(" |") == std::string_view::npos
+                                                  ? "names no GPU model"
+                                                  : "has an empty model name (two '|' in a row, or one at an end)"));
+    }
+    if (part.size() > kMaxModelNameBytes) {
+      return common::InvalidArgument(where + "a model name is longer than " + std::to_string(kMaxModelNameBytes) +
+                                     " characters");
+    }
+    for (char c : part) {
+      if (c == ',' || c == ';') {
+        return common::InvalidArgument(where + "separate models with '|', not '" + std::string(1, c) + "'");
+      }
+      if (!ModelChar(c)) {
+        return common::InvalidArgument(where + "model name " + Quote(part) + " has a character other than letters, " +
+                                       "digits, space and . _ - + ( ) /");
+      }
+    }
+    if (++names > kMaxModelNames) {
+      return common::InvalidArgument(where + "names more than " + std::to_string(kMaxModelNames) + " models");
+    }
+    if (bar == std::string_view::npos) {
+      return common::Status::Ok();
+    }
+    start = bar + 1;
+  }
+}
+
+AdmissionResponse Validate(const AdmissionRequest& request, const WebhookConfig& config) {
+  if (auto denied = CheckAllocationWrite(request, config)) {
+    return *std::move(denied);
+  }
+  if (auto denied = CheckGpuRequest(request, config)) {
+    return *std::move(denied);
+  }
+  return AdmissionResponse::Allow();
+}
+
+}  // namespace gpusched::webhook

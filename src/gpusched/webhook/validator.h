@@ -1,0 +1,38 @@
+#pragma once
+
+// The validating webhook's decision (POST /validate). Pure: a request and the config in, allowed or denied with a
+// reason out. Two rules:
+//
+// 1. Only gpusched's scheduler writes gpusched.io/allocation. The device plugin hands GPUs out by that annotation,
+//    so whoever may write it may take any GPU on the node. Denied (403) unless the request's user is in
+//    config.allowed_users or one of its groups in config.allowed_groups:
+//      pods, CREATE with the annotation; UPDATE of the pod or any of its subresources (the status subresource can
+//        change annotations too) that sets, changes or removes it (old and new object compared, value by value);
+//      pods/binding and the legacy bindings resource, CREATE of a Binding that carries it (the API server copies a
+//        Binding's annotations onto the pod).
+//    The message names the annotation and the user.
+// 2. A GPU request that can never be met is denied at admission (422) instead of pending forever: on CREATE of a
+//    pod that asks for any enabled GPU resource, whatever kube::DecodePodRequest refuses (gpu-core above 100, a
+//    fractional or zero count, families mixed in one container, such as exclusive nvidia.com/gpu with shared
+//    gpusched.io/gpu-core, ...), with its message; and a gpusched.io/gpu-model annotation that is not a
+//    '|'-separated list of model names (CheckGpuModels).
+// Everything else is allowed: other resources, DELETE and CONNECT, pods without GPU resources (their requests are
+// not gpusched's to judge), and UPDATEs that leave the annotation alone (resources cannot change after creation).
+
+#include <string_view>
+
+#include "gpusched/common/status.h"
+#include "gpusched/webhook/admission_review.h"
+#include "gpusched/webhook/webhook_config.h"
+
+namespace gpusched::webhook {
+
+[[nodiscard]] AdmissionResponse Validate(const AdmissionRequest& request, const WebhookConfig& config);
+
+// The syntax of the gpusched.io/gpu-model annotation: model names separated by '|', spaces around them allowed
+// ("A100-SXM4-80GB | H100"). A name is 1..128 characters of letters, digits, space and . _ - + ( ) /; at most 64
+// names; no empty name between two bars (a typo would silently widen or narrow the choice). Errors say which rule
+// failed (a comma gets "separate models with |").
+common::Status CheckGpuModels(std::string_view value);
+
+}  // namespace gpusched::webhook

@@ -1,0 +1,206 @@
+#include "gpusched/webhook/validator.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gpusched/webhook/review_builders_test_util.h"
+
+namespace gpusched::webhook {
+namespace {
+
+using namespace test;  // NOLINT(google-build-using-namespace): builders
+
+constexpr const char* kAlloc = "gpusched.io/allocation";
+const std::string kExtender(kExtenderUser);
+const std::string kScheduler(kSchedulerUser);
+const json kShare = {{"gpusched.io/gpu", "1"}, {"gpusched.io/gpu-core", "30"}, {"gpusched.io/gpu-memory", "20000"}};
+const std::string kAllocation =
+    R"({"node":"gpu-node-1","id":1,"containers":[{"name":"main","gpus":[{"index":0,"uuid":"GPU-0","milli":300,"memory_mib":20000,"exclusive":false}]}]})";
+const std::string kOtherAllocation =
+    R"({"node":"gpu-node-1","id":1,"containers":[{"name":"main","gpus":[{"index":1,"uuid":"GPU-1","milli":300,"memory_mib":20000,"exclusive":false}]}]})";
+
+struct Case {
+  std::string name;
+  AdmissionRequest request;
+  int want_code = 0;  // 0 = allowed
+  std::vector<std::string> want_in_message = {};
+  WebhookConfig config = {};
+};
+
+void Check(const std::vector<Case>& cases) {
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const AdmissionResponse r = Validate(c.request, c.config);
+    EXPECT_EQ(r.allowed, c.want_code == 0) << r.message;
+    EXPECT_EQ(r.code, c.want_code);
+    EXPECT_TRUE(r.patch.is_null());
+    for (const auto& part : c.want_in_message) {
+      EXPECT_NE(r.message.find(part), std::string::npos) << "\"" << part << "\" not in: " << r.message;
+    }
+  }
+}
+
+// Rule 1 of validator.h: only the scheduler's identities write gpusched.io/allocation.
+TEST(ValidatorTest, OnlyAllowedUsersWriteTheAllocationAnnotation) {
+  const json plain = PodJson().Limits(kShare);
+  const json allocated = PodJson().Limits(kShare).Annotation(kAlloc, kAllocation);
+  const json reallocated = PodJson().Limits(kShare).Annotation(kAlloc, kOtherAllocation);
+  const json relabelled = PodJson().Limits(kShare).Annotation(kAlloc, kAllocation).Label("team", "vision");
+  WebhookConfig groups;
+  groups.allowed_groups = {"gpusched-admins"};
+  AdmissionRequest admin_in_group = Update(plain, allocated, "bob");
+  admin_in_group.user.groups.push_back("gpusched-admins");
+  Check({
+      {.name = "alice creates a pod with a forged allocation",
+       .request = Create(allocated),
+       .want_code = 403,
+       .want_in_message = {"user \"alice\" may not set the annotation gpusched.io/allocation"}},
+      {.name = "the extender may set it", .request = Create(allocated, kExtender)},
+      {.name = "the standalone scheduler may set it", .request = Create(allocated, kScheduler)},
+      {.name = "alice adds it to her pod",
+       .request = Update(plain, allocated),
+       .want_code = 403,
+       .want_in_message = {"\"alice\" may not set", kAlloc}},
+      {.name = "alice points it at another GPU",
+       .request = Update(allocated, reallocated),
+       .want_code = 403,
+       .want_in_message = {"\"alice\" may not change", kAlloc}},
+      {.name = "alice removes it",
+       .request = Update(allocated, plain),
+       .want_code = 403,
+       .want_in_message = {"\"alice\" may not remove", kAlloc}},
+      {.name = "alice changes it through pods/status",
+       .request = Update(allocated, reallocated, kAlice, "status"),
+       .want_code = 403,
+       .want_in_message = {"\"alice\" may not change"}},
+      {.name = "alice relabels a bound pod: the annotation is unchanged", .request = Update(allocated, relabelled)},
+      {.name = "the kubelet updates a bound pod's status",
+       .request = Update(allocated, allocated, "system:node:n1", "status")},
+      {.name = "the extender binds with the annotation in the Binding",
+       .request = Request(Operation::kCreate, "pods", "binding", Binding("trainer", {{kAlloc, kAllocation}}), nullptr,
+                          kExtender)},
+      {.name = "alice binds with a forged allocation",
+       .request = Request(Operation::kCreate, "pods", "binding", Binding("trainer", {{kAlloc, kAllocation}})),
+       .want_code = 403,
+       .want_in_message = {"\"alice\" may not bind with the annotation gpusched.io/allocation"}},
+      {.name = "through the legacy bindings resource too",
+       .request = Request(Operation::kCreate, "bindings", "", Binding("trainer", {{kAlloc, kAllocation}})),
+       .want_code = 403,
+       .want_in_message = {"may not bind with"}},
+      {.name = "kube-scheduler binds without annotations",
+       .request = Request(Operation::kCreate, "pods", "binding", Binding("trainer"), nullptr, "system:kube-scheduler")},
+      {.name = "a member of an allowed group", .request = admin_in_group, .config = groups},
+      {.name = "the same user without the group", .request = Update(plain, allocated, "bob"), .want_code = 403},
+      {.name = "alice deletes a bound pod", .request = Request(Operation::kDelete, "pods", "", nullptr, allocated)},
+      {.name = "the annotation on a ConfigMap is not gpusched's business",
+       .request = Request(Operation::kCreate, "configmaps", "",
+                          {{"kind", "ConfigMap"}, {"metadata", {{"name", "c"}, {"annotations", {{kAlloc, "x"}}}}}})},
+      {.name = "nor on an object of another group named pods",
+       .request =
+           [&] {
+             AdmissionRequest r = Create(allocated);
+             r.resource.group = "metrics.k8s.io";
+             return r;
+           }()},
+  });
+}
+
+// Rule 2 of validator.h: requests that can never be scheduled are refused at admission, with the decoder's reason.
+TEST(ValidatorTest, RefusesGpuRequestsThatCanNeverBeMet) {
+  WebhookConfig only_ours;
+  only_ours.resources.enabled = {"gpusched.io/gpu", "gpusched.io/gpu-memory"};
+  Check({
+      {.name = "a plain GPU-sharing pod", .request = Create(PodJson().Limits(kShare))},
+      {.name = "a pod without GPUs", .request = Create(PodJson().Limits({{"cpu", "1"}}))},
+      {.name = "gpu-core above 100",
+       .request = Create(PodJson().Limits({{"gpusched.io/gpu-core", "150"}})),
+       .want_code = 422,
+       .want_in_message = {"pod team-a/trainer: container main: gpusched.io/gpu-core 150 is above 100"}},
+      {.name = "exclusive nvidia.com/gpu mixed with a shared gpu-core",
+       .request = Create(PodJson().Limits({{"nvidia.com/gpu", "1"}, {"gpusched.io/gpu-core", "30"}})),
+       .want_code = 422,
+       .want_in_message = {"mixes GPU resources of gpusched.io and nvidia.com/gpu"}},
+      {.name = "MPS-shared keti.com/mpsgpu mixed with exclusive nvidia.com/gpu",
+       .request = Create(PodJson().Limits({{"keti.com/mpsgpu", "1"}, {"nvidia.com/gpu", "1"}})),
+       .want_code = 422,
+       .want_in_message = {"mixes GPU resources"}},
+      {.name = "a fractional GPU count",
+       .request = Create(PodJson().Limits({{"gpusched.io/gpu", "500m"}})),
+       .want_code = 422,
+       .want_in_message = {"must be a whole number"}},
+      {.name = "elastic-gpu core above 100 that is not whole GPUs",
+       .request = Create(PodJson().Limits({{"elasticgpu.io/gpu-core", "150"}})),
+       .want_code = 422,
+       .want_in_message = {"multiple of 100"}},
+      {.name = "in an init container too",
+       .request = Create(PodJson().Limits(kShare).Init({{"gpusched.io/gpu-core", "101"}})),
+       .want_code = 422,
+       .want_in_message = {"init container init0: gpusched.io/gpu-core 101 is above 100"}},
+      {.name = "a pod named by generateName",
+       .request = Create(PodJson().GenerateName("trainer-").Limits({{"gpusched.io/gpu-core", "150"}})),
+       .want_code = 422,
+       .want_in_message = {"pod team-a/trainer-(generated): container main"}},
+      {.name = "the device count the mutating webhook adds is accepted",
+       .request = Create(PodJson().Limits({{"aliyun.com/gpu-mem", "8"}, {"gpusched.io/gpu", "1"}}))},
+      {.name = "a device count that contradicts the request",
+       .request = Create(PodJson().Limits({{"aliyun.com/gpu-mem", "8"}, {"gpusched.io/gpu", "2"}})),
+       .want_code = 422,
+       .want_in_message = {"gpusched.io/gpu 2 does not match the 1 GPU(s) that aliyun.com/gpu-mem asks for"}},
+      {.name = "names gpusched does not honour here are not judged",
+       .request = Create(PodJson().Limits({{"nvidia.com/gpucores", "150"}})),
+       .config = only_ours},
+      {.name = "updates are not re-judged (requests cannot change)",
+       .request = Update(PodJson().Limits({{"gpusched.io/gpu-core", "150"}}),
+                         PodJson().Limits({{"gpusched.io/gpu-core", "150"}}).Label("a", "b"))},
+  });
+}
+
+TEST(ValidatorTest, RefusesMalformedModelAnnotations) {
+  auto with_models = [](const std::string& models) {
+    return Create(PodJson().Limits(kShare).Annotation("gpusched.io/gpu-model", models));
+  };
+  Check({
+      {.name = "two models", .request = with_models("A100-SXM4-80GB | H100")},
+      {.name = "NVML's spelling", .request = with_models("NVIDIA A100 80GB PCIe|Tesla V100-SXM2-32GB")},
+      {.name = "a comma instead of a bar",
+       .request = with_models("A100,H100"),
+       .want_code = 422,
+       .want_in_message = {"pod team-a/trainer: annotation gpusched.io/gpu-model \"A100,H100\": separate models with "
+                           "'|', not ','"}},
+      {.name = "two bars in a row",
+       .request = with_models("A100||H100"),
+       .want_code = 422,
+       .want_in_message = {"has an empty model name"}},
+      {.name = "a trailing bar",
+       .request = with_models("A100|"),
+       .want_code = 422,
+       .want_in_message = {"empty model name"}},
+      {.name = "no model at all",
+       .request = with_models(" | "),
+       .want_code = 422,
+       .want_in_message = {"names no GPU model"}},
+      {.name = "empty", .request = with_models(""), .want_code = 422, .want_in_message = {"names no GPU model"}},
+      {.name = "a quote and a newline",
+       .request = with_models("A100\"\n"),
+       .want_code = 422,
+       .want_in_message = {"has a character other than", "\\x22\\x0a"}},
+      {.name = "a malformed model annotation on a pod without GPUs is not gpusched's business",
+       .request = Create(PodJson().Limits({{"cpu", "1"}}).Annotation("gpusched.io/gpu-model", "A100,H100"))},
+  });
+}
+
+TEST(ValidatorTest, ModelSyntaxLimits) {
+  EXPECT_TRUE(CheckGpuModels(std::string(128, 'A')).ok());
+  EXPECT_FALSE(CheckGpuModels(std::string(129, 'A')).ok());
+  std::string many = "m0";
+  for (int i = 1; i < 64; ++i) {
+    many += "|m" + std::to_string(i);
+  }
+  EXPECT_TRUE(CheckGpuModels(many).ok());
+  EXPECT_NE(CheckGpuModels(many + "|m64").message().find("more than 64 models"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpusched::webhook

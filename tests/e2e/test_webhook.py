@@ -1,0 +1,279 @@
+"""End-to-end: `gpusched webhook` behind a real kube-apiserver (control_plane.py; admission webhooks are on by
+default since 1.9). The webhook runs on 127.0.0.1 with a serving certificate from the test PKI (IP SAN 127.0.0.1);
+the test registers deploy/webhook.yaml's MutatingWebhookConfiguration and ValidatingWebhookConfiguration changed
+only as that file documents for Kubernetes < 1.28 (matchConditions removed, failurePolicy Ignore) and pointed at
+that URL with the test CA as caBundle. Then, in namespace team-a (config: GPU pods there get schedulerName
+gpusched, so kube-scheduler leaves them alone):
+  - alice (client certificate CN=alice, edit's verbs on pods in team-a) cannot create a pod with a forged
+    gpusched.io/allocation, nor change or remove it on an existing pod by PATCH; the reason names the annotation
+    and the user;
+  - the extender's identity (deploy/rbac.yaml's ServiceAccount, as a client certificate) may set it by PATCH and in a
+    Binding; the cluster admin, not listed, may not bind with it;
+  - gpu-core 150, exclusive and shared names mixed in a container, and a malformed model list are refused at
+    admission with the reason;
+  - memory-only pods (aliyun.com/gpu-mem: 8, gpusched.io/gpu-memory: 20000) are stored with gpusched.io/gpu: 1;
+  - a pod without GPU resources is stored unchanged;
+  - with the webhook stopped (SIGTERM, exit 0), a pod without GPU resources is still admitted (failurePolicy Ignore:
+    the < 1.28 variant; on >= 1.28 matchConditions keep the API server from calling the webhook for it at all).
+Also a server-side dry run of deploy/webhook.yaml. Environment: as test_extender.py (GPUSCHED_BIN, GPUSCHED_K8S_BIN,
+GPUSCHED_ETCD, GPUSCHED_E2E_KEEP).
+"""
+import base64
+import http.client
+import json
+import os
+import re
+import ssl
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from control_plane import (REPO_ROOT, ControlPlane, Process, find_etcd, find_k8s_bin, free_port,  # noqa: E402
+                           wait_until)
+from kube import ALLOCATION_ANNOTATION, Kube, KubeError, gpu_pod  # noqa: E402
+
+NS = "team-a"
+ALICE = "alice"
+EXTENDER_USER = "system:serviceaccount:kube-system:gpusched-extender"  # deploy/rbac.yaml
+DEPLOY = os.path.join(REPO_ROOT, "deploy", "webhook.yaml")
+ALLOCATION = json.dumps({"node": "wh-node-1", "id": 1, "containers": [{"name": "main", "gpus": [
+    {"index": 0, "uuid": "GPU-wh-node-1-0", "milli": 300, "memory_mib": 20000, "exclusive": False}]}]})
+SHARE = {"gpusched.io/gpu": 1, "gpusched.io/gpu-core": 30, "gpusched.io/gpu-memory": 20000}
+
+
+def log(msg):
+    sys.stderr.write(f"[e2e-webhook {time.strftime('%H:%M:%S')}] {msg}\n")
+    sys.stderr.flush()
+
+
+def _skip_reason():
+    for _, why in (find_k8s_bin(), find_etcd()):
+        if why:
+            return why
+    binary = os.environ.get("GPUSCHED_BIN")
+    if not binary or not os.access(binary, os.X_OK):
+        return "GPUSCHED_BIN is unset or not executable (ctest sets it to the gpusched target)"
+    res = subprocess.run([binary, "webhook", "--help"], capture_output=True, text=True, timeout=30)
+    if not re.search(r"(?m)^Usage: \S+ webhook\b", res.stdout + res.stderr):
+        return f"{binary} has no `webhook` subcommand"
+    return None
+
+
+SKIP_REASON = _skip_reason()
+
+
+def deploy_documents():
+    """deploy/webhook.yaml's documents by kind."""
+    with open(DEPLOY) as f:
+        docs = [d for d in re.split(r"(?m)^---\s*$", f.read()) if re.search(r"(?m)^kind:", d)]
+    return {re.search(r"(?m)^kind:\s*(\S+)", d).group(1): d for d in docs}
+
+
+def pre_128_variant(doc, url, ca_bundle):
+    """A webhook configuration of deploy/webhook.yaml as its header tells clusters < 1.28 to change it (no
+    matchConditions, failurePolicy Ignore), served at `url` instead of the Service."""
+    subs = [(r"(?m)^  matchConditions:\n(?:(?:  - | {4,}).*\n?)*", ""),
+            (r"(?m)^(  failurePolicy:) Fail$", r"\g<1> Ignore"),
+            (r"(?m)^(    )service: \{[^}\n]*path: (/\w+)[^}\n]*\}$", rf"\g<1>url: {url}\g<2>\n\g<1>caBundle: {ca_bundle}")]
+    webhooks = len(re.findall(r"(?m)^- name: ", doc))
+    for pattern, repl in subs:
+        doc, n = re.subn(pattern, repl, doc)
+        if n != webhooks:
+            raise AssertionError(f"deploy/webhook.yaml: expected {webhooks} matches of {pattern!r}, found {n}")
+    return doc
+
+
+@unittest.skipIf(SKIP_REASON is not None, SKIP_REASON or "")
+class WebhookE2E(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.cp = ControlPlane(log=log)
+        cls.addClassCleanup(cls.cp.stop)
+        cls.cp.start()
+        cp = cls.cp
+        cls.admin = cp.kube()
+        cls.admin.ensure_namespace(NS)
+        cls.admin.ensure_service_account("default", namespace=NS)
+        cls.admin.create_gpu_node("wh-node-1", gpus=1)
+        # The extender's identity with exactly deploy/rbac.yaml's permissions; alice with `edit` in team-a.
+        with open(os.path.join(REPO_ROOT, "deploy", "rbac.yaml")) as f:
+            cls.admin.apply_yaml(f.read())
+        # `edit` is an aggregated ClusterRole, filled by kube-controller-manager, which does not run here: give
+        # alice edit's verbs on pods under another name.
+        cls.admin.call("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "e2e-pod-editor"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"],
+                       "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]}]})
+        cls.admin.bind_cluster_role(ALICE, "e2e-pod-editor", NS)
+        cls.alice = Kube("127.0.0.1", cp.port, cp.pki.ca_crt, *cp.pki.client_cert("alice", f"/CN={ALICE}"))
+        cls.extender = Kube("127.0.0.1", cp.port, cp.pki.ca_crt,
+                            *cp.pki.client_cert("extender", f"/CN={EXTENDER_USER}"))
+        wait_until(lambda: cls.alice.raw("GET", f"/api/v1/namespaces/{NS}/pods")[0] == 200, 30,
+                   what="alice's RoleBinding to take effect")
+
+        # The webhook: default allowedUsers; GPU pods of team-a get gpusched's scheduler.
+        crt, key = cp.pki.server_cert("gpusched-webhook", ips=["127.0.0.1"])
+        config = os.path.join(cp.dir, "webhook.yaml")
+        with open(config, "w") as f:
+            f.write(f"schedulerName: gpusched\nnamespaces: [{NS}]\n")
+        cls.port = free_port()
+        cls.webhook = Process("gpusched-webhook",
+                              [os.environ["GPUSCHED_BIN"], "webhook", "--listen", f"127.0.0.1:{cls.port}",
+                               "--tls-cert", crt, "--tls-key", key, "--config", config],
+                              os.path.join(cp.dir, "webhook.log"))
+        cls.addClassCleanup(cls.webhook.stop)
+        cls.tls = ssl.create_default_context(cafile=cp.pki.ca_crt)
+        wait_until(lambda: cls.https_get("/healthz")[0] == 200, 30, what="webhook /healthz", alive=[cls.webhook])
+
+        # deploy/webhook.yaml's configurations, as documented for clusters < 1.28, at the webhook's URL.
+        with open(cp.pki.ca_crt, "rb") as f:
+            ca_bundle = base64.b64encode(f.read()).decode()
+        docs = deploy_documents()
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            cls.admin.apply_yaml(pre_128_variant(docs[kind], f"https://127.0.0.1:{cls.port}", ca_bundle))
+
+        # The API server picks configurations up from its informer: wait until a dry run is refused.
+        def refused():
+            status, body = cls.alice.raw("POST", f"/api/v1/namespaces/{NS}/pods?dryRun=All",
+                                         gpu_pod("probe", {"gpusched.io/gpu-core": 150}))
+            return status == 422 and "gpu-core 150" in json.dumps(body)
+        wait_until(refused, 30, what="the API server to call the webhook", alive=[cls.webhook])
+
+    @classmethod
+    def https_get(cls, path):
+        conn = http.client.HTTPSConnection("127.0.0.1", cls.port, timeout=5, context=cls.tls)
+        try:
+            conn.request("GET", path)
+            r = conn.getresponse()
+            return r.status, r.read().decode()
+        finally:
+            conn.close()
+
+    def run(self, result=None):
+        # On a failure, show the webhook's log and the API server's errors.
+        failures = len(result.failures) + len(result.errors) if result else 0
+        out = super().run(result)
+        if result and len(result.failures) + len(result.errors) > failures:
+            log(f"webhook log:\n{self.webhook.tail(40)}\n{self.cp.log_tails(20)}")
+            self.cp.keep_dir = True
+        return out
+
+    def assertRefused(self, call, status, *parts):
+        with self.assertRaises(KubeError) as ctx:
+            call()
+        self.assertEqual(ctx.exception.status, status, ctx.exception)
+        for part in parts:
+            self.assertIn(part, str(ctx.exception))
+        return ctx.exception
+
+    def pod(self, name):
+        return self.admin.get("pods", name, namespace=NS)
+
+    def test_1_deploy_file_passes_validation(self):
+        for kind, doc in deploy_documents().items():
+            if kind == "PodDisruptionBudget" and self.cp.version < (1, 21):
+                continue  # policy/v1 came in 1.21
+            # The configurations the test registered carry the same names.
+            doc = re.sub(r"(?m)^  name: gpusched-webhook$", "  name: gpusched-webhook-dry-run", doc)
+            self.admin.apply_yaml(doc, dry_run=True)
+
+    def test_2_forged_allocation_is_refused(self):
+        for name, limits in (("forged-gpu", SHARE), ("forged-cpu", {"cpu": "100m"})):
+            e = self.assertRefused(
+                lambda: self.alice.create("pods", gpu_pod(name, limits, annotations={ALLOCATION_ANNOTATION: ALLOCATION}),
+                                          namespace=NS),
+                403, 'admission webhook "', 'user "alice" may not set the annotation gpusched.io/allocation')
+            log(f"{name}: {e}")
+            self.assertIsNone(self.pod(name))
+
+    def test_3_only_the_scheduler_writes_the_allocation(self):
+        self.admin.create("pods", gpu_pod("shared-1", SHARE), namespace=NS)
+        self.assertEqual(self.pod("shared-1")["spec"]["schedulerName"], "gpusched")
+        # The extender's identity sets it, as at bind.
+        self.extender.patch("pods", "shared-1", {"metadata": {"annotations": {ALLOCATION_ANNOTATION: ALLOCATION}}},
+                            namespace=NS)
+        # alice may neither change nor remove it; relabelling her pod is fine.
+        other = ALLOCATION.replace("GPU-wh-node-1-0", "GPU-wh-node-1-1")
+        self.assertRefused(lambda: self.alice.patch("pods", "shared-1", {"metadata": {"annotations": {
+            ALLOCATION_ANNOTATION: other}}}, namespace=NS), 403, 'user "alice" may not change')
+        self.assertRefused(lambda: self.alice.patch("pods", "shared-1", {"metadata": {"annotations": {
+            ALLOCATION_ANNOTATION: None}}}, namespace=NS), 403, 'user "alice" may not remove')
+        self.alice.patch("pods", "shared-1", {"metadata": {"labels": {"team": "vision"}}}, namespace=NS)
+        pod = self.pod("shared-1")
+        self.assertEqual(pod["metadata"]["annotations"][ALLOCATION_ANNOTATION], ALLOCATION)
+        self.assertEqual(pod["metadata"]["labels"]["team"], "vision")
+
+        # Bindings: the cluster admin is not gpusched's scheduler; the extender's identity is.
+        self.admin.create("pods", gpu_pod("shared-2", SHARE), namespace=NS)
+        self.assertRefused(lambda: self.admin.bind("shared-2", "wh-node-1", namespace=NS,
+                                                   annotations={ALLOCATION_ANNOTATION: ALLOCATION}),
+                           403, "may not bind with the annotation gpusched.io/allocation")
+        self.assertIsNone(self.pod("shared-2")["metadata"].get("annotations", {}).get(ALLOCATION_ANNOTATION))
+        self.extender.bind("shared-2", "wh-node-1", namespace=NS, annotations={ALLOCATION_ANNOTATION: ALLOCATION})
+        pod = self.pod("shared-2")
+        self.assertEqual(pod["spec"]["nodeName"], "wh-node-1")
+        self.assertEqual(pod["metadata"]["annotations"][ALLOCATION_ANNOTATION], ALLOCATION)
+
+    def test_4_requests_that_can_never_be_met_are_refused(self):
+        cases = [
+            ("core-150", {"gpusched.io/gpu-core": 150}, {}, "gpusched.io/gpu-core 150 is above 100"),
+            ("mixed", {"nvidia.com/gpu": 1, "gpusched.io/gpu-core": 30}, {},
+             "mixes GPU resources of gpusched.io and nvidia.com/gpu"),
+            ("models", SHARE, {"gpusched.io/gpu-model": "A100,H100"}, "separate models with '|'"),
+        ]
+        for name, limits, annotations, reason in cases:
+            with self.subTest(name):
+                e = self.assertRefused(lambda: self.alice.create("pods", gpu_pod(name, limits, annotations=annotations),
+                                                                 namespace=NS), 422, reason)
+                log(f"{name}: {e}")
+                self.assertIsNone(self.pod(name))
+
+    def test_5_memory_only_pods_get_their_device_count(self):
+        for name, limits in (("gpushare", {"aliyun.com/gpu-mem": 8}),
+                             ("memory-only", {"gpusched.io/gpu-memory": 20000})):
+            with self.subTest(name):
+                self.alice.create("pods", gpu_pod(name, limits), namespace=NS)
+                pod = self.pod(name)
+                resources = pod["spec"]["containers"][0]["resources"]
+                self.assertEqual(resources["limits"].get("gpusched.io/gpu"), "1", resources)
+                self.assertEqual(resources["requests"].get("gpusched.io/gpu"), "1", resources)
+                for k in limits:  # kept as asked (the API server writes 20000 as "20k")
+                    self.assertIn(k, resources["limits"])
+                self.assertEqual(pod["spec"]["schedulerName"], "gpusched")
+
+    def test_6_pods_without_gpus_are_unchanged(self):
+        sent = gpu_pod("plain", {"cpu": "100m", "memory": "128Mi"})
+        self.alice.create("pods", sent, namespace=NS)
+        pod = self.pod("plain")
+        self.assertEqual(pod["spec"]["containers"][0]["resources"], sent["spec"]["containers"][0]["resources"])
+        self.assertEqual(pod["spec"]["schedulerName"], "default-scheduler")
+        self.assertEqual(pod["metadata"].get("annotations", {}), {})
+
+    def test_7_metrics_count_the_decisions(self):
+        status, text = self.https_get("/metrics")
+        self.assertEqual(status, 200)
+        denied = re.search(r'(?m)^gpusched_webhook_admissions_total\{endpoint="validate",outcome="denied"\} (\d+)$',
+                           text)
+        patched = re.search(r'(?m)^gpusched_webhook_admissions_total\{endpoint="mutate",outcome="patched"\} (\d+)$',
+                            text)
+        self.assertTrue(denied and int(denied.group(1)) > 0, text)
+        self.assertTrue(patched and int(patched.group(1)) > 0, text)
+
+    def test_9_an_outage_does_not_block_pods_without_gpus(self):
+        self.webhook.stop()
+        self.assertEqual(self.webhook.proc.returncode, 0, self.webhook.tail(20))
+        with open(self.webhook.log_path, errors="replace") as f:
+            self.assertNotRegex(f.read(), r"ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:")
+        self.alice.create("pods", gpu_pod("during-outage", {"cpu": "100m"}), namespace=NS)
+        self.assertIsNotNone(self.pod("during-outage"))
+        # The documented < 1.28 trade-off: a GPU pod is admitted too, unchecked and without its device count.
+        self.alice.create("pods", gpu_pod("gpu-during-outage", {"aliyun.com/gpu-mem": 8}), namespace=NS)
+        limits = self.pod("gpu-during-outage")["spec"]["containers"][0]["resources"]["limits"]
+        self.assertNotIn("gpusched.io/gpu", limits)
+
+
+if __name__ == "__main__":
+    unittest.main()
