@@ -386,8 +386,12 @@ TEST_F(ExtenderIntegrationTest, BadInputGetsA4xxWithAMessageAndChangesNothing) {
     EXPECT_EQ(r->status, 400) << path << " " << body;
     EXPECT_FALSE(json::parse(r->body)["Error"].get<std::string>().empty()) << r->body;
   }
-  auto unknown =
+  auto no_uid =
       c.Post("/scheduler/bind", R"({"PodName":"ghost","PodNamespace":"default","Node":"n1"})", "application/json");
+  EXPECT_EQ(no_uid->status, 400);
+  EXPECT_NE(no_uid->body.find("PodUID is required"), std::string::npos) << no_uid->body;
+  auto unknown = c.Post("/scheduler/bind", R"({"PodName":"ghost","PodNamespace":"default","PodUID":"u1","Node":"n1"})",
+                        "application/json");
   EXPECT_EQ(unknown->status, 404);
   EXPECT_NE(unknown->body.find("ghost"), std::string::npos);
   auto big = c.Post("/scheduler/filter", std::string(2 << 20, ' '), "application/json");

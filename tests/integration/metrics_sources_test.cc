@@ -291,6 +291,8 @@ TEST_F(MetricsSourcesTest, PrometheusBackfilledSeriesThroughTheSourceAndTheCache
           mirror, binder, [&](const std::string&, const std::string&) { return std::optional<nlohmann::json>(pod); },
           adapters::extender::ServiceOptions{.policy = "load-aware", .seed = 1, .metrics = metrics});
       EXPECT_TRUE(service.ok()) << service.status();
+      // kube-scheduler's order: bind takes only a node that passed filter for the pod.
+      (void)(*service)->Filter(nlohmann::json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", {"it-node"}}}.dump());
       const auto reply = (*service)->Bind(nlohmann::json{
           {"PodName", name},
           {"PodNamespace", "default"},

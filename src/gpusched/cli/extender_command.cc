@@ -136,6 +136,9 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
     if (auto s = ext::ParseListen(flags.listen, config.host, config.port); !s.ok()) {
       return Fail("--listen: " + s.message());
     }
+    if (auto s = ext::ValidateExtenderConfig(config, "--listen " + flags.listen); !s.ok()) {
+      return Fail(s.message());
+    }
   }
   if (!flags.policy.empty()) {
     config.policy = flags.policy;
@@ -215,7 +218,9 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
                           .staleness_ms = int64_t{config.metrics_staleness_seconds} * 1000,
                           .load_aware = LoadAware(config),
                           .interference_aware = config.interference_aware,
-                          .slowdown_model = slowdown_model},
+                          .slowdown_model = slowdown_model,
+                          .scheduler_names = config.scheduler_names,
+                          .bind_filter_window_ms = int64_t{config.bind_filter_window_seconds} * 1000},
       &metrics);
   if (!service.ok()) {
     return Fail(service.status().message());

@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "gpusched/core/gpu_metrics.h"
+#include "gpusched/net/http_server.h"
 
 namespace gpusched::adapters::extender {
 namespace {
@@ -65,9 +66,23 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
   if (!root.IsMap()) {
     return Bad(source, "the top level must be a mapping");
   }
-  static const std::set<std::string> kKeys = {
-      "listen",  "pathPrefix",         "tls",        "weights", "policy",    "resourceNames", "maxBodyBytes",
-      "threads", "readTimeoutSeconds", "kubeconfig", "metrics", "loadAware", "interference"};
+  static const std::set<std::string> kKeys = {"listen",
+                                              "pathPrefix",
+                                              "tls",
+                                              "weights",
+                                              "policy",
+                                              "resourceNames",
+                                              "maxBodyBytes",
+                                              "threads",
+                                              "readTimeoutSeconds",
+                                              "kubeconfig",
+                                              "metrics",
+                                              "loadAware",
+                                              "interference",
+                                              "maxConnections",
+                                              "idleTimeoutSeconds",
+                                              "schedulerNames",
+                                              "bindFilterWindowSeconds"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     if (!kKeys.contains(key)) {
@@ -94,11 +109,26 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
       }
       for (const auto& t : v) {
         const std::string tk = t.first.as<std::string>();
+        if (tk == "allowedClientNames") {
+          if (!t.second.IsSequence()) {
+            return Bad(source, "\"tls.allowedClientNames\" must be a list of names");
+          }
+          GPUSCHED_ASSIGN_OR_RETURN(names, As<std::vector<std::string>>(t.second, source, "tls." + tk));
+          for (const auto& n : names) {
+            if (n.empty()) {
+              return Bad(source, "\"tls.allowedClientNames\" has an empty name");
+            }
+          }
+          c.tls_allowed_client_names = names;
+          continue;
+        }
         GPUSCHED_ASSIGN_OR_RETURN(value, As<std::string>(t.second, source, "tls." + tk));
         if (tk == "certFile") {
           c.tls_cert_file = value;
         } else if (tk == "keyFile") {
           c.tls_key_file = value;
+        } else if (tk == "clientCAFile") {
+          c.tls_client_ca_file = value;
         } else {
           return Bad(source, "unknown key \"tls." + tk + "\"");
         }
@@ -156,6 +186,32 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
         return Bad(source, "\"readTimeoutSeconds\" must be 1..3600");
       }
       c.read_timeout_seconds = seconds;
+    } else if (key == "maxConnections") {
+      GPUSCHED_ASSIGN_OR_RETURN(connections, As<int64_t>(v, source, key));
+      if (connections < 1 || connections > 1000000) {
+        return Bad(source, "\"maxConnections\" must be 1..1000000");
+      }
+      c.max_connections = static_cast<size_t>(connections);
+    } else if (key == "idleTimeoutSeconds" || key == "bindFilterWindowSeconds") {
+      GPUSCHED_ASSIGN_OR_RETURN(seconds, As<int>(v, source, key));
+      if (seconds < 1 || seconds > 3600) {
+        return Bad(source, "\"" + key + "\" must be 1..3600");
+      }
+      (key == "idleTimeoutSeconds" ? c.idle_timeout_seconds : c.bind_filter_window_seconds) = seconds;
+    } else if (key == "schedulerNames") {
+      if (!v.IsSequence()) {
+        return Bad(source, "\"schedulerNames\" must be a list of scheduler names");
+      }
+      GPUSCHED_ASSIGN_OR_RETURN(names, As<std::vector<std::string>>(v, source, key));
+      if (names.empty()) {
+        return Bad(source, "\"schedulerNames\" must name at least one scheduler (default: [default-scheduler])");
+      }
+      for (const auto& n : names) {
+        if (n.empty()) {
+          return Bad(source, "\"schedulerNames\" has an empty name");
+        }
+      }
+      c.scheduler_names = names;
     } else if (key == "metrics") {
       if (!v.IsMap()) {
         return Bad(source, "\"metrics\" must be a mapping");
@@ -320,7 +376,47 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
       c.kubeconfig = path;
     }
   }
+  if (auto s = ValidateExtenderConfig(c, source); !s.ok()) {
+    return s;
+  }
   return c;
+}
+
+common::Status ValidateExtenderConfig(const ExtenderConfig& config, const std::string& source) {
+  if (config.tls_cert_file.empty() != config.tls_key_file.empty()) {
+    return Bad(source, "\"tls\" needs both certFile and keyFile");
+  }
+  if (!config.tls_client_ca_file.empty() && config.tls_cert_file.empty()) {
+    return Bad(source,
+               "\"tls.clientCAFile\" needs tls.certFile and tls.keyFile (client certificates are asked for over "
+               "TLS only)");
+  }
+  if (!config.tls_allowed_client_names.empty() && config.tls_client_ca_file.empty()) {
+    return Bad(source,
+               "\"tls.allowedClientNames\" needs tls.clientCAFile (the names are read from client certificates "
+               "that CA signed)");
+  }
+  if (!net::IsLoopbackHost(config.host)) {
+    std::string missing;
+    const std::pair<const char*, bool> needed[] = {{"tls.certFile", config.tls_cert_file.empty()},
+                                                   {"tls.keyFile", config.tls_key_file.empty()},
+                                                   {"tls.clientCAFile", config.tls_client_ca_file.empty()},
+                                                   {"tls.allowedClientNames", config.tls_allowed_client_names.empty()}};
+    for (const auto& [key, absent] : needed) {
+      if (absent) {
+        missing += (missing.empty() ? "" : ", ") + std::string(key);
+      }
+    }
+    if (!missing.empty()) {
+      return Bad(source, "\"listen\" address " + config.host +
+                             " is not loopback: only kube-scheduler may call the extender, so this needs " + missing +
+                             " (client certificates; or listen on 127.0.0.1 beside kube-scheduler)");
+    }
+  }
+  if (config.scheduler_names.empty()) {
+    return Bad(source, "\"schedulerNames\" must name at least one scheduler");
+  }
+  return common::Status::Ok();
 }
 
 common::Result<ExtenderConfig> LoadExtenderConfig(const std::string& path) {

@@ -3,11 +3,22 @@
 // The extender's config file (YAML). Every key is optional; unknown keys are errors (a typo must not silently
 // fall back to a default).
 //
-//   listen: "0.0.0.0:12345"        address:port of the HTTP(S) server
+//   listen: "127.0.0.1:12345"      address:port of the HTTP(S) server. Plain HTTP only on loopback (kube-scheduler
+//                                  on the same host); any other address needs every tls key below, so that only
+//                                  kube-scheduler may call the extender (a bind is a write to the cluster)
 //   pathPrefix: "/scheduler"       verbs are served at <pathPrefix>/filter, /prioritize, /bind, /preempt
-//   tls:                           HTTPS when both are set (kube-scheduler: enableHTTPS + tlsConfig)
+//   tls:                           HTTPS when certFile and keyFile are set (kube-scheduler: enableHTTPS + tlsConfig)
 //     certFile: /etc/gpusched/tls.crt
 //     keyFile: /etc/gpusched/tls.key
+//     clientCAFile: /etc/gpusched/client-ca.crt   clients must present a certificate this CA signed (needs certFile)
+//     allowedClientNames: [kube-scheduler]        ... carrying one of these names (subject CN, DNS or URI SAN);
+//                                  needs clientCAFile. kube-scheduler: tlsConfig.certFile/keyFile
+//   maxConnections: 256            connections open at once; more are closed at once
+//   idleTimeoutSeconds: 30         a keep-alive connection idle this long is closed
+//   schedulerNames: [default-scheduler]   /bind refuses pods whose spec.schedulerName is not listed ("" counts as
+//                                  default-scheduler): another scheduler's pods are not the extender's to bind
+//   bindFilterWindowSeconds: 30    /bind binds a pod only to a node that passed /filter for that pod UID within
+//                                  this many seconds (kube-scheduler filters, then binds, in one cycle)
 //   policy: binpack                any policy of the registry (`gpusched extender --help` lists them); a pod may
 //                                  override it with the annotation gpusched.io/policy
 //   weights:                       optional: prioritize with several policies, score = sum(w * score) / sum(w) over
@@ -15,9 +26,8 @@
 //     fgd: 2                       chosen at bind stay with `policy`
 //   resourceNames: [...]           GPU resource names to honour; default: all that gpusched knows
 //   maxBodyBytes: 67108864         larger request bodies get 413 (a full NodeList of 5000 nodes is about 17 MB)
-//   threads: 32                    HTTP worker threads. cpp-httplib serves a keep-alive connection on one thread
-//                                  until it goes idle for a second, so keep this above the number of connections
-//                                  kube-scheduler holds at once (its scheduling loop plus concurrent binds)
+//   threads: 32                    HTTP I/O threads. Handlers run on them and a bind waits on the API server, so keep
+//                                  this above the binds kube-scheduler runs at once
 //   readTimeoutSeconds: 5          a client that sends its body slower than this is cut off
 //   kubeconfig: ""                 used when --kubeconfig is not given (then KUBECONFIG, in-cluster, ~/.kube/config)
 //   metrics:                       live GPU metrics for the load-aware policy (optional)
@@ -79,15 +89,17 @@ struct GpuModelConfig {
 };
 
 struct ExtenderConfig {
-  std::string host = "0.0.0.0";
+  std::string host = "127.0.0.1";
   int port = 12345;
   std::string path_prefix = "/scheduler";
   std::string tls_cert_file;
   std::string tls_key_file;
-  std::string tls_client_ca_file;                     // tls.clientCAFile
-  std::vector<std::string> tls_allowed_client_names;  // tls.allowedClientNames
-  size_t max_connections = 256;                       // maxConnections
-  int idle_timeout_seconds = 30;                      // idleTimeoutSeconds
+  std::string tls_client_ca_file;                                    // tls.clientCAFile
+  std::vector<std::string> tls_allowed_client_names;                 // tls.allowedClientNames
+  size_t max_connections = 256;                                      // maxConnections
+  int idle_timeout_seconds = 30;                                     // idleTimeoutSeconds
+  std::vector<std::string> scheduler_names = {"default-scheduler"};  // schedulerNames
+  int bind_filter_window_seconds = 30;                               // bindFilterWindowSeconds
   std::string policy = "binpack";
   std::vector<std::pair<std::string, double>> weights;  // empty: `policy` alone scores
   kube::ResourceConfig resources;
@@ -104,8 +116,12 @@ struct ExtenderConfig {
   policy::InterferenceAwareOptions interference_aware;
 };
 
-// Parses YAML text; `source` names the file in errors.
+// Parses YAML text and validates the result (ValidateExtenderConfig); `source` names the file in errors.
 common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, const std::string& source);
+// The checks across keys, for a config changed after parsing (`gpusched extender --listen`): a listen address that
+// is not loopback needs tls.certFile, tls.keyFile, tls.clientCAFile and tls.allowedClientNames; clientCAFile needs
+// certFile; allowedClientNames needs clientCAFile. The error names the key.
+common::Status ValidateExtenderConfig(const ExtenderConfig& config, const std::string& source);
 common::Result<ExtenderConfig> LoadExtenderConfig(const std::string& path);
 // "host:port" (port 0 = any free port); "[::1]:80" for IPv6.
 common::Status ParseListen(const std::string& listen, std::string& host, int& port);

@@ -9,7 +9,11 @@ TEST(ConfigTest, ParsesEveryKey) {
   auto c = ParseExtenderConfig(R"yaml(
 listen: "127.0.0.1:18890"
 pathPrefix: /scheduler/
-tls: {certFile: /a.crt, keyFile: /a.key}
+tls: {certFile: /a.crt, keyFile: /a.key, clientCAFile: /ca.crt, allowedClientNames: [kube-scheduler, ks-2]}
+maxConnections: 64
+idleTimeoutSeconds: 7
+schedulerNames: [default-scheduler, gpu-scheduler]
+bindFilterWindowSeconds: 12
 policy: spread
 resourceNames: [gpusched.io/gpu, nvidia.com/gpu]
 maxBodyBytes: 2048
@@ -34,6 +38,13 @@ loadAware:
   EXPECT_EQ(c->port, 18890);
   EXPECT_EQ(c->path_prefix, "/scheduler");
   EXPECT_EQ(c->tls_cert_file, "/a.crt");
+  EXPECT_EQ(c->tls_key_file, "/a.key");
+  EXPECT_EQ(c->tls_client_ca_file, "/ca.crt");
+  EXPECT_EQ(c->tls_allowed_client_names, (std::vector<std::string>{"kube-scheduler", "ks-2"}));
+  EXPECT_EQ(c->max_connections, 64u);
+  EXPECT_EQ(c->idle_timeout_seconds, 7);
+  EXPECT_EQ(c->scheduler_names, (std::vector<std::string>{"default-scheduler", "gpu-scheduler"}));
+  EXPECT_EQ(c->bind_filter_window_seconds, 12);
   EXPECT_EQ(c->policy, "spread");
   EXPECT_EQ(c->resources.enabled.size(), 2u);
   EXPECT_TRUE(c->resources.Enabled("nvidia.com/gpu"));
@@ -63,6 +74,77 @@ loadAware:
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(empty->policy, "binpack");
   EXPECT_EQ(empty->resources.enabled.size(), kube::AllGpuResourceNames().size());
+  // Secure defaults: loopback, plain HTTP there, only default-scheduler's pods bound.
+  EXPECT_EQ(empty->host, "127.0.0.1");
+  EXPECT_EQ(empty->port, 12345);
+  EXPECT_EQ(empty->max_connections, 256u);
+  EXPECT_EQ(empty->idle_timeout_seconds, 30);
+  EXPECT_EQ(empty->scheduler_names, std::vector<std::string>{"default-scheduler"});
+  EXPECT_EQ(empty->bind_filter_window_seconds, 30);
+  EXPECT_TRUE(empty->tls_client_ca_file.empty());
+}
+
+// Anyone who reaches the extender can bind pods (it writes Bindings with its own ServiceAccount), so off loopback
+// it must know who calls: TLS with client certificates from a given CA, carrying an allowed name.
+TEST(ConfigTest, ListenOffLoopbackNeedsClientCertificates) {
+  const std::string full_tls =
+      "tls: {certFile: /s.crt, keyFile: /s.key, clientCAFile: /ca.crt, allowedClientNames: [kube-scheduler]}";
+  struct Case {
+    std::string name;
+    std::string yaml;
+    std::string want_error;  // "" = valid
+  };
+  const Case cases[] = {
+      {.name = "loopback, plain HTTP", .yaml = "listen: 127.0.0.1:1", .want_error = ""},
+      {.name = "IPv6 loopback", .yaml = "listen: \"[::1]:1\"", .want_error = ""},
+      {.name = "localhost", .yaml = "listen: localhost:1", .want_error = ""},
+      {.name = "all interfaces with full TLS", .yaml = "listen: 0.0.0.0:1\n" + full_tls, .want_error = ""},
+      {.name = "all interfaces, plain HTTP",
+       .yaml = "listen: 0.0.0.0:1",
+       .want_error = "\"listen\" address 0.0.0.0 is not loopback: only kube-scheduler may call the extender, so this "
+                     "needs tls.certFile, tls.keyFile, tls.clientCAFile, tls.allowedClientNames"},
+      {.name = "empty host means all interfaces", .yaml = "listen: \":1\"", .want_error = "0.0.0.0 is not loopback"},
+      {.name = "a node address with server TLS only",
+       .yaml = "listen: 10.0.0.5:1\ntls: {certFile: /s.crt, keyFile: /s.key}",
+       .want_error = "needs tls.clientCAFile, tls.allowedClientNames"},
+      {.name = "a node address without allowed names",
+       .yaml = "listen: 10.0.0.5:1\ntls: {certFile: /s.crt, keyFile: /s.key, clientCAFile: /ca.crt}",
+       .want_error = "needs tls.allowedClientNames"},
+      {.name = "an empty allowed-names list",
+       .yaml = "listen: 10.0.0.5:1\ntls: {certFile: /s.crt, keyFile: /s.key, clientCAFile: /ca.crt, "
+               "allowedClientNames: []}",
+       .want_error = "needs tls.allowedClientNames"},
+      {.name = "client CA without a server certificate",
+       .yaml = "tls: {clientCAFile: /ca.crt}",
+       .want_error = "\"tls.clientCAFile\" needs tls.certFile and tls.keyFile"},
+      {.name = "allowed names without a client CA",
+       .yaml = "tls: {certFile: /s.crt, keyFile: /s.key, allowedClientNames: [kube-scheduler]}",
+       .want_error = "\"tls.allowedClientNames\" needs tls.clientCAFile"},
+      {.name = "allowed names not a list",
+       .yaml = "tls: {certFile: /s.crt, keyFile: /s.key, clientCAFile: /c, allowedClientNames: kube-scheduler}",
+       .want_error = "\"tls.allowedClientNames\" must be a list"},
+      {.name = "an empty allowed name",
+       .yaml = "tls: {certFile: /s.crt, keyFile: /s.key, clientCAFile: /c, allowedClientNames: [\"\"]}",
+       .want_error = "\"tls.allowedClientNames\" has an empty name"},
+      {.name = "unknown tls key", .yaml = "tls: {caFile: /c}", .want_error = "unknown key \"tls.caFile\""},
+  };
+  for (const auto& c : cases) {
+    auto parsed = ParseExtenderConfig(c.yaml, "x.yaml");
+    if (c.want_error.empty()) {
+      EXPECT_TRUE(parsed.ok()) << c.name << ": " << parsed.status();
+      continue;
+    }
+    ASSERT_FALSE(parsed.ok()) << c.name;
+    EXPECT_NE(parsed.status().message().find(c.want_error), std::string::npos) << c.name << ": " << parsed.status();
+    EXPECT_EQ(parsed.status().message().rfind("x.yaml: ", 0), 0u) << c.name << ": " << parsed.status();
+  }
+  // The same check after --listen overrides the file.
+  ExtenderConfig config;
+  EXPECT_TRUE(ValidateExtenderConfig(config, "--listen").ok());
+  config.host = "192.168.1.10";
+  const common::Status s = ValidateExtenderConfig(config, "--listen");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("192.168.1.10 is not loopback"), std::string::npos) << s;
 }
 
 TEST(ConfigTest, InterferenceSection) {
@@ -122,6 +204,13 @@ TEST(ConfigTest, ErrorsNameTheFileAndTheKey) {
       {"interference: {packingWeight: -1}", "\"interference.packingWeight\" must be 0..1000000"},
       {"interference: {interferenceWeight: 0}", "are both 0"},
       {"interference: {model: /m.json}", "unknown key \"interference.model\""},
+      {"maxConnections: 0", "\"maxConnections\" must be 1..1000000"},
+      {"idleTimeoutSeconds: 0", "\"idleTimeoutSeconds\" must be 1..3600"},
+      {"bindFilterWindowSeconds: 86400", "\"bindFilterWindowSeconds\" must be 1..3600"},
+      {"bindFilterWindowSeconds: soon", "\"bindFilterWindowSeconds\" has the wrong type"},
+      {"schedulerNames: []", "\"schedulerNames\" must name at least one scheduler"},
+      {"schedulerNames: default-scheduler", "\"schedulerNames\" must be a list"},
+      {"schedulerNames: [\"\"]", "\"schedulerNames\" has an empty name"},
   };
   for (const auto& [yaml, expect] : cases) {
     auto c = ParseExtenderConfig(yaml, "bad.yaml");

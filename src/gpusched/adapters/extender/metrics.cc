@@ -29,6 +29,10 @@ struct ExtenderMetrics::Impl {
                                                             .Register(*registry);
   prometheus::Family<prometheus::Counter>& binds =
       prometheus::BuildCounter().Name("gpusched_extender_binds_total").Help("Binds by result").Register(*registry);
+  prometheus::Family<prometheus::Counter>& bind_refusals = prometheus::BuildCounter()
+                                                               .Name("gpusched_extender_bind_refusals_total")
+                                                               .Help("Binds refused before any API call, by reason")
+                                                               .Register(*registry);
   std::mutex mu;  // guards the per-label lookups (Family::Add is thread-safe, the maps below are not)
   std::map<std::string, prometheus::Histogram*, std::less<>> histograms;
 };
@@ -93,6 +97,10 @@ void ExtenderMetrics::FilterRejection(std::string_view reason, double count) {
 }
 
 void ExtenderMetrics::Bind(bool ok) { impl_->binds.Add({{"result", ok ? "ok" : "failed"}}).Increment(); }
+
+void ExtenderMetrics::BindRefused(std::string_view reason) {
+  impl_->bind_refusals.Add({{"reason", std::string(reason)}}).Increment();
+}
 
 std::string ExtenderMetrics::Serialize(const ClusterMirror& mirror) const {
   std::vector<prometheus::MetricFamily> families = impl_->registry->Collect();

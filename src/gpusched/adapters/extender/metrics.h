@@ -7,6 +7,10 @@
 //       gpu_capacity (busy GPUs), gpu_unresolvable (the node can never host it), unknown_node, invalid_request,
 //       unknown_policy
 //   gpusched_extender_binds_total{result}                       counter; result ok | failed
+//   gpusched_extender_bind_refusals_total{reason}               counter; binds refused before any API call:
+//       invalid_request, no_uid, unknown_pod, invalid_pod, uid_mismatch, already_bound, terminating,
+//       other_scheduler, not_filtered, filter_expired, node_not_filtered, unknown_policy, unknown_node,
+//       already_allocated, no_fit
 //   gpusched_node_gpu_milli_allocated{node}, gpusched_node_gpu_milli_capacity{node},
 //   gpusched_node_gpu_memory_allocated_mib{node}, gpusched_node_gpu_memory_capacity_mib{node}
 //                                                               gauges, read from the ClusterState at scrape time
@@ -37,6 +41,8 @@ class ExtenderMetrics {
   void Request(std::string_view verb, int code, double seconds);
   void FilterRejection(std::string_view reason, double count = 1);
   void Bind(bool ok);
+  // A bind refused before any API call (service.h lists why), by reason category.
+  void BindRefused(std::string_view reason);
   // Adds gpusched_metrics_source_up{source}, ..._consecutive_failures{source}, ..._refresh_errors_total{source}
   // and ..._gpus{source} at scrape time.
   void SetMetricsCache(const sched::MetricsCache* cache) { cache_ = cache; }

@@ -110,6 +110,12 @@ int64_t ToExtenderScore(int64_t score) {
 common::Result<std::unique_ptr<ExtenderService>> ExtenderService::Create(ClusterMirror& mirror, ports::Binder& binder,
                                                                          PodLookup lookup, ServiceOptions options,
                                                                          ExtenderMetrics* metrics) {
+  if (options.scheduler_names.empty()) {
+    return common::InvalidArgument("extender: scheduler_names is empty (no pod could ever be bound)");
+  }
+  if (options.bind_filter_window_ms <= 0 || options.max_filter_records == 0 || options.max_filter_record_nodes == 0) {
+    return common::InvalidArgument("extender: the bind filter window and the filter record caps must be positive");
+  }
   std::unique_ptr<ExtenderService> s(
       new ExtenderService(mirror, binder, std::move(lookup), std::move(options), metrics));
   const policy::PolicyOptions policy_options{.target_workload = DefaultTargetWorkload(),
@@ -149,23 +155,13 @@ ExtenderService::ExtenderService(ClusterMirror& mirror, ports::Binder& binder, P
       options_(std::move(options)),
       metrics_(metrics),
       id_(next_service_id.fetch_add(1)),
+      clock_(options_.clock != nullptr ? options_.clock : &common::SystemClock::Instance()),
       rng_(options_.seed != 0 ? options_.seed
                               : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {}
 
 ExtenderService::~ExtenderService() = default;
 
-common::Result<std::shared_ptr<const ExtenderService::DecodedPod>> ExtenderService::Decode(std::string_view pod_json) {
-  const size_t hash = std::hash<std::string_view>{}(pod_json);
-  {
-    std::lock_guard lock(pods_mu_);
-    if (auto it = by_hash_.find(hash); it != by_hash_.end()) {
-      return it->second;
-    }
-  }
-  json object = json::parse(pod_json, nullptr, /*allow_exceptions=*/false);
-  if (object.is_discarded() || !object.is_object()) {
-    return common::InvalidArgument("extender request: Pod is not valid JSON");
-  }
+common::Result<std::shared_ptr<ExtenderService::DecodedPod>> ExtenderService::DecodeObject(json object) {
   auto meta = kube::DecodePodMeta(object);
   if (!meta.ok()) {
     return common::InvalidArgument("extender request: " + meta.status().message());
@@ -175,18 +171,112 @@ common::Result<std::shared_ptr<const ExtenderService::DecodedPod>> ExtenderServi
   if (const std::string* p = meta->Annotation(kube::kAnnotationPolicy); p != nullptr) {
     decoded->policy = *p;
   }
+  decoded->meta = std::move(meta).value();
   decoded->object = std::make_shared<const json>(std::move(object));
-  std::shared_ptr<const DecodedPod> shared = std::move(decoded);
+  return decoded;
+}
+
+common::Result<std::shared_ptr<const ExtenderService::DecodedPod>> ExtenderService::Decode(std::string_view pod_json) {
+  const size_t hash = std::hash<std::string_view>{}(pod_json);
+  {
+    std::lock_guard lock(pods_mu_);
+    // The hash alone could be made to collide: another pod's decoding would answer for this one.
+    if (auto it = by_hash_.find(hash); it != by_hash_.end() && it->second->text == pod_json) {
+      return it->second;
+    }
+  }
+  json object = json::parse(pod_json, nullptr, /*allow_exceptions=*/false);
+  if (object.is_discarded() || !object.is_object()) {
+    return common::InvalidArgument("extender request: Pod is not valid JSON");
+  }
+  auto decoded = DecodeObject(std::move(object));
+  if (!decoded.ok()) {
+    return decoded.status();
+  }
+  (*decoded)->text = std::string(pod_json);
+  std::shared_ptr<const DecodedPod> shared = std::move(decoded).value();
   std::lock_guard lock(pods_mu_);
   if (by_hash_.size() >= kPodCacheSize) {
     by_hash_.clear();
   }
-  if (by_key_.size() >= kPodCacheSize) {
-    by_key_.clear();
-  }
-  by_hash_.emplace(hash, shared);
-  by_key_.insert_or_assign(meta->Key(), shared);
+  by_hash_.insert_or_assign(hash, shared);
   return shared;
+}
+
+void ExtenderService::RecordFilter(const std::string& uid, const std::vector<const NodeRef*>& passed) {
+  if (uid.empty()) {
+    return;  // nothing could bind it: bind requires the uid
+  }
+  std::vector<uint64_t> nodes;
+  nodes.reserve(passed.size());
+  for (const NodeRef* n : passed) {
+    nodes.push_back(std::hash<std::string_view>{}(n->name));
+  }
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  const int64_t now = clock_->NowMs();
+  std::lock_guard lock(filters_mu_);
+  auto [it, inserted] = filtered_.try_emplace(uid);
+  FilterRecord& record = it->second;
+  if (inserted) {
+    record.age = filter_order_.insert(filter_order_.end(), uid);
+  } else {
+    filtered_nodes_ -= record.nodes.size();
+    filter_order_.splice(filter_order_.end(), filter_order_, record.age);  // the newest now
+  }
+  record.at_ms = now;
+  filtered_nodes_ += nodes.size();
+  record.nodes = std::move(nodes);
+  TrimFilters(now);
+}
+
+void ExtenderService::TrimFilters(int64_t now_ms) {
+  while (!filter_order_.empty()) {
+    auto it = filtered_.find(filter_order_.front());
+    const bool expired = now_ms - it->second.at_ms > options_.bind_filter_window_ms;
+    // The newest record stays even when it alone is over the node cap (one request's worth, bounded by the body).
+    const bool over = filter_order_.size() > 1 && (filtered_.size() > options_.max_filter_records ||
+                                                   filtered_nodes_ > options_.max_filter_record_nodes);
+    if (!expired && !over) {
+      break;
+    }
+    filtered_nodes_ -= it->second.nodes.size();
+    filtered_.erase(it);
+    filter_order_.pop_front();
+  }
+}
+
+std::string ExtenderService::CheckFiltered(const std::string& uid, const std::string& node, std::string* reason) {
+  const int64_t now = clock_->NowMs();
+  const std::string window = std::to_string(options_.bind_filter_window_ms / 1000) + "s";
+  std::lock_guard lock(filters_mu_);
+  auto it = filtered_.find(uid);
+  if (it == filtered_.end() || now - it->second.at_ms > options_.bind_filter_window_ms) {
+    *reason = it == filtered_.end() ? "not_filtered" : "filter_expired";
+    const std::string when = it == filtered_.end()
+                                 ? "no filter for this pod within the last " + window
+                                 : "its last filter was " + std::to_string((now - it->second.at_ms) / 1000) +
+                                       "s ago, over the " + window + " window";
+    TrimFilters(now);
+    return "node " + node + " did not pass gpusched's filter for this pod (" + when +
+           "); kube-scheduler filters before it binds";
+  }
+  const uint64_t h = std::hash<std::string_view>{}(node);
+  if (!std::binary_search(it->second.nodes.begin(), it->second.nodes.end(), h)) {
+    *reason = "node_not_filtered";
+    return "node " + node + " did not pass gpusched's filter for this pod (" + std::to_string(it->second.nodes.size()) +
+           " other node(s) did)";
+  }
+  return "";
+}
+
+void ExtenderService::ConsumeFilter(const std::string& uid) {
+  std::lock_guard lock(filters_mu_);
+  if (auto it = filtered_.find(uid); it != filtered_.end()) {
+    filtered_nodes_ -= it->second.nodes.size();
+    filter_order_.erase(it->second.age);
+    filtered_.erase(it);
+  }
 }
 
 bool ExtenderService::WantsForecast(std::span<const policy::PlacementPolicy* const> policies) const {
@@ -245,6 +335,13 @@ Reply ExtenderService::Filter(std::string body) {
     return BadRequest(pod.status());
   }
   FilterResult result{.full_nodes = args->full_nodes};
+  const DecodedPod& p = **pod;
+  // Every answer is recorded: bind takes only a node that passed for this pod UID (a later filter of the same pod
+  // replaces the record, also when nothing passed).
+  auto answer = [&] {
+    RecordFilter(p.meta.uid.str(), result.passed);
+    return Reply{.status = 200, .body = EncodeFilterResult(result)};
+  };
   auto fail_all = [&](const std::string& reason, std::string_view category) {
     for (const auto& n : args->nodes) {
       result.failed.emplace_back(n.name, reason);
@@ -253,9 +350,8 @@ Reply ExtenderService::Filter(std::string body) {
     if (metrics_ != nullptr) {
       metrics_->FilterRejection(category, static_cast<double>(args->nodes.size()));
     }
-    return Reply{.status = 200, .body = EncodeFilterResult(result)};
+    return answer();
   };
-  const DecodedPod& p = **pod;
   if (!p.request.ok()) {
     return fail_all(p.request.status().message(), "invalid_request");
   }
@@ -264,7 +360,7 @@ Reply ExtenderService::Filter(std::string body) {
     for (const auto& n : args->nodes) {
       result.passed.push_back(&n);
     }
-    return Reply{.status = 200, .body = EncodeFilterResult(result)};
+    return answer();
   }
   const policy::PlacementPolicy* pol = PolicyFor(p);
   if (pol == nullptr) {
@@ -326,7 +422,7 @@ Reply ExtenderService::Filter(std::string body) {
     if (never > 0) metrics_->FilterRejection("gpu_unresolvable", static_cast<double>(never));
     if (unknown > 0) metrics_->FilterRejection("unknown_node", static_cast<double>(unknown));
   }
-  return Reply{.status = 200, .body = EncodeFilterResult(result)};
+  return answer();
 }
 
 Reply ExtenderService::Prioritize(std::string body) {
@@ -401,52 +497,67 @@ Reply ExtenderService::Prioritize(std::string body) {
 }
 
 Reply ExtenderService::Bind(std::string body) {
-  auto args = DecodeBindingArgs(std::move(body));
-  if (!args.ok()) {
-    return BadRequest(args.status());
-  }
-  const std::string key = args->pod_namespace + "/" + args->pod_name;
-  auto fail = [&](int status, const std::string& message) {
+  auto refuse = [&](int status, std::string_view reason, const std::string& message) {
     if (metrics_ != nullptr) {
       metrics_->Bind(false);
+      metrics_->BindRefused(reason);
     }
     return Reply{.status = status, .body = EncodeBindingResult(message)};
   };
-  // The pod as kube-scheduler saw it in filter; else the watch cache.
-  std::shared_ptr<const DecodedPod> pod;
-  {
-    std::lock_guard lock(pods_mu_);
-    if (auto it = by_key_.find(key); it != by_key_.end()) {
-      pod = it->second;
-    }
+  auto args = DecodeBindingArgs(std::move(body));
+  if (!args.ok()) {
+    return refuse(400, "invalid_request", "bind refused: " + args.status().message());
   }
-  if (pod != nullptr && !args->pod_uid.empty()) {
-    auto uid = (*pod->object)["metadata"].value("uid", std::string());
-    if (uid != args->pod_uid) {
-      pod = nullptr;  // an older pod of the same name
-    }
+  const std::string key = args->pod_namespace + "/" + args->pod_name;
+  const std::string what = "bind of pod " + key + " to node " + args->node + " refused: ";
+  if (args->pod_uid.empty()) {
+    return refuse(400, "no_uid", what + "PodUID is required (kube-scheduler always sends it)");
   }
-  if (pod == nullptr && lookup_) {
-    if (auto object = lookup_(args->pod_namespace, args->pod_name); object.has_value()) {
-      auto decoded = Decode(object->dump());
-      if (decoded.ok()) {
-        pod = *decoded;
-      }
-    }
+  // The pod as the API server has it (the watch cache), never as the caller describes it.
+  std::optional<json> object = lookup_ ? lookup_(args->pod_namespace, args->pod_name) : std::nullopt;
+  if (!object.has_value()) {
+    return refuse(404, "unknown_pod", what + "the pod is not in gpusched's pod cache");
   }
-  if (pod == nullptr) {
-    return fail(404, "bind: pod " + key + " is not known to gpusched (not seen in filter nor in its pod cache)");
+  auto decoded = DecodeObject(std::move(*object));
+  if (!decoded.ok()) {
+    return refuse(400, "invalid_pod", what + decoded.status().message());
+  }
+  const std::shared_ptr<const DecodedPod> pod = std::move(decoded).value();
+  const kube::PodMeta& meta = pod->meta;
+  if (meta.uid.str() != args->pod_uid) {
+    // The cached uid stays out of the message: it is not the caller's to learn.
+    return refuse(409, "uid_mismatch",
+                  what + "PodUID " + args->pod_uid + " is not the uid of the pod of that name (recreated?)");
+  }
+  if (!meta.node_name.empty()) {
+    return refuse(409, "already_bound", what + "the pod is already bound to node " + meta.node_name);
+  }
+  if (meta.deleting) {
+    return refuse(409, "terminating", what + "the pod is terminating (metadata.deletionTimestamp is set)");
+  }
+  const std::string scheduler = meta.scheduler_name.empty() ? "default-scheduler" : meta.scheduler_name;
+  if (std::find(options_.scheduler_names.begin(), options_.scheduler_names.end(), scheduler) ==
+      options_.scheduler_names.end()) {
+    std::string names;
+    for (const auto& n : options_.scheduler_names) {
+      names += (names.empty() ? "" : ", ") + n;
+    }
+    return refuse(403, "other_scheduler",
+                  what + "the pod's schedulerName is " + scheduler + ", not one gpusched binds for (" + names + ")");
+  }
+  std::string filter_reason;
+  if (std::string why = CheckFiltered(args->pod_uid, args->node, &filter_reason); !why.empty()) {
+    return refuse(403, filter_reason, what + why);
   }
   if (!pod->request.ok()) {
-    return fail(400, "bind: " + pod->request.status().message());
+    return refuse(400, "invalid_pod", what + pod->request.status().message());
   }
   core::PodRequest request = *pod->request;
-  if (request.uid.empty() || (!args->pod_uid.empty() && request.uid.str() != args->pod_uid)) {
-    return fail(409, "bind: pod " + key + " has uid " + request.uid.str() + ", not " + args->pod_uid);
-  }
   const policy::PlacementPolicy* pol = PolicyFor(*pod);
   if (pol == nullptr) {
-    return fail(400, "bind: pod " + key + ": unknown policy \"" + pod->policy + "\"");
+    return refuse(
+        400, "unknown_policy",
+        what + "unknown policy \"" + pod->policy + "\" in annotation " + std::string(kube::kAnnotationPolicy));
   }
   const common::NodeName node(args->node);
   core::Allocation allocation{.pod = request.uid, .node = node};
@@ -455,14 +566,16 @@ Reply ExtenderService::Bind(std::string body) {
     core::ClusterState& state = mirror_.state();
     const core::NodeView* view = state.Find(node);
     if (view == nullptr) {
-      return fail(404, "bind: node " + args->node + " is not in gpusched's node cache");
+      return refuse(404, "unknown_node", what + "the node is not in gpusched's node cache");
     }
     if (state.FindAllocation(request.uid) != nullptr) {
-      return fail(409, "bind: pod " + key + " already holds an allocation (bound, or a bind in flight)");
+      return refuse(409, "already_allocated",
+                    what + "the pod already holds an allocation (bound, or a bind in flight)");
     }
+    // 200 from here on: kube-scheduler shows the Error of a 200 in the pod's events, and these happen to it too.
     policy::Fit fit = pol->Filter(request, *view);
     if (!fit.fits()) {
-      return fail(200, "bind: pod " + key + " no longer fits on " + args->node + ": " + fit.reason);
+      return refuse(200, "no_fit", what + "the pod no longer fits: " + fit.reason);
     }
     {
       SnapshotHold hold;
@@ -474,7 +587,7 @@ Reply ExtenderService::Bind(std::string body) {
     }
     allocation.id = mirror_.NextAllocationId();
     if (auto s = state.Assume(allocation); !s.ok()) {
-      return fail(200, "bind: " + s.message());
+      return refuse(200, "no_fit", what + s.message());
     }
     mirror_.SetPriority(request.uid, request.priority);
     mirror_.SetApp(request.uid, request.app);
@@ -487,8 +600,13 @@ Reply ExtenderService::Bind(std::string body) {
         (void)mirror_.state().Forget(request.uid);
       }
     }
-    return fail(200, "bind: pod " + key + " to " + args->node + ": " + s.message());
+    if (metrics_ != nullptr) {
+      metrics_->Bind(false);
+    }
+    return Reply{.status = 200,
+                 .body = EncodeBindingResult("bind: pod " + key + " to " + args->node + ": " + s.message())};
   }
+  ConsumeFilter(args->pod_uid);
   if (request.RequestsGpu()) {
     auto lock = mirror_.WriteLock();
     if (mirror_.state().FindAllocation(request.uid) != nullptr && !mirror_.state().IsConfirmed(request.uid)) {

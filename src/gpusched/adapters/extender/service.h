@@ -9,13 +9,30 @@
 //               shows it in the pod's events); a body that is not an ExtenderArgs is a 400.
 //   prioritize  the policy's Score on the feasible nodes, normalised when the policy asks, mapped 0..100 -> 0..10
 //               (MaxExtenderPriority); infeasible nodes score 0.
-//   bind        select the GPUs on the node, Assume them (under the mirror's write lock), then the Binder
-//               patches gpusched.io/allocation and POSTs the Binding; Confirm on success, Forget on any failure.
+//   bind        check the bind is one kube-scheduler may ask for (below); select the GPUs on the node, Assume them
+//               (under the mirror's write lock), then the Binder patches gpusched.io/allocation and POSTs the
+//               Binding; Confirm on success, Forget on any failure.
 //   preempt     for each candidate node, the victims whose removal frees the GPUs the pod needs: the scheduler's
 //               own victims first, then GPU holders of lower priority, lowest priority first; victims not needed
 //               after all are spared again (highest priority first). Nodes where even that does not free enough
 //               are dropped.
 // The policy comes from the config or, per pod, from the annotation gpusched.io/policy.
+//
+// Bind writes to the cluster with the extender's own ServiceAccount, so it trusts nothing of the request but the
+// names: the pod is read from the watch cache (PodLookup; never from a filter body, which the caller wrote), and a
+// bind is refused, with its reason in the result's Error and nothing changed (no Assume, no API call), when
+//   - PodUID is missing (400), or the cached pod has another uid (409: a new pod of the same name) or is unknown
+//     (404);
+//   - the pod is already bound (spec.nodeName set) or terminating (metadata.deletionTimestamp set) (409);
+//   - its spec.schedulerName ("" = default-scheduler) is not in ServiceOptions::scheduler_names (403);
+//   - the node did not pass this service's filter for that pod UID within bind_filter_window_ms (403):
+//     kube-scheduler always filters, then binds, in one cycle. Filter records {uid -> time, the nodes that passed}
+//     from every answer it gives; a successful bind consumes the record. Records expire after the window and are
+//     capped (max_filter_records, and the node names they hold), dropping the oldest first, so memory is bounded
+//     whatever callers send. This is a consistency check, not authentication: a caller that may call filter can
+//     record what it likes; who may call at all is the HTTP server's business (TLS client certificates).
+// Refusals are counted in ExtenderMetrics::BindRefused by reason.
+// Preempt and prioritize change nothing; preempt reads the victims' UIDs only to look up their allocations.
 //
 // Interference: when a slowdown model is configured and the policy in use (or one of the weighted mix) is
 // interference-aware, every filter, prioritize and bind builds the incoming pod's forecast first
@@ -28,6 +45,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,8 +60,11 @@
 
 #include "gpusched/adapters/extender/metrics.h"
 #include "gpusched/adapters/extender/state.h"
+#include "gpusched/adapters/extender/wire.h"
+#include "gpusched/common/clock.h"
 #include "gpusched/common/rng.h"
 #include "gpusched/common/status.h"
+#include "gpusched/kube/objects.h"
 #include "gpusched/kube/resources.h"
 #include "gpusched/policy/interference_forecast.h"
 #include "gpusched/policy/placement_policy.h"
@@ -69,6 +90,15 @@ struct ServiceOptions {
   // Predicts co-location slowdowns for interference-aware; null = none (the policy then counts every GPU as empty).
   // Shared, immutable and thread-safe (ports/slowdown_model.h).
   std::shared_ptr<const ports::SlowdownModel> slowdown_model;
+  // Bind only pods whose spec.schedulerName is one of these ("" counts as default-scheduler). Must not be empty.
+  std::vector<std::string> scheduler_names = {"default-scheduler"};
+  // Bind only to a node that passed filter for the pod's UID within this window.
+  int64_t bind_filter_window_ms = 30000;
+  // At most this many filter records (pods) and node names in them; the oldest go first.
+  size_t max_filter_records = 100000;
+  size_t max_filter_record_nodes = size_t{8} << 20;
+  // Steady time for the filter window; null = common::SystemClock.
+  const common::Clock* clock = nullptr;
 };
 
 struct Reply {
@@ -76,7 +106,7 @@ struct Reply {
   std::string body;
 };
 
-// Finds a pod by namespace and name (the informer's cache in production).
+// Finds a pod by namespace and name (the informer's cache in production). Bind reads pods only from here.
 using PodLookup = std::function<std::optional<nlohmann::json>(const std::string& ns, const std::string& name)>;
 
 class ExtenderService {
@@ -93,14 +123,31 @@ class ExtenderService {
 
  private:
   struct DecodedPod {
+    std::string text;  // the JSON it was decoded from (filter and prioritize); empty for watch-cache pods
     std::shared_ptr<const nlohmann::json> object;
+    kube::PodMeta meta;
     common::Result<core::PodRequest> request = common::InvalidArgument("not decoded");
     std::string policy;  // gpusched.io/policy, or empty
+  };
+  // What filter passed for one pod UID, and when.
+  struct FilterRecord {
+    int64_t at_ms = 0;
+    std::vector<uint64_t> nodes;  // hashes of the passing node names, sorted
+    std::list<std::string>::iterator age;
   };
 
   ExtenderService(ClusterMirror& mirror, ports::Binder& binder, PodLookup lookup, ServiceOptions options,
                   ExtenderMetrics* metrics);
+  // A pod from a request body, decoded once per distinct text (filter and prioritize of one cycle).
   common::Result<std::shared_ptr<const DecodedPod>> Decode(std::string_view pod_json);
+  common::Result<std::shared_ptr<DecodedPod>> DecodeObject(nlohmann::json object);
+  // Filter's record for `uid`: the names of `passed`. Replaces an earlier record of the same pod.
+  void RecordFilter(const std::string& uid, const std::vector<const NodeRef*>& passed);
+  // "" when `node` passed filter for `uid` within the window, else why not; *reason gets the metrics category.
+  std::string CheckFiltered(const std::string& uid, const std::string& node, std::string* reason);
+  void ConsumeFilter(const std::string& uid);
+  // Drops expired records, then the oldest while over the caps. Holds filters_mu_.
+  void TrimFilters(int64_t now_ms);
   const policy::PlacementPolicy* PolicyFor(const DecodedPod& pod) const;
   // What a snapshot points at, kept alive while the snapshot is used.
   struct SnapshotHold {
@@ -123,15 +170,20 @@ class ExtenderService {
   ServiceOptions options_;
   ExtenderMetrics* metrics_;
   uint64_t id_;
+  const common::Clock* clock_;
   std::map<std::string, std::unique_ptr<policy::PlacementPolicy>, std::less<>> policies_;
   const policy::PlacementPolicy* default_policy_ = nullptr;
   std::vector<std::pair<const policy::PlacementPolicy*, double>> weighted_;
 
-  // Pods seen in filter, by their JSON text's hash (filter and prioritize of one cycle decode once) and by
-  // "namespace/name" (bind gets only names).
+  // Pods seen in filter and prioritize, by their JSON text's hash (a hit is used only when the text is equal).
   std::mutex pods_mu_;
   std::unordered_map<size_t, std::shared_ptr<const DecodedPod>> by_hash_;
-  std::unordered_map<std::string, std::shared_ptr<const DecodedPod>> by_key_;
+
+  // Filter records by pod UID, and the UIDs oldest first (an updated record moves to the back).
+  std::mutex filters_mu_;
+  std::map<std::string, FilterRecord, std::less<>> filtered_;  // a tree: callers choose the keys
+  std::list<std::string> filter_order_;
+  size_t filtered_nodes_ = 0;  // sum of the records' node counts
 
   std::mutex rng_mu_;
   common::Rng rng_;

@@ -1,6 +1,7 @@
 #include "gpusched/adapters/extender/service.h"
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpusched/kube/annotations.h"
+#include "gpusched/testing/fake_clock.h"
 #include "gpusched/testing/fake_metrics_source.h"
 #include "gpusched/testing/fake_slowdown_model.h"
 
@@ -124,16 +126,20 @@ class ServiceTest : public ::testing::Test {
     MakeWith(ServiceOptions{.policy = policy, .weights = std::move(weights), .seed = 7});
   }
   void MakeWith(ServiceOptions options) {
-    auto s = ExtenderService::Create(
-        mirror_, binder_,
-        [this](const std::string& ns, const std::string& name) -> std::optional<json> {
-          std::lock_guard lock(pods_mu_);
-          auto it = pods_.find(ns + "/" + name);
-          return it == pods_.end() ? std::nullopt : std::optional<json>(it->second);
-        },
-        std::move(options), &metrics_);
+    if (options.clock == nullptr) {
+      options.clock = &clock_;
+    }
+    auto s = ExtenderService::Create(mirror_, binder_, Lookup(), std::move(options), &metrics_);
     ASSERT_TRUE(s.ok()) << s.status();
     service_ = std::move(s).value();
+  }
+  // The watch cache: the pods Known() put there.
+  PodLookup Lookup() {
+    return [this](const std::string& ns, const std::string& name) -> std::optional<json> {
+      std::lock_guard lock(pods_mu_);
+      auto it = pods_.find(ns + "/" + name);
+      return it == pods_.end() ? std::nullopt : std::optional<json>(it->second);
+    };
   }
   void Known(const json& pod) {
     std::lock_guard lock(pods_mu_);
@@ -147,6 +153,7 @@ class ServiceTest : public ::testing::Test {
   ClusterMirror mirror_;
   Binder binder_;
   ExtenderMetrics metrics_;
+  testing::FakeClock clock_;
   std::mutex pods_mu_;
   std::map<std::string, json> pods_;
   std::unique_ptr<ExtenderService> service_;
@@ -314,6 +321,7 @@ TEST_F(ServiceTest, InterferenceAwareBindTakesTheQuieterGpu) {
   mirror_.OnPod(EventType::kAdded, WithApp(BoundPod("q1", "a", 1, 200), "quiet"));
   MakeWith(ServiceOptions{.policy = "interference-aware", .seed = 7, .slowdown_model = TestModel()});
   const json pod = WithApp(Pod("p", Share(30)), "vgg");
+  Known(pod);
   ASSERT_EQ(service_->Filter(Args(pod, {"a"})).status, 200);
   Reply r = service_->Bind(BindArgs(pod, "a"));
   ASSERT_EQ(r.status, 200) << r.body;
@@ -362,7 +370,7 @@ TEST_F(ServiceTest, LoadAwareScoresFollowLiveMetricsAndDegradeWhenTheSourceFails
   sources.push_back(std::move(source));
   sched::MetricsCache cache(std::move(sources), sched::MetricsCacheOptions{.interval = std::chrono::hours(1)});
   cache.RefreshOnce();
-  auto s = ExtenderService::Create(mirror_, binder_, nullptr,
+  auto s = ExtenderService::Create(mirror_, binder_, Lookup(),
                                    ServiceOptions{.policy = "load-aware", .seed = 7, .metrics = &cache}, &metrics_);
   ASSERT_TRUE(s.ok()) << s.status();
   const json out = json::parse((*s)->Prioritize(Args(Pod("p", Share(30)), {"a", "b"})).body);
@@ -371,6 +379,7 @@ TEST_F(ServiceTest, LoadAwareScoresFollowLiveMetricsAndDegradeWhenTheSourceFails
   fake->Set("GPU-b-0", core::GpuMetric::kGpuUtil, 99, now);
   cache.RefreshOnce();
   const json pod = Pod("lb", Share(30));
+  Known(pod);
   ASSERT_EQ(json::parse((*s)->Filter(Args(pod, {"b"})).body)["NodeNames"], json::array({"b"}));
   ASSERT_EQ(json::parse((*s)->Bind(BindArgs(pod, "b")).body)["Error"], "");
   EXPECT_EQ(binder_.bound().back().second.containers[0].gpus[0].index, 1);
@@ -385,6 +394,7 @@ TEST_F(ServiceTest, LoadAwareScoresFollowLiveMetricsAndDegradeWhenTheSourceFails
 
 TEST_F(ServiceTest, BindAssumesBindsAndConfirms) {
   const json pod = Pod("p", Share(30));
+  Known(pod);
   ASSERT_EQ(service_->Filter(Args(pod, {"a", "b"})).status, 200);
   Reply r = service_->Bind(BindArgs(pod, "b"));
   ASSERT_EQ(r.status, 200) << r.body;
@@ -409,6 +419,7 @@ TEST_F(ServiceTest, BindAssumesBindsAndConfirms) {
 TEST_F(ServiceTest, FailedOrRejectedBindsChangeNothing) {
   const json pod = Pod("p", Share(30));
   Known(pod);
+  ASSERT_EQ(json::parse(service_->Filter(Args(pod, {"a", "ghost-node"})).body)["NodeNames"], json::array({"a"}));
   binder_.Fail(true);
   Reply r = service_->Bind(BindArgs(pod, "a"));
   EXPECT_EQ(r.status, 200);
@@ -418,7 +429,7 @@ TEST_F(ServiceTest, FailedOrRejectedBindsChangeNothing) {
 
   const std::pair<std::string, int> rejected[] = {
       {R"({"PodName":"ghost","PodNamespace":"default","PodUID":"x","Node":"a"})", 404},
-      {BindArgs(pod, "ghost-node"), 404},
+      {BindArgs(pod, "ghost-node"), 403},  // not in the mirror, so it never passed filter
       {R"({"PodName":"p","PodNamespace":"default","PodUID":"other-uid","Node":"a"})", 409},
       {"{not json", 400},
       {R"({"PodName":"p"})", 400},
@@ -429,14 +440,196 @@ TEST_F(ServiceTest, FailedOrRejectedBindsChangeNothing) {
     EXPECT_FALSE(json::parse(rr.body)["Error"].get<std::string>().empty());
     EXPECT_EQ(Allocated(), 0) << body;
   }
-  // Then the real bind works, and a second bind of the same pod is refused.
+  // Then the real bind works (a failed bind keeps the filter record: kube-scheduler may retry), and a second bind
+  // of the same pod is refused: the record is consumed, and filtered again it still holds its allocation.
   ASSERT_EQ(json::parse(service_->Bind(BindArgs(pod, "a")).body)["Error"], "");
-  EXPECT_EQ(service_->Bind(BindArgs(pod, "a")).status, 409);
+  EXPECT_EQ(service_->Bind(BindArgs(pod, "a")).status, 403);
+  ASSERT_EQ(service_->Filter(Args(pod, {"a", "b"})).status, 200);
+  EXPECT_EQ(service_->Bind(BindArgs(pod, "b")).status, 409);
   EXPECT_EQ(Allocated(), 300);
   EXPECT_EQ(service_->Filter("{").status, 400);
   EXPECT_EQ(service_->Prioritize(R"({"Pod":7})").status, 400);
   EXPECT_EQ(service_->Preempt("[]").status, 400);
   EXPECT_EQ(Allocated(), 300);
+}
+
+// Bind writes to the cluster with gpusched's own credentials: each case is one way a caller could try to make it
+// bind what kube-scheduler did not decide. Every refusal names pod, node and reason, and changes nothing.
+TEST_F(ServiceTest, BindRefusesWhatKubeSchedulerWouldNeverAsk) {
+  struct Case {
+    std::string name;
+    std::function<void(json&)> edit_pod;  // the pod in the watch cache (Pod("p", Share(30)) before the edit)
+    bool in_cache = true;
+    std::vector<std::string> filtered_nodes = {"a", "b"};  // filter of p before the bind; empty = no filter
+    std::string filter_other_pod;                          // instead, filter this other pod on a and b
+    int64_t advance_ms = 0;                                // between filter and bind
+    std::string body;                                      // the bind; "" = BindArgs(p, "a")
+    int want_status = 200;
+    std::string want_error;  // "" = bound
+    std::string want_reason;
+  };
+  const std::string no_uid = R"({"PodName":"p","PodNamespace":"default","Node":"a"})";
+  const std::string other_uid = R"({"PodName":"p","PodNamespace":"default","PodUID":"uid-q","Node":"a"})";
+  const Case cases[] = {
+      {.name = "happy path: filtered on a moment ago, bound to a"},
+      {.name = "still within the window", .advance_ms = 30000},
+      {.name = "no PodUID (the original exploit)",
+       .body = no_uid,
+       .want_status = 400,
+       .want_error = "PodUID is required",
+       .want_reason = "no_uid"},
+      {.name = "PodUID of another pod",
+       .body = other_uid,
+       .want_status = 409,
+       .want_error = "PodUID uid-q is not the uid of the pod of that name",
+       .want_reason = "uid_mismatch"},
+      {.name = "a pod only the caller knows (filter body is not a pod source)",
+       .in_cache = false,
+       .want_status = 404,
+       .want_error = "not in gpusched's pod cache",
+       .want_reason = "unknown_pod"},
+      {.name = "already bound",
+       .edit_pod = [](json& p) { p["spec"]["nodeName"] = "b"; },
+       .want_status = 409,
+       .want_error = "already bound to node b",
+       .want_reason = "already_bound"},
+      {.name = "terminating",
+       .edit_pod = [](json& p) { p["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"; },
+       .want_status = 409,
+       .want_error = "terminating",
+       .want_reason = "terminating"},
+      {.name = "another scheduler's pod",
+       .edit_pod = [](json& p) { p["spec"]["schedulerName"] = "volcano"; },
+       .want_status = 403,
+       .want_error = "schedulerName is volcano, not one gpusched binds for (default-scheduler)",
+       .want_reason = "other_scheduler"},
+      {.name = "never filtered",
+       .filtered_nodes = {},
+       .want_status = 403,
+       .want_error = "node a did not pass gpusched's filter for this pod (no filter for this pod within the last 30s)",
+       .want_reason = "not_filtered"},
+      {.name = "filtered, but not on that node",
+       .filtered_nodes = {"b"},
+       .want_status = 403,
+       .want_error = "node a did not pass gpusched's filter for this pod (1 other node(s) did)",
+       .want_reason = "node_not_filtered"},
+      {.name = "filtered too long ago",
+       .advance_ms = 30001,
+       .want_status = 403,
+       .want_error = "its last filter was 30s ago, over the 30s window",
+       .want_reason = "filter_expired"},
+      {.name = "only another pod (another uid) was filtered",
+       .filtered_nodes = {},
+       .filter_other_pod = "q",
+       .want_status = 403,
+       .want_error = "no filter for this pod",
+       .want_reason = "not_filtered"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    // A fresh extender per case.
+    ClusterMirror mirror;
+    mirror.OnNode(EventType::kAdded, Node("a", 2));
+    mirror.OnNode(EventType::kAdded, Node("b", 2));
+    Binder binder;
+    ExtenderMetrics metrics;
+    testing::FakeClock clock;
+    json pod = Pod("p", Share(30));
+    if (c.edit_pod) {
+      c.edit_pod(pod);
+    }
+    auto made = ExtenderService::Create(
+        mirror, binder,
+        [&](const std::string& ns, const std::string& name) -> std::optional<json> {
+          if (c.in_cache && ns == "default" && name == "p") {
+            return pod;
+          }
+          return std::nullopt;
+        },
+        ServiceOptions{.seed = 7, .clock = &clock}, &metrics);
+    ASSERT_TRUE(made.ok()) << made.status();
+    ExtenderService& service = **made;
+    if (!c.filtered_nodes.empty()) {
+      // kube-scheduler sends the pod as it has it: unbound and current.
+      ASSERT_EQ(service.Filter(Args(Pod("p", Share(30)), c.filtered_nodes)).status, 200);
+    }
+    if (!c.filter_other_pod.empty()) {
+      ASSERT_EQ(service.Filter(Args(Pod(c.filter_other_pod, Share(30)), {"a", "b"})).status, 200);
+    }
+    clock.AdvanceMs(c.advance_ms);
+    const Reply r = service.Bind(c.body.empty() ? BindArgs(pod, "a") : c.body);
+    EXPECT_EQ(r.status, c.want_status) << r.body;
+    const std::string error = json::parse(r.body)["Error"];
+    auto allocated = [&] {
+      auto lock = mirror.ReadLock();
+      return mirror.state().AllocatedMilli().value();
+    };
+    if (c.want_error.empty()) {
+      EXPECT_EQ(error, "");
+      ASSERT_EQ(binder.bound().size(), 1u);
+      EXPECT_EQ(binder.bound()[0].second.node.str(), "a");
+      EXPECT_EQ(allocated(), 300);
+      continue;
+    }
+    EXPECT_NE(error.find(c.want_error), std::string::npos) << error;
+    EXPECT_EQ(error.rfind("bind of pod default/p to node a refused: ", 0), 0u) << error;
+    EXPECT_TRUE(binder.bound().empty()) << "no API call";
+    EXPECT_EQ(allocated(), 0) << "nothing assumed";
+    const std::string text = metrics.Serialize(mirror);
+    EXPECT_NE(text.find("gpusched_extender_bind_refusals_total{reason=\"" + c.want_reason + "\"} 1"), std::string::npos)
+        << text;
+  }
+}
+
+TEST_F(ServiceTest, FilterRecordsAreReplacedConsumedAndBounded) {
+  const json p = Pod("p", Share(30));
+  Known(p);
+  // A later filter of the same pod replaces the earlier one.
+  ASSERT_EQ(service_->Filter(Args(p, {"a"})).status, 200);
+  ASSERT_EQ(service_->Filter(Args(p, {"b"})).status, 200);
+  EXPECT_EQ(service_->Bind(BindArgs(p, "a")).status, 403);
+  ASSERT_EQ(json::parse(service_->Bind(BindArgs(p, "b")).body)["Error"], "");
+
+  // Two records at most (and 3 node names): the oldest goes first.
+  MakeWith(ServiceOptions{.seed = 7, .max_filter_records = 2, .max_filter_record_nodes = 3});
+  std::vector<json> pods;
+  for (const char* name : {"r1", "r2", "r3"}) {
+    pods.push_back(Pod(name, Share(30)));
+    Known(pods.back());
+    ASSERT_EQ(service_->Filter(Args(pods.back(), {"a"})).status, 200);
+  }
+  EXPECT_EQ(service_->Bind(BindArgs(pods[0], "a")).status, 403) << "r1's record made room for r3's";
+  EXPECT_EQ(json::parse(service_->Bind(BindArgs(pods[2], "a")).body)["Error"], "");
+  // r2 (1 name) + r4 (2 names) = 3 fit; r5 (2 more) pushes r2 and r4 out.
+  json r4 = Pod("r4", Share(30));
+  json r5 = Pod("r5", Share(30));
+  Known(r4);
+  Known(r5);
+  ASSERT_EQ(service_->Filter(Args(r4, {"a", "b"})).status, 200);
+  ASSERT_EQ(service_->Filter(Args(r5, {"a", "b"})).status, 200);
+  EXPECT_EQ(service_->Bind(BindArgs(pods[1], "a")).status, 403);
+  EXPECT_EQ(service_->Bind(BindArgs(r4, "a")).status, 403);
+  EXPECT_EQ(json::parse(service_->Bind(BindArgs(r5, "b")).body)["Error"], "");
+
+  // Records expire with the window even when nobody binds: filtered long ago, the node does not count.
+  MakeWith(ServiceOptions{.seed = 7, .bind_filter_window_ms = 1000});
+  json late = Pod("late", Share(30));
+  Known(late);
+  ASSERT_EQ(service_->Filter(Args(late, {"a"})).status, 200);
+  clock_.AdvanceMs(1001);
+  EXPECT_EQ(service_->Bind(BindArgs(late, "a")).status, 403);
+
+  EXPECT_FALSE(ExtenderService::Create(mirror_, binder_, nullptr, ServiceOptions{.scheduler_names = {}}).ok());
+  MakeWith(ServiceOptions{.seed = 7, .scheduler_names = {"gpu-scheduler"}});
+  json mine = Pod("mine", Share(30));
+  mine["spec"]["schedulerName"] = "gpu-scheduler";
+  Known(mine);
+  ASSERT_EQ(service_->Filter(Args(mine, {"a"})).status, 200);
+  EXPECT_EQ(json::parse(service_->Bind(BindArgs(mine, "a")).body)["Error"], "");
+  json theirs = Pod("theirs", Share(30));  // default-scheduler's, which this extender does not serve
+  Known(theirs);
+  ASSERT_EQ(service_->Filter(Args(theirs, {"a"})).status, 200);
+  EXPECT_EQ(service_->Bind(BindArgs(theirs, "a")).status, 403);
 }
 
 TEST_F(ServiceTest, ConcurrentBindsNeverOvercommit) {
@@ -475,6 +668,7 @@ TEST_F(ServiceTest, ARestartedMirrorRebuildsTheSameStateFromAnnotations) {
   for (int i = 0; i < 5; ++i) {
     const json pod = Pod("r" + std::to_string(i), i % 2 == 0 ? Share(30) : json{{"nvidia.com/gpu", "1"}});
     Known(pod);
+    ASSERT_EQ(service_->Filter(Args(pod, {"a", "b"})).status, 200);
     ASSERT_EQ(json::parse(service_->Bind(BindArgs(pod, i < 3 ? "a" : "b")).body)["Error"], "");
   }
   ClusterMirror restarted;
