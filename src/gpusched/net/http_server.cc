@@ -19,6 +19,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
@@ -272,7 +273,8 @@ ParseOutcome ParseRequestBytes(std::string_view bytes, const HttpLimits& limits)
 
 class HttpServer::Impl {
  public:
-  explicit Impl(HttpServerOptions options) : options_(std::move(options)), acceptor_(ioc_) {}
+  explicit Impl(HttpServerOptions options)
+      : options_(std::move(options)), acceptor_(ioc_), handlers_(static_cast<size_t>(std::max(1, options_.threads))) {}
   ~Impl() { Stop(); }
 
   common::Status Init() {
@@ -365,8 +367,12 @@ class HttpServer::Impl {
     }
     port_ = acceptor_.local_endpoint().port();
     Accept();
-    threads_.reserve(static_cast<size_t>(options_.threads));
-    for (int i = 0; i < options_.threads; ++i) {
+    // Few I/O threads (a connection's reads hop between them otherwise, and each wake-up costs on a small VM);
+    // the handlers, which may block on an API call, run on their own pool of `threads`.
+    const unsigned hw = std::max(1U, std::thread::hardware_concurrency());
+    const auto io_threads = static_cast<int>(std::min<unsigned>({static_cast<unsigned>(options_.threads), hw, 4U}));
+    threads_.reserve(static_cast<size_t>(io_threads));
+    for (int i = 0; i < io_threads; ++i) {
       threads_.emplace_back([this] { Run(); });
     }
     return common::Status::Ok();
@@ -388,6 +394,9 @@ class HttpServer::Impl {
         t.join();
       }
     }
+    // Handlers already running finish; what they post back to the stopped I/O context is dropped with it.
+    handlers_.stop();
+    handlers_.join();
   }
 
   int port() const { return port_; }
@@ -491,6 +500,9 @@ class HttpServer::Impl {
   // Last: destroyed first, with the sessions its queue still holds (they read the members above).
   asio::io_context ioc_;
   tcp::acceptor acceptor_;
+
+ public:
+  asio::thread_pool handlers_;  // runs Dispatch; declared after ioc_ so it is joined before ioc_ goes
 };
 
 namespace {
@@ -630,8 +642,45 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (parser_->is_done()) {
       return OnBody({}, 0);
     }
+    if (!parser_->chunked() && parser_->content_length().has_value()) {
+      // A declared length (at most max_body_bytes: the parser refused more): read it straight into the body, in
+      // pieces as large as the socket offers, instead of through the parser's 64 KiB steps. The body grows with
+      // the bytes that arrived (reserve does not touch the pages), so a client that declares a large body and
+      // sends little costs little.
+      body_total_ = static_cast<size_t>(*parser_->content_length());
+      body_.clear();
+      body_.reserve(body_total_);
+      const size_t have = std::min(buffer_.size(), body_total_);
+      body_.resize(have);
+      asio::buffer_copy(asio::buffer(body_.data(), have), buffer_.data());
+      buffer_.consume(have);
+      beast::get_lowest_layer(stream_).expires_after(limits_.body_timeout);
+      return ReadBodyPiece();
+    }
     beast::get_lowest_layer(stream_).expires_after(limits_.body_timeout);
     http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnBody, this->shared_from_this()));
+  }
+
+  void ReadBodyPiece() {
+    const size_t got = body_.size();
+    if (got == body_total_) {
+      return Dispatch(std::move(body_));
+    }
+    const size_t piece = std::min<size_t>(body_total_ - got, 1 << 20);
+    body_.resize(got + piece);
+    stream_.async_read_some(asio::buffer(body_.data() + got, piece),
+                            [self = this->shared_from_this(), got](beast::error_code ec, size_t n) {
+                              self->body_.resize(got + n);
+                              if (ec) {
+                                if (ec == beast::error::timeout) {
+                                  self->server_.timeouts_.fetch_add(1);
+                                } else {
+                                  self->server_.bad_requests_.fetch_add(1);  // truncated: the client went away mid-body
+                                }
+                                return self->Close();
+                              }
+                              self->ReadBodyPiece();
+                            });
   }
 
   void OnBody(beast::error_code ec, size_t) {
@@ -647,14 +696,25 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       server_.bad_requests_.fetch_add(1);
       return Close();
     }
-    keep_alive_ = parser_->get().keep_alive();
+    Dispatch(std::nullopt);
+  }
+
+  // Hands the request to a handler thread; the response comes back to this connection's strand.
+  void Dispatch(std::optional<std::string> body) {
+    const bool keep_alive = parser_->get().keep_alive();
     const unsigned version = parser_->get().version();
-    HttpRequest req;
-    ConvertRequest(*parser_, req);
+    auto req = std::make_shared<HttpRequest>();
+    ConvertRequest(*parser_, *req);
+    if (body.has_value()) {
+      req->body = std::move(*body);
+    }
     parser_.reset();
-    req.peer = peer_;
-    HttpResponse res = server_.Dispatch(req);
-    Write(std::move(res), version, keep_alive_);
+    req->peer = peer_;
+    asio::post(server_.handlers_, [self = this->shared_from_this(), req, version, keep_alive] {
+      auto res = std::make_shared<HttpResponse>(self->server_.Dispatch(*req));
+      asio::post(self->stream_.get_executor(),
+                 [self, res, version, keep_alive] { self->Write(std::move(*res), version, keep_alive); });
+    });
   }
 
   void Refuse(const Refusal& r) {
@@ -728,6 +788,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   Peer peer_;
   bool forbidden_ = false;
   bool keep_alive_ = false;
+  std::string body_;  // a body of declared length, being read
+  size_t body_total_ = 0;
   static constexpr size_t kMaxLingerBytes = 1 << 20;
   std::array<char, 16 * 1024> scratch_{};
   size_t drained_ = 0;

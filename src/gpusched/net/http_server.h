@@ -4,9 +4,10 @@
 // It exists so that limits and timeouts are enforced in one place, for every endpoint, before any handler runs.
 //
 // Built on Boost.Beast over Asio (docs/dependencies.md); Beast stays inside http_server.cc, so this header is cheap.
-// Connections are served asynchronously by `threads` I/O threads: a slow or idle client holds a socket and a timer,
-// never a thread. Handlers run on those threads and may block (an API call at bind); size `threads` for the number
-// of handlers that may block at once.
+// Connections are served asynchronously by a few I/O threads (min(threads, cores, 4)): a slow or idle client holds
+// a socket and a timer, never a thread. Handlers run on a separate pool of `threads` and may block (an API call at
+// bind); size `threads` for the number of handlers that may block at once. A body of declared length is read
+// straight into the request in large pieces, growing with the bytes that arrived.
 //
 // What is enforced, per connection and request (HttpLimits):
 //   connections  at most max_connections open at once; one more is accepted and closed at once (counted in stats)
