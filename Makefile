@@ -59,6 +59,7 @@ test: deps
 ifeq ($(CI),true)
 	bash scripts/check-format.sh
 	python3 scripts/check-layering.py
+	python3 scripts/check-rbac.py
 endif
 	@test -f build/$(TEST_PRESET)/CMakeCache.txt || cmake --preset $(TEST_PRESET)
 	cmake --build --preset $(TEST_PRESET) --parallel $(JOBS)
@@ -96,6 +97,7 @@ format:
 lint:
 	bash scripts/check-format.sh
 	python3 scripts/check-layering.py
+	python3 scripts/check-rbac.py
 
 clean:
 	rm -rf build out

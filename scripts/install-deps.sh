@@ -14,6 +14,8 @@ PACKAGES=(
   cmake ninja-build pkg-config ccache g++ make
   # repo scripts: check-format.sh (git ls-files), check-layering.py, .ci/run
   git python3
+  # scripts/check-rbac.py and tests/e2e: reading deploy/ manifests
+  python3-yaml
   # lint: scripts/check-format.sh, the `tidy` preset (.clang-format, .clang-tidy)
   clang-format clang-tidy
   # plot/: PNG and SVG charts

@@ -9,6 +9,7 @@ Binaries: kube-apiserver and kube-scheduler from $GPUSCHED_K8S_BIN, else from th
 
 Usage:
     with ControlPlane(extender_url="http://127.0.0.1:PORT/scheduler") as cp:
+    # or over TLS: extender_url="https://...", extender_tls=lambda pki: {"certFile": ..., "keyFile": ..., "caFile": ...}
         kube = cp.kube()        # admin client (O=system:masters)
         cp.kubeconfig           # path of a kubeconfig for that client
 
@@ -278,8 +279,11 @@ def write_kubeconfig(path, server, ca_crt, client_crt, client_key, inline=True):
 class ControlPlane:
     """etcd + kube-apiserver + kube-scheduler on 127.0.0.1 in a temporary directory."""
 
-    def __init__(self, extender_url=None, k8s_bin=None, etcd=None, keep_dir=None, log=print):
+    def __init__(self, extender_url=None, k8s_bin=None, etcd=None, keep_dir=None, log=print, extender_tls=None):
         self.extender_url = extender_url
+        # kube-scheduler's tlsConfig for the extender (ExtenderTLSConfig: certFile, keyFile, caFile, serverName, ...):
+        # a dict, or a function of the Pki returning one (certificates are made once the Pki exists).
+        self.extender_tls = extender_tls
         self.k8s_bin = k8s_bin
         self.etcd_bin = etcd
         self.log = log
@@ -420,6 +424,15 @@ class ControlPlane:
             f"--proxy-client-key-file={pki.front_proxy_client_key}",
             "--allow-privileged=true", "--profiling=false", "--v=1",
         ]
+        # Audit log: who asked for what and what the answer was, for every request (level Metadata: no bodies).
+        # rbac_audit.py derives from it the verbs each gpusched component uses. Blocking mode writes each event
+        # before the request completes; a large size limit keeps it one file (rbac_audit reads rotated ones too).
+        self.audit_log = os.path.join(self.dir, "audit.log")
+        audit_policy = os.path.join(self.dir, "audit-policy.yaml")
+        with open(audit_policy, "w") as f:
+            f.write("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n")
+        argv += [f"--audit-policy-file={audit_policy}", f"--audit-log-path={self.audit_log}",
+                 "--audit-log-format=json", "--audit-log-mode=blocking", "--audit-log-maxsize=2000"]
         if self.version < (1, 24):
             argv.append("--insecure-port=0")  # the flag is gone in 1.24; 0 is already the default in 1.20
         apiserver = self._spawn("kube-apiserver", argv)
@@ -452,6 +465,12 @@ class ControlPlane:
                     (r"(?m)^(\s+kubeconfig:) .*$", rf"\g<1> {self.kubeconfig}"),
                     (r"(?m)^(\s+leaderElect:) .*$", r"\g<1> false"),
                     (r"(?m)^(- urlPrefix:) .*$", rf"\g<1> {self.extender_url}")]
+            tls = self.extender_tls(self.pki) if callable(self.extender_tls) else self.extender_tls
+            if tls:
+                # HTTPS with kube-scheduler's client certificate, verifying the extender's certificate with caFile.
+                fields = "".join(f"\n\\g<1>  {k}: {v}" for k, v in tls.items())
+                subs.append((r"(?m)^([ \t]+)enableHTTPS: .*$",
+                             r"\g<1>enableHTTPS: true\n\g<1>tlsConfig:" + fields))
             for pattern, repl in subs:
                 text, n = re.subn(pattern, repl, text)
                 if n != 1:

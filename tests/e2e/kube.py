@@ -112,6 +112,7 @@ class Kube:
         "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
         "Service": "/api/v1/namespaces/{ns}/services",
         "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
+        "DaemonSet": "/apis/apps/v1/namespaces/{ns}/daemonsets",
         "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
         "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
         "Namespace": "/api/v1/namespaces",

@@ -4,7 +4,8 @@ used). The agent runs with fake GPUs, no kubelet (the device plugin retries its 
     changes, also across a restart;
   - labels its DCGM metrics with the pods that hold each GPU (from their gpusched.io/allocation annotations) and
     exports gpusched's allocation gauges;
-  - exits 0 on SIGTERM.
+  - exits 0 on SIGTERM;
+  - runs as its ServiceAccount with deploy/agent.yaml's RBAC, which grants exactly the verbs it used (rbac_audit).
 Environment: as test_extender.py (GPUSCHED_BIN, GPUSCHED_K8S_BIN, GPUSCHED_ETCD, GPUSCHED_E2E_KEEP).
 """
 import http.client
@@ -17,8 +18,10 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from control_plane import ControlPlane, Process, find_etcd, find_k8s_bin, free_port, wait_until  # noqa: E402
+from control_plane import (ControlPlane, Process, find_etcd, find_k8s_bin, free_port, wait_until,  # noqa: E402
+                           write_kubeconfig)
 from kube import ALLOCATION_ANNOTATION, GPUS_ANNOTATION, gpu_pod  # noqa: E402
+import rbac_audit  # noqa: E402
 
 NODE = "agent-node-0"
 
@@ -67,8 +70,22 @@ class AgentE2E(unittest.TestCase):
         cls.kube.create("nodes", {"apiVersion": "v1", "kind": "Node",
                                   "metadata": {"name": NODE, "labels": {"kubernetes.io/hostname": NODE}},
                                   "spec": {}})
+        # The agent runs with exactly deploy/agent.yaml's permissions: a client certificate for its ServiceAccount's
+        # user name, which that file's ClusterRoleBinding names. tearDownClass compares them with what it used.
+        rbac_audit.apply_rbac(cls.kube, rbac_audit.AGENT.manifest)
+        crt, key = cls.cp.pki.client_cert("agent", f"/CN={rbac_audit.AGENT.user}")
+        cls.agent_kubeconfig = write_kubeconfig(os.path.join(cls.cp.dir, "agent.kubeconfig"), cls.cp.server,
+                                                cls.cp.pki.ca_crt, crt, key)
         cls.port = free_port()
         cls.runs = []
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            rbac_audit.check_component(cls.kube, cls.cp.audit_log, rbac_audit.AGENT, log=log)
+        except AssertionError:
+            cls.cp.keep_dir = True  # the audit log and the agents' logs, for a look afterwards
+            raise
 
     def start_agent(self):
         n = len(self.runs) + 1
@@ -76,7 +93,7 @@ class AgentE2E(unittest.TestCase):
         os.makedirs(plugin_dir, exist_ok=True)
         proc = Process(f"gpusched-agent-{n}",
                        [os.environ["GPUSCHED_BIN"], "agent", "--fake-gpus", "4xA100-80GB", "--node-name", NODE,
-                        "--kubeconfig", self.cp.kubeconfig, "--listen", f"127.0.0.1:{self.port}",
+                        "--kubeconfig", self.agent_kubeconfig, "--listen", f"127.0.0.1:{self.port}",
                         "--interval", "0.2", "--device-plugin-dir", plugin_dir,
                         "--pod-resources-socket", os.path.join(self.cp.dir, "no-pod-resources.sock")],
                        os.path.join(self.cp.dir, f"agent-{n}.log"))

@@ -1,10 +1,11 @@
 """End-to-end: a real kube-scheduler, configured with gpusched's extender, binds GPU-sharing pods correctly.
 
 Runs etcd, kube-apiserver and kube-scheduler on loopback (control_plane.py), fake GPU nodes (Node objects), and
-`$GPUSCHED_BIN extender`. Each test has its own pool of nodes (label gpusched-e2e/pool, pods select it with a
-nodeSelector), so tests do not depend on each other's deletions. All pods have the same priority: kube-scheduler
-1.20.2 panics when the extender fails every node for a pod that could preempt lower-priority pods
-(real-kubernetes.md).
+`$GPUSCHED_BIN extender`, which kube-scheduler calls over TLS with a client certificate (enableHTTPS + tlsConfig):
+the extender accepts only certificates of its own client CA that name kube-scheduler. Each test has its own pool of
+nodes (label gpusched-e2e/pool, pods select it with a nodeSelector), so tests do not depend on each other's
+deletions. All pods have the same priority: kube-scheduler 1.20.2 panics when the extender fails every node for a
+pod that could preempt lower-priority pods (real-kubernetes.md).
 
 Environment:
   GPUSCHED_BIN        the gpusched binary (required; the tests skip without it or without its `extender` verb)
@@ -24,6 +25,7 @@ import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -35,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from control_plane import (REPO_ROOT, ControlPlane, Process, find_etcd, find_k8s_bin, free_port,  # noqa: E402
                            wait_until, write_kubeconfig)
 from kube import ALLOCATION_ANNOTATION, GPU_MEMORY_MIB, GPUS_ANNOTATION, Kube, gpu_pod  # noqa: E402
+import rbac_audit  # noqa: E402
 
 POOL_LABEL = "gpusched-e2e/pool"
 EXTENDER_USER = "system:serviceaccount:kube-system:gpusched-extender"  # deploy/rbac.yaml
@@ -75,21 +78,72 @@ def _skip_reason():
 SKIP_REASON = _skip_reason()
 
 
-class Extender:
-    """`gpusched extender` as a child process on a fixed loopback port (kept across restarts)."""
+SCHEDULER_CLIENT_NAME = "kube-scheduler"  # the CN of kube-scheduler's client certificate, the one allowed name
 
-    def __init__(self, binary, workdir, kubeconfig, port, policy="binpack", interference_model=None):
+
+class ExtenderTls:
+    """The certificates of the extender's TLS, made with the control plane's Pki (openssl) in its directory.
+
+    server:   the extender's serving certificate for 127.0.0.1, signed by the cluster CA (kube-scheduler's caFile)
+    client CA: a CA of the extender's own; it signs kube-scheduler's client certificate (CN=kube-scheduler), and
+               an intruder's (valid CA, a name not allowed)
+    rogue:    a client certificate with CN=kube-scheduler from an unrelated CA"""
+
+    def __init__(self, pki):
+        self.pki = pki
+        self.server_crt, self.server_key = pki.server_cert("gpusched-extender", ips=["127.0.0.1"])
+        pki._ca("extender-client-ca", "gpusched-e2e-extender-client-ca")
+        self.client_ca_crt = os.path.join(pki.dir, "extender-client-ca.crt")
+        self.scheduler_crt, self.scheduler_key = pki._leaf(
+            "extender-client-kube-scheduler", f"/CN={SCHEDULER_CLIENT_NAME}", "extender-client-ca", "clientAuth")
+        self.intruder_crt, self.intruder_key = pki._leaf(
+            "extender-client-intruder", "/CN=gpusched-e2e-intruder", "extender-client-ca", "clientAuth")
+        pki._ca("rogue-ca", "gpusched-e2e-rogue-ca")
+        self.rogue_crt, self.rogue_key = pki._leaf(
+            "rogue-kube-scheduler", f"/CN={SCHEDULER_CLIENT_NAME}", "rogue-ca", "clientAuth")
+
+    def scheduler_tls_config(self):
+        """kube-scheduler's tlsConfig for the extender stanza (v1beta1 ExtenderTLSConfig field names)."""
+        return {"certFile": self.scheduler_crt, "keyFile": self.scheduler_key, "caFile": self.pki.ca_crt}
+
+    def context(self, cert=None, key=None):
+        """A client context that verifies the extender (cluster CA, IP 127.0.0.1), presenting `cert` if given."""
+        ctx = ssl.create_default_context(cafile=self.pki.ca_crt)
+        if cert:
+            ctx.load_cert_chain(cert, key)
+        return ctx
+
+    def scheduler_context(self):
+        return self.context(self.scheduler_crt, self.scheduler_key)
+
+
+class Extender:
+    """`gpusched extender` as a child process on a fixed loopback port (kept across restarts), over TLS with client
+    certificates when `tls` (an ExtenderTls) is given."""
+
+    def __init__(self, binary, workdir, kubeconfig, port, policy="binpack", interference_model=None, tls=None):
         self.binary, self.workdir, self.kubeconfig, self.policy = binary, workdir, kubeconfig, policy
         self.interference_model = interference_model
         self.port = port
-        self.url = f"http://127.0.0.1:{self.port}{PATH_PREFIX}"
+        self.tls = tls
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}{PATH_PREFIX}"
         self.config = os.path.join(workdir, "extender.yaml")
         with open(self.config, "w") as f:
             f.write(f'listen: "127.0.0.1:{self.port}"\npathPrefix: "{PATH_PREFIX}"\npolicy: {policy}\n')
+            if tls:
+                f.write(f"tls:\n  certFile: {tls.server_crt}\n  keyFile: {tls.server_key}\n"
+                        f"  clientCAFile: {tls.client_ca_crt}\n  allowedClientNames: [{SCHEDULER_CLIENT_NAME}]\n")
             if interference_model:
                 f.write("interference: {enabled: true}\n")
         self.proc = None
         self.runs = []  # every Process started, for logs
+
+    def connection(self, timeout=2, context=None):
+        """A connection to the extender; over TLS as kube-scheduler unless another `context` is given."""
+        if not self.tls:
+            return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout,
+                                           context=context or self.tls.scheduler_context())
 
     def start(self, timeout=30):
         t0 = time.monotonic()
@@ -101,7 +155,7 @@ class Extender:
         self.runs.append(self.proc)
 
         def ready():
-            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+            conn = self.connection()
             try:
                 conn.request("GET", "/readyz")
                 r = conn.getresponse()
@@ -178,7 +232,13 @@ class ExtenderE2E(unittest.TestCase):
         cls.t_suite = time.monotonic()
         binary = os.environ["GPUSCHED_BIN"]
         port = free_port()
-        cls.cp = ControlPlane(extender_url=f"http://127.0.0.1:{port}{PATH_PREFIX}", log=log)
+
+        def scheduler_tls(pki):
+            cls.tls = ExtenderTls(pki)
+            return cls.tls.scheduler_tls_config()
+        cls.tls = None
+        cls.cp = ControlPlane(extender_url=f"https://127.0.0.1:{port}{PATH_PREFIX}", extender_tls=scheduler_tls,
+                              log=log)
         cls.addClassCleanup(cls._cleanup)
         try:
             cls.cp.start()
@@ -196,13 +256,23 @@ class ExtenderE2E(unittest.TestCase):
             cls.interference_model = cls._train_interference_model(binary)
             cls.ext = Extender(binary, cls.cp.dir, kubeconfig, port,
                                policy=os.environ.get("GPUSCHED_E2E_POLICY", "binpack"),
-                               interference_model=cls.interference_model)
+                               interference_model=cls.interference_model, tls=cls.tls)
             ready_s = cls.ext.start()
             log(f"extender ready in {ready_s:.1f}s at {cls.ext.url}")
             cls.startup_s = time.monotonic() - cls.t_suite
         except BaseException:
             cls._dump_class_logs()
             raise
+
+    @classmethod
+    def tearDownClass(cls):
+        # deploy/rbac.yaml grants exactly the verbs the extender used in this suite (rbac_audit.py).
+        if not os.environ.get("GPUSCHED_E2E_EXTENDER_ADMIN"):
+            try:
+                rbac_audit.check_component(cls.kube, cls.cp.audit_log, rbac_audit.EXTENDER, log=log)
+            except AssertionError:
+                cls._dump_class_logs()
+                raise
 
     @classmethod
     def _train_interference_model(cls, binary):
@@ -412,7 +482,7 @@ class ExtenderE2E(unittest.TestCase):
         """deploy/extender.yaml passes the apiserver's validation (server-side dry run)."""
         with open(os.path.join(REPO_ROOT, "deploy", "extender.yaml")) as f:
             objs = self.kube.apply_yaml(f.read(), dry_run=True)
-        self.assertEqual(sorted(o["kind"] for o in objs), ["ConfigMap", "Deployment", "Service"])
+        self.assertEqual(sorted(o["kind"] for o in objs), ["ConfigMap", "DaemonSet"])
 
     @dump_logs_on_failure
     def test_1_share(self):
@@ -597,6 +667,93 @@ class ExtenderE2E(unittest.TestCase):
         create("colo-resnet-2", "ResNet-50 (batch size 128)")
         reason = self.assert_pending_with_reason("colo-resnet-2", numbers=False)
         self.assertIn("predicted not to fit in memory", reason)
+        self.audit()
+
+    def post_bind(self, body, context):
+        """POSTs a bind to the extender with that TLS client context: (status, text), or (None, why) when the
+        connection was refused (a failed TLS handshake)."""
+        conn = self.ext.connection(timeout=10, context=context)
+        try:
+            conn.request("POST", PATH_PREFIX + "/bind", body=json.dumps(body),
+                         headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            return r.status, r.read().decode(errors="replace")
+        except (ssl.SSLError, OSError, http.client.HTTPException) as e:
+            return None, f"{type(e).__name__}: {e}"
+        finally:
+            conn.close()
+
+    @dump_logs_on_failure
+    def test_8_attacks(self):
+        """Binds kube-scheduler did not ask for, sent straight to the extender: without a client certificate, with
+        one of another CA or a name not allowed, without PodUID, to a node the pod never passed filter on, for a
+        pod already bound, for another scheduler's pod. Each is refused, and every target pod stays as it was."""
+        pool = "attack"
+        inv = self.make_pool(pool, nodes=2, gpus=1)
+        # Bound by kube-scheduler through the extender: the target of "move a bound pod".
+        bound = self.wait_bound_after_create("attack-bound", SHARE, pool)
+        bound_node = bound["spec"]["nodeName"]
+        other_node = next(n for n in sorted(inv) if n != bound_node)
+        bound_alloc = bound["metadata"]["annotations"][ALLOCATION_ANNOTATION]
+        # Pending with GPU room for it on other_node, but kube-scheduler never asks the extender about it (its
+        # nodeSelector matches no node): a bind of it is one kube-scheduler never decided.
+        pending = self.kube.create("pods", gpu_pod("attack-pending", SHARE, labels={POOL_LABEL: pool},
+                                                   node_selector={POOL_LABEL: "attack-nowhere"}))
+        # Another scheduler's pod, on the pool's nodes; nobody runs that scheduler.
+        foreign = gpu_pod("attack-foreign", SHARE, labels={POOL_LABEL: pool}, node_selector={POOL_LABEL: pool})
+        foreign["spec"]["schedulerName"] = "gpusched-e2e-nobody"
+        foreign = self.kube.create("pods", foreign)
+
+        def body(pod, node, uid=True):
+            b = {"PodName": pod["metadata"]["name"], "PodNamespace": "default", "Node": node}
+            if uid:
+                b["PodUID"] = pod["metadata"]["uid"]
+            return b
+
+        tls = self.tls
+        as_scheduler = tls.scheduler_context()
+        # (what, client context, bind body, expected status (None: refused at the TLS handshake), text in Error)
+        cases = [
+            ("a. no client certificate", tls.context(), body(pending, other_node), {None, 403}, None),
+            ("b. CN=kube-scheduler from another CA", tls.context(tls.rogue_crt, tls.rogue_key),
+             body(pending, other_node), {None, 403}, None),
+            ("b2. the extender's CA, a name not allowed", tls.context(tls.intruder_crt, tls.intruder_key),
+             body(pending, other_node), {403}, None),
+            ("c. kube-scheduler's certificate, no PodUID", as_scheduler, body(pending, other_node, uid=False), {400},
+             "PodUID is required"),
+            ("d. a node the pod never passed filter on", as_scheduler, body(pending, other_node), {403},
+             "did not pass gpusched's filter for this pod"),
+            ("e. a pod already bound, to another node", as_scheduler, body(bound, other_node), {409},
+             f"already bound to node {bound_node}"),
+            ("f. another scheduler's pod", as_scheduler, body(foreign, other_node), {403},
+             "schedulerName is gpusched-e2e-nobody"),
+        ]
+        for what, ctx, b, statuses, text in cases:
+            deadline = time.monotonic() + 15
+            while True:
+                status, answer = self.post_bind(b, ctx)
+                # Right after creation the extender's watch may not have the pod yet: that refusal proves nothing.
+                if status == 404 and "pod cache" in answer and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+                break
+            log(f"attack {what}: {status} {answer.strip()[:200]}")
+            self.assertIn(status, statuses, f"{what}: answered {status} {answer}")
+            if status is not None and status != 403:
+                error = json.loads(answer).get("Error", "")
+                self.assertIn(text, error, f"{what}: {answer}")
+                self.assertIn(f"pod default/{b['PodName']} to node {b['Node']} refused", error, what)
+
+        # Nothing moved: the pending pods are unbound without an allocation, the bound one where it was.
+        time.sleep(1)  # a bind that went through would show by now
+        for pod in (pending, foreign):
+            now = self.kube.get("pods", pod["metadata"]["name"])
+            self.assertFalse(now["spec"].get("nodeName"), f"{pod['metadata']['name']} got bound: {now['spec']}")
+            self.assertNotIn(ALLOCATION_ANNOTATION, now["metadata"].get("annotations") or {}, now["metadata"])
+            type(self).must_stay_pending.append(pod["metadata"]["name"])
+        now = self.kube.get("pods", "attack-bound")
+        self.assertEqual(now["spec"]["nodeName"], bound_node)
+        self.assertEqual(now["metadata"]["annotations"][ALLOCATION_ANNOTATION], bound_alloc)
         self.audit()
 
     def wait_bound_after_create(self, name, limits, pool):

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Static least-privilege check of the RBAC in deploy/*.yaml (docs/security.md).
+
+Every Role and ClusterRole defined there must grant:
+  * no wildcard ("*") apiGroup, resource, verb or non-resource URL, and no "*/subresource";
+  * no `update` on pods or their subresources (gpusched patches the annotations it owns; an update replaces the
+    whole object and races every other writer);
+  * no `escalate`, `bind` or `impersonate` (each lets the holder exceed its own role).
+Every workload there (Deployment, DaemonSet, StatefulSet, ReplicaSet, Job, CronJob, Pod) whose pods get an API
+token must name a ServiceAccount defined there (not `default`) that a RoleBinding or ClusterRoleBinding there binds
+to a Role or ClusterRole defined there. A workload with automountServiceAccountToken: false (on its pod spec, or on
+its ServiceAccount with the pod spec silent) calls no API and needs no role. Every binding must name a role defined
+there (never a built-in one such as cluster-admin).
+
+What each role grants, verb by verb, is checked against the API requests the code really makes by the end-to-end
+suite (tests/e2e/rbac_audit.py). This check needs no cluster: it reads the manifests with PyYAML (Debian's
+python3-yaml, installed by scripts/install-deps.sh).
+
+Usage: scripts/check-rbac.py [--root DIR]     (DIR defaults to the repository root)
+Prints `deploy/<file>: <kind> <name>: <problem>` per violation and exits 1, or `rbac: N roles, M workloads OK`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+WORKLOAD_KINDS = {"Deployment", "DaemonSet", "StatefulSet", "ReplicaSet", "Job", "CronJob", "Pod"}
+FORBIDDEN_VERBS = {"escalate", "bind", "impersonate"}
+
+
+# -- reading the manifests ----------------------------------------------------------------------------------------
+
+
+class YamlError(ValueError):
+    pass
+
+
+def load_all(text: str) -> list:
+    """The documents of a YAML stream (empty documents left out), read with PyYAML's safe loader. Raises YamlError
+    naming the line."""
+    try:
+        return [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise YamlError(f"{where}{getattr(e, 'problem', None) or e}") from None
+
+
+# -- the checks ---------------------------------------------------------------------------------------------------
+
+
+def _pod_spec(obj: dict) -> dict:
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "Pod":
+        return spec
+    if obj.get("kind") == "CronJob":
+        spec = ((spec.get("jobTemplate") or {}).get("spec")) or {}
+    return ((spec.get("template") or {}).get("spec")) or {}
+
+
+def check_rule(rule: dict) -> list[str]:
+    problems = []
+    groups, resources = rule.get("apiGroups") or [], rule.get("resources") or []
+    verbs, urls = rule.get("verbs") or [], rule.get("nonResourceURLs") or []
+    for field, values in (("apiGroups", groups), ("resources", resources), ("verbs", verbs),
+                          ("nonResourceURLs", urls)):
+        for v in values:
+            if not isinstance(v, str):
+                problems.append(f"{field} holds {v!r}, not a string")
+            elif "*" in v:
+                problems.append(f"wildcard {field} entry {v!r}: name each one the code uses")
+    if not verbs:
+        problems.append("a rule without verbs")
+    for v in sorted(set(verbs) & FORBIDDEN_VERBS):
+        problems.append(f"verb {v!r} lets the holder exceed its own role")
+    if "update" in verbs:
+        for r in resources:
+            if r == "pods" or (isinstance(r, str) and r.startswith("pods/")):
+                problems.append(f"'update' on {r}: patch what gpusched owns instead of replacing the whole object")
+    return problems
+
+
+def check(manifests: dict[str, str]) -> tuple[list[str], int, int]:
+    """manifests: file name -> text. Returns (problems, roles checked, workloads checked)."""
+    problems: list[str] = []
+    objects = []  # (file, object)
+    for name, text in sorted(manifests.items()):
+        try:
+            docs = load_all(text)
+        except YamlError as e:
+            problems.append(f"{name}: cannot read: {e}")
+            continue
+        for doc in docs:
+            if isinstance(doc, dict) and "kind" in doc:
+                objects.append((name, doc))
+
+    def ns_of(obj):
+        return (obj.get("metadata") or {}).get("namespace") or "default"
+
+    def name_of(obj):
+        return (obj.get("metadata") or {}).get("name") or "?"
+
+    roles, service_accounts, bound = set(), {}, set()
+    for file, obj in objects:
+        kind = obj["kind"]
+        if kind in ("Role", "ClusterRole"):
+            roles.add((kind, ns_of(obj) if kind == "Role" else None, name_of(obj)))
+            for n, rule in enumerate(obj.get("rules") or [], start=1):
+                problems += [f"{file}: {kind} {name_of(obj)}: rule {n}: {p}" for p in check_rule(rule)]
+        elif kind == "ServiceAccount":
+            service_accounts[(ns_of(obj), name_of(obj))] = obj
+    for file, obj in objects:
+        kind = obj["kind"]
+        if kind not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        ref = obj.get("roleRef") or {}
+        ref_key = (ref.get("kind"), ns_of(obj) if ref.get("kind") == "Role" else None, ref.get("name"))
+        if ref_key not in roles:
+            problems.append(f"{file}: {kind} {name_of(obj)}: binds {ref.get('kind')} {ref.get('name')}, which is not "
+                            "defined in deploy/ (never bind built-in roles such as cluster-admin)")
+            continue
+        for s in obj.get("subjects") or []:
+            if s.get("kind") == "ServiceAccount":
+                sa_ns = s.get("namespace") or (ns_of(obj) if kind == "RoleBinding" else None)
+                bound.add((sa_ns, s.get("name")))
+
+    workloads = 0
+    for file, obj in objects:
+        if obj["kind"] not in WORKLOAD_KINDS:
+            continue
+        workloads += 1
+        spec = _pod_spec(obj)
+        sa_name = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+        key = (ns_of(obj), sa_name)
+        sa = service_accounts.get(key)
+        automount = spec.get("automountServiceAccountToken")
+        if automount is None and sa is not None:
+            automount = sa.get("automountServiceAccountToken")
+        where = f"{file}: {obj['kind']} {name_of(obj)}"
+        if automount is False:
+            continue  # no token in its pods: it cannot call the API, and needs no role
+        if sa is None:
+            problems.append(f"{where}: runs as ServiceAccount {key[0]}/{sa_name}, which is not defined in deploy/ "
+                            "(give it its own ServiceAccount, or automountServiceAccountToken: false)")
+        elif key not in bound:
+            problems.append(f"{where}: ServiceAccount {key[0]}/{sa_name} gets an API token but no binding in deploy/ "
+                            "binds it to a role defined there (or set automountServiceAccountToken: false)")
+    return problems, len(roles), workloads
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent,
+                        help="repository root (default: the parent of scripts/)")
+    args = parser.parse_args(argv)
+    deploy = args.root / "deploy"
+    files = sorted(deploy.glob("*.yaml")) + sorted(deploy.glob("*.yml"))
+    if not files:
+        print(f"rbac: no manifests in {deploy}", file=sys.stderr)
+        return 2
+    manifests = {f"deploy/{p.name}": p.read_text(encoding="utf-8") for p in files}
+    problems, roles, workloads = check(manifests)
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"rbac: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print(f"rbac: {roles} roles, {workloads} workloads OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
