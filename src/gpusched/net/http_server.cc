@@ -649,7 +649,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       // sends little costs little.
       body_total_ = static_cast<size_t>(*parser_->content_length());
       body_.clear();
-      body_.reserve(body_total_);
+      body_.reserve(body_total_ + kBodySlack);
       const size_t have = std::min(buffer_.size(), body_total_);
       body_.resize(have);
       asio::buffer_copy(asio::buffer(body_.data(), have), buffer_.data());
@@ -666,7 +666,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (got == body_total_) {
       return Dispatch(std::move(body_));
     }
-    const size_t piece = std::min<size_t>(body_total_ - got, 1 << 20);
+    // Room for what the socket holds now (at least 64 KiB when it holds nothing yet): resize zero-fills, so a
+    // fixed large piece would clear megabytes per read of a few hundred KiB.
+    beast::error_code ignored;
+    const size_t ready = beast::get_lowest_layer(stream_).socket().available(ignored);
+    const size_t piece = std::min(body_total_ - got, std::max<size_t>(ready, 64 * 1024));
     body_.resize(got + piece);
     stream_.async_read_some(asio::buffer(body_.data() + got, piece),
                             [self = this->shared_from_this(), got](beast::error_code ec, size_t n) {
@@ -791,6 +795,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::string body_;  // a body of declared length, being read
   size_t body_total_ = 0;
   static constexpr size_t kMaxLingerBytes = 1 << 20;
+  // Capacity past a body of declared length: parsers that read a little past the end (simdjson's padding, 64
+  // bytes) then use the body where it lies instead of copying it.
+  static constexpr size_t kBodySlack = 64;
   std::array<char, 16 * 1024> scratch_{};
   size_t drained_ = 0;
 };

@@ -245,8 +245,11 @@ common::Result<ExtenderArgs> DecodeExtenderArgs(std::string body) {
 
 std::string EncodeFilterResult(const FilterResult& r) {
   std::string out;
-  out.reserve(64 + r.passed.size() * (r.full_nodes ? 3500 : 24) +
-              (r.failed.size() + r.failed_unresolvable.size()) * 96);
+  size_t passed_bytes = 0;  // exact for echoed Node objects (megabytes: a reallocation would copy them all again)
+  for (const NodeRef* n : r.passed) {
+    passed_bytes += 1 + (r.full_nodes ? n->raw.size() : n->name.size() + 8);
+  }
+  out.reserve(64 + passed_bytes + (r.failed.size() + r.failed_unresolvable.size()) * 96);
   if (r.full_nodes) {
     out += R"({"Nodes":{"metadata":{},"items":[)";
     for (size_t i = 0; i < r.passed.size(); ++i) {
