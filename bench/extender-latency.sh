@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Extender latency and throughput over loopback HTTP against a synthetic cluster of 5000 nodes x 8 GPUs, half of
-# them partly allocated (issue 3's targets): filter requests with 500 full Node objects (goal p99 <= 2 ms), 500
+# them partly allocated (the extender's targets): filter requests with 500 full Node objects (goal p99 <= 2 ms), 500
 # names with nodeCacheCapable (goal p99 <= 0.3 ms), all 5000 names (goal p99 <= 2 ms), and sustained
 # filter+prioritize requests per second with 500 names (goal >= 5000/s). Release build; REPEATS runs, medians.
 # Usage: bench/extender-latency.sh [extra extender_load flags]
