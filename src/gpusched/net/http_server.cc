@@ -712,6 +712,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (body.has_value()) {
       req->body = std::move(*body);
     }
+    if (req->body.capacity() < req->body.size() + kBodySlack) {
+      req->body.reserve(req->body.size() + kBodySlack);  // a small or chunked body: one copy
+    }
     parser_.reset();
     req->peer = peer_;
     asio::post(server_.handlers_, [self = this->shared_from_this(), req, version, keep_alive] {
@@ -795,8 +798,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::string body_;  // a body of declared length, being read
   size_t body_total_ = 0;
   static constexpr size_t kMaxLingerBytes = 1 << 20;
-  // Capacity past a body of declared length: parsers that read a little past the end (simdjson's padding, 64
-  // bytes) then use the body where it lies instead of copying it.
+  // Capacity past the end of every request body: parsers that read a little past the end (simdjson's padding, 64
+  // bytes) then use the body where it lies instead of copying it. A body of declared length is read with it.
   static constexpr size_t kBodySlack = 64;
   std::array<char, 16 * 1024> scratch_{};
   size_t drained_ = 0;

@@ -88,8 +88,8 @@ struct HttpRequest {
   std::string path;    // target without the query
   std::string query;   // after '?', undecoded; empty when none
   std::vector<std::pair<std::string, std::string>> headers;
-  std::string body;  // at most limits.max_body_bytes; handlers may move from it. A body of declared length has at
-                     // least 64 bytes of capacity past its end (simdjson's padding), so a parser need not copy it
+  std::string body;  // at most limits.max_body_bytes; handlers may move from it. It has at least 64 bytes of
+                     // capacity past its end (simdjson's padding), so a parser need not copy it
   Peer peer;
 
   // The first header of that name (case-insensitive), or "".
