@@ -34,7 +34,7 @@ Status ClusterState::AddNode(Node node) {
   if (node.name.empty()) {
     return common::InvalidArgument("node has no name");
   }
-  if (index_.contains(node.name)) {
+  if (index_.contains(node.name.str())) {
     return common::AlreadyExists("node " + node.name.str() + " already exists");
   }
   if (node.cpu.value() < 0 || node.memory.value() < 0) {
@@ -65,12 +65,12 @@ Status ClusterState::AddNode(Node node) {
   slot.pods.clear();
   slot.live = true;
   Touch(slot);
-  index_.emplace(name, slot_index);
+  index_.emplace(name.str(), slot_index);
   return Status::Ok();
 }
 
 Status ClusterState::UpdateNode(Node node) {
-  auto it = index_.find(node.name);
+  auto it = index_.find(node.name.str());
   if (it == index_.end()) {
     return AddNode(std::move(node));
   }
@@ -107,7 +107,7 @@ Status ClusterState::UpdateNode(Node node) {
 }
 
 Status ClusterState::RemoveNode(const common::NodeName& name) {
-  auto it = index_.find(name);
+  auto it = index_.find(name.str());
   if (it == index_.end()) {
     return common::NotFound("node " + name.str() + " not found");
   }
@@ -218,7 +218,7 @@ Status ClusterState::Assume(Allocation allocation) {
   if (allocations_.contains(allocation.pod)) {
     return common::AlreadyExists("pod " + allocation.pod.str() + " already holds an allocation");
   }
-  auto it = index_.find(allocation.node);
+  auto it = index_.find(allocation.node.str());
   if (it == index_.end()) {
     return common::NotFound("pod " + allocation.pod.str() + ": node " + allocation.node.str() + " not found");
   }
@@ -270,12 +270,12 @@ Status ClusterState::Release(const common::PodUid& pod) {
 }
 
 const NodeView* ClusterState::Find(const common::NodeName& name) const {
-  auto it = index_.find(name);
+  auto it = index_.find(name.str());
   return it == index_.end() ? nullptr : &slots_[it->second].view;
 }
 
 std::optional<size_t> ClusterState::SlotOf(const common::NodeName& name) const {
-  auto it = index_.find(name);
+  auto it = index_.find(name.str());
   if (it == index_.end()) {
     return std::nullopt;
   }
@@ -293,7 +293,7 @@ bool ClusterState::IsConfirmed(const common::PodUid& pod) const {
 }
 
 std::vector<common::PodUid> ClusterState::PodsOn(const common::NodeName& name) const {
-  auto it = index_.find(name);
+  auto it = index_.find(name.str());
   if (it == index_.end()) {
     return {};
   }
@@ -361,7 +361,7 @@ Status ClusterState::CheckSlot(const Slot& slot) const {
 }
 
 Status ClusterState::CheckNodeInvariants(const common::NodeName& name) const {
-  auto it = index_.find(name);
+  auto it = index_.find(name.str());
   if (it == index_.end()) {
     return common::NotFound("node " + name.str() + " not found");
   }
