@@ -249,7 +249,13 @@ std::string EncodeFilterResult(const FilterResult& r) {
   for (const NodeRef* n : r.passed) {
     passed_bytes += 1 + (r.full_nodes ? n->raw.size() : n->name.size() + 8);
   }
-  out.reserve(64 + passed_bytes + (r.failed.size() + r.failed_unresolvable.size()) * 96);
+  size_t failed_bytes = r.error.size();  // names and reasons, quoted; an eighth more for escapes
+  for (const auto* m : {&r.failed, &r.failed_unresolvable}) {
+    for (const auto& [name, reason] : *m) {
+      failed_bytes += name.size() + reason.size() + 6;
+    }
+  }
+  out.reserve(128 + passed_bytes + failed_bytes + failed_bytes / 8);
   if (r.full_nodes) {
     out += R"({"Nodes":{"metadata":{},"items":[)";
     for (size_t i = 0; i < r.passed.size(); ++i) {
