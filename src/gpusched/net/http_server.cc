@@ -647,10 +647,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       // pieces as large as the socket offers, instead of through the parser's 64 KiB steps. The body grows with
       // the bytes that arrived (reserve does not touch the pages), so a client that declares a large body and
       // sends little costs little.
-      body_total_ = static_cast<size_t>(*parser_->content_length());
       body_.clear();
-      body_.reserve(body_total_ + kBodySlack);
-      const size_t have = std::min(buffer_.size(), body_total_);
+      body_.reserve(DeclaredLength() + kBodySlack);
+      const size_t have = std::min(buffer_.size(), DeclaredLength());
       body_.resize(have);
       asio::buffer_copy(asio::buffer(body_.data(), have), buffer_.data());
       buffer_.consume(have);
@@ -661,16 +660,19 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnBody, this->shared_from_this()));
   }
 
+  // Content-Length of the request being read (its parser lives until Dispatch).
+  size_t DeclaredLength() const { return static_cast<size_t>(*parser_->content_length()); }
+
   void ReadBodyPiece() {
     const size_t got = body_.size();
-    if (got == body_total_) {
+    if (got == DeclaredLength()) {
       return Dispatch(std::move(body_));
     }
     // Room for what the socket holds now (at least 64 KiB when it holds nothing yet): resize zero-fills, so a
     // fixed large piece would clear megabytes per read of a few hundred KiB.
     beast::error_code ignored;
     const size_t ready = beast::get_lowest_layer(stream_).socket().available(ignored);
-    const size_t piece = std::min(body_total_ - got, std::max<size_t>(ready, 64 * 1024));
+    const size_t piece = std::min(DeclaredLength() - got, std::max<size_t>(ready, 64 * 1024));
     body_.resize(got + piece);
     stream_.async_read_some(asio::buffer(body_.data() + got, piece),
                             [self = this->shared_from_this(), got](beast::error_code ec, size_t n) {
@@ -796,7 +798,6 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   bool forbidden_ = false;
   bool keep_alive_ = false;
   std::string body_;  // a body of declared length, being read
-  size_t body_total_ = 0;
   static constexpr size_t kMaxLingerBytes = 1 << 20;
   // Capacity past the end of every request body: parsers that read a little past the end (simdjson's padding, 64
   // bytes) then use the body where it lies instead of copying it. A body of declared length is read with it.

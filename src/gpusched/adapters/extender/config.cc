@@ -25,6 +25,21 @@ common::Result<T> As(const YAML::Node& node, const std::string& source, const st
   }
 }
 
+// A YAML list of names, none empty (tls.allowedClientNames, schedulerNames).
+common::Result<std::vector<std::string>> NameList(const YAML::Node& node, const std::string& source,
+                                                  const std::string& key, std::string_view what) {
+  if (!node.IsSequence()) {
+    return Bad(source, "\"" + key + "\" must be a list of " + std::string(what));
+  }
+  GPUSCHED_ASSIGN_OR_RETURN(names, As<std::vector<std::string>>(node, source, key));
+  for (const auto& n : names) {
+    if (n.empty()) {
+      return Bad(source, "\"" + key + "\" has an empty name");
+    }
+  }
+  return names;
+}
+
 }  // namespace
 
 common::Status ParseListen(const std::string& listen, std::string& host, int& port) {
@@ -110,16 +125,8 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
       for (const auto& t : v) {
         const std::string tk = t.first.as<std::string>();
         if (tk == "allowedClientNames") {
-          if (!t.second.IsSequence()) {
-            return Bad(source, "\"tls.allowedClientNames\" must be a list of names");
-          }
-          GPUSCHED_ASSIGN_OR_RETURN(names, As<std::vector<std::string>>(t.second, source, "tls." + tk));
-          for (const auto& n : names) {
-            if (n.empty()) {
-              return Bad(source, "\"tls.allowedClientNames\" has an empty name");
-            }
-          }
-          c.tls_allowed_client_names = names;
+          GPUSCHED_ASSIGN_OR_RETURN(names, NameList(t.second, source, "tls." + tk, "names"));
+          c.tls_allowed_client_names = std::move(names);
           continue;
         }
         GPUSCHED_ASSIGN_OR_RETURN(value, As<std::string>(t.second, source, "tls." + tk));
@@ -199,19 +206,8 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
       }
       (key == "idleTimeoutSeconds" ? c.idle_timeout_seconds : c.bind_filter_window_seconds) = seconds;
     } else if (key == "schedulerNames") {
-      if (!v.IsSequence()) {
-        return Bad(source, "\"schedulerNames\" must be a list of scheduler names");
-      }
-      GPUSCHED_ASSIGN_OR_RETURN(names, As<std::vector<std::string>>(v, source, key));
-      if (names.empty()) {
-        return Bad(source, "\"schedulerNames\" must name at least one scheduler (default: [default-scheduler])");
-      }
-      for (const auto& n : names) {
-        if (n.empty()) {
-          return Bad(source, "\"schedulerNames\" has an empty name");
-        }
-      }
-      c.scheduler_names = names;
+      GPUSCHED_ASSIGN_OR_RETURN(names, NameList(v, source, key, "scheduler names"));
+      c.scheduler_names = std::move(names);  // an empty list is refused by ValidateExtenderConfig
     } else if (key == "metrics") {
       if (!v.IsMap()) {
         return Bad(source, "\"metrics\" must be a mapping");
@@ -414,7 +410,7 @@ common::Status ValidateExtenderConfig(const ExtenderConfig& config, const std::s
     }
   }
   if (config.scheduler_names.empty()) {
-    return Bad(source, "\"schedulerNames\" must name at least one scheduler");
+    return Bad(source, "\"schedulerNames\" must name at least one scheduler (default: [default-scheduler])");
   }
   return common::Status::Ok();
 }
