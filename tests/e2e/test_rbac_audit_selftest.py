@@ -77,7 +77,7 @@ AGENT = rbac_audit.AGENT.user
 
 
 def extender_run():
-    """What the extender does in a suite: informers on pods and nodes, a bind (patch + binding), requests of
+    """What the extender does in a suite: informers on pods and nodes, a bind (one binding), requests of
     others around it, a watch still open (RequestReceived and ResponseStarted only)."""
     return [
         event(EXT, "list", "pods", uri="/api/v1/pods?limit=500"),
@@ -85,7 +85,6 @@ def extender_run():
         event(EXT, "watch", "pods", uri="/api/v1/pods?allowWatchBookmarks=true&watch=1"),
         event(EXT, "watch", "nodes", uri="/api/v1/nodes?watch=1", stage="RequestReceived", audit_id="w1"),
         event(EXT, "watch", "nodes", uri="/api/v1/nodes?watch=1", stage="ResponseStarted", audit_id="w1"),
-        event(EXT, "patch", "pods", ns="default", name="p"),
         event(EXT, "create", "pods", sub="binding", ns="default", name="p", code=201),
         event("system:kube-scheduler", "get", "leases", group="coordination.k8s.io", ns="kube-system", name="x"),
         event("gpusched-e2e-admin", "delete", "pods", ns="default", name="p"),
@@ -145,7 +144,7 @@ class CompareTest(unittest.TestCase):
         roles = roles_from(deploy_docs("rbac.yaml"), rbac_audit.EXTENDER)
         problems, notes, used = self.compare(extender_run(), roles)
         self.assertEqual(problems, [])
-        self.assertEqual(set(used), {("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"),
+        self.assertEqual(set(used), {("", "pods", "list"), ("", "pods", "watch"),
                                      ("", "pods/binding", "create"), ("", "nodes", "list"), ("", "nodes", "watch")})
         text = rbac_audit.summary(rbac_audit.EXTENDER, used, notes)
         self.assertIn("pods/binding: create x1", text)
@@ -198,7 +197,7 @@ class CompareTest(unittest.TestCase):
         roles = roles_from(deploy_docs("rbac.yaml"), rbac_audit.EXTENDER)
         problems, _, _ = self.compare([event("someone-else", "list", "pods")], roles)
         self.assertIn("did it run as its ServiceAccount?", problems[0])
-        self.assertEqual(len(problems), 1 + 6)  # and each of the six grants is unused
+        self.assertEqual(len(problems), 1 + 5)  # and each of the five grants is unused
 
     def test_namespaces_resource_names_and_subresources(self):
         component = rbac_audit.Component("sa", "ns", "x.yaml")

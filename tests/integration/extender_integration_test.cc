@@ -241,7 +241,7 @@ TEST_F(ExtenderIntegrationTest, BindsLandWithTheRightAnnotationAndTheWatchConfir
   }
   // binpack put all four on one node, on one GPU until it was full (3 x 300), then the next.
   EXPECT_EQ(api_->RequestCount("POST", "binding"), 4);
-  EXPECT_EQ(api_->RequestCount("PATCH", "patch-pod"), 4);
+  EXPECT_EQ(api_->RequestCount("PATCH", "patch-pod"), 0);  // the allocation rides in the Binding: one write
   ASSERT_TRUE(WaitFor([&] {
     auto lock = e.mirror.ReadLock();
     for (int i = 0; i < 4; ++i) {
@@ -334,7 +334,10 @@ TEST_F(ExtenderIntegrationTest, ConcurrentBindsNeverOvercommit) {
   EXPECT_EQ(e.mirror.state().AllocatedMilli().value(), 12 * 300);
 }
 
-TEST_F(ExtenderIntegrationTest, AFailedBindForgetsAndCleansTheAnnotation) {
+// One POST of the Binding carries the allocation: a bind that fails leaves no annotation behind. A 500 may follow
+// a Binding that was written, so the GPUs stay assumed and kube-scheduler's retry sends the same allocation again;
+// a 403 wrote nothing, so they are free at once.
+TEST_F(ExtenderIntegrationTest, AFailedBindLeavesNoAnnotationAndAnUnknownOutcomeKeepsTheGpus) {
   api_->UpsertNode(Node("n1", 1));
   Extender e;
   e.Start(kubeconfig_, config_);
@@ -343,15 +346,38 @@ TEST_F(ExtenderIntegrationTest, AFailedBindForgetsAndCleansTheAnnotation) {
   api_->FailNext("POST", "binding", 500, "etcd is having a bad day");
   const std::string error = Schedule(e, pod, {"n1"});
   EXPECT_NE(error.find("etcd is having a bad day"), std::string::npos) << error;
+  EXPECT_NE(error.find("outcome unknown"), std::string::npos) << error;
   auto stored = api_->GetPod("default", "f");
   EXPECT_FALSE((*stored)["metadata"].contains("annotations") &&
                (*stored)["metadata"]["annotations"].contains("gpusched.io/allocation"))
       << stored->dump();
+  uint64_t first_id = 0;
   {
     auto lock = e.mirror.ReadLock();
-    EXPECT_EQ(e.mirror.state().AllocatedMilli().value(), 0);
+    EXPECT_EQ(e.mirror.state().AllocatedMilli().value(), 500);
+    first_id = e.mirror.state().FindAllocation(common::PodUid(pod["metadata"]["uid"].get<std::string>()))->id;
   }
-  EXPECT_EQ(Schedule(e, pod, {"n1"}), "");  // kube-scheduler's retry
+  EXPECT_EQ(Schedule(e, pod, {"n1"}), "");  // kube-scheduler's retry: the same allocation, now bound
+  stored = api_->GetPod("default", "f");
+  auto landed =
+      kube::DecodeAllocation((*stored)["metadata"]["annotations"]["gpusched.io/allocation"].get<std::string>(),
+                             common::PodUid(pod["metadata"]["uid"].get<std::string>()));
+  ASSERT_TRUE(landed.ok()) << landed.status();
+  EXPECT_EQ(landed->id, first_id);
+  EXPECT_EQ(api_->RequestCount("PATCH", "patch-pod"), 0);  // the annotation came with the Binding
+  ASSERT_TRUE(WaitFor([&] {
+    auto lock = e.mirror.ReadLock();
+    return e.mirror.state().IsConfirmed(common::PodUid(pod["metadata"]["uid"].get<std::string>()));
+  }));
+  // A definite refusal (403: nothing written) gives the GPUs back at once.
+  const json g = api_->UpsertPod(Pod("g", Share(50)));
+  ASSERT_TRUE(WaitFor([&] { return e.pods->Get("default/g").has_value(); }));
+  api_->FailNext("POST", "binding", 403, "not allowed today");
+  EXPECT_NE(Schedule(e, g, {"n1"}).find("not allowed today"), std::string::npos);
+  {
+    auto lock = e.mirror.ReadLock();
+    EXPECT_EQ(e.mirror.state().AllocatedMilli().value(), 500);
+  }
   // The pod ends: its GPUs come back.
   api_->DeletePod("default", "f");
   ASSERT_TRUE(WaitFor([&] {

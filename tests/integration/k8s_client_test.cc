@@ -539,6 +539,46 @@ TEST_F(K8sClientTest, InformerRelistsAfterCompactionAndDeliversTheDiff) {
   EXPECT_EQ(recorder.Lines().back(), "DELETED default/stays");
 }
 
+// A pod deleted and re-created under the same name while the informer was away is another object: the handler
+// gets the old one's DELETED (so whatever it held is released) before the new one's ADDED, never one MODIFIED.
+TEST_F(K8sClientTest, InformerMatchesObjectsByUidNotByName) {
+  const std::string old_uid = server_->UpsertPod(Pod("default", "web-0", "n1"))["metadata"]["uid"];
+  Recorder& recorder = NewRecorder();  // owned by the fixture: it outlives the informer threads
+  Informer& informer = StartInformer({.path = "/api/v1/pods"}, recorder);
+  ASSERT_EQ(recorder.size(), 1U);
+
+  server_->FailNext("GET", "watch-pods", 503, "apiserver is restarting", /*count=*/-1);
+  const int watches = server_->RequestCount("GET", "watch-pods");
+  server_->CloseWatches();
+  ASSERT_TRUE(WaitFor([&] { return server_->RequestCount("GET", "watch-pods") > watches; }));
+  server_->DeletePod("default", "web-0");
+  const std::string new_uid = server_->UpsertPod(Pod("default", "web-0", "n2"))["metadata"]["uid"];
+  ASSERT_NE(new_uid, old_uid);
+  server_->Compact();
+  server_->ClearFailures();
+
+  ASSERT_TRUE(WaitFor([&] { return informer.relists() == 1 && recorder.size() == 3; })) << recorder.size();
+  const std::vector<WatchEvent> events = recorder.events();
+  EXPECT_EQ(events[1].type, WatchEvent::Type::kDeleted);
+  EXPECT_EQ(events[1].object["metadata"]["uid"], old_uid);
+  EXPECT_EQ(events[2].type, WatchEvent::Type::kAdded);
+  EXPECT_EQ(events[2].object["metadata"]["uid"], new_uid);
+  EXPECT_TRUE(CacheMatchesServer(informer));
+
+  // The same on a live watch: an event for a cached name with another uid (its DELETED never came; the fake
+  // server stores the uid it is given, so the stream carries a MODIFIED with a new uid).
+  json again = Pod("default", "web-0", "n3");
+  again["metadata"]["uid"] = "recreated-uid";
+  server_->UpsertPod(again);
+  ASSERT_TRUE(WaitFor([&] { return recorder.size() == 5; })) << recorder.size();
+  const std::vector<WatchEvent> live = recorder.events();
+  EXPECT_EQ(live[3].type, WatchEvent::Type::kDeleted);
+  EXPECT_EQ(live[3].object["metadata"]["uid"], new_uid);
+  EXPECT_EQ(live[4].type, WatchEvent::Type::kAdded);
+  EXPECT_EQ(live[4].object["metadata"]["uid"], "recreated-uid");
+  EXPECT_EQ(informer.Get("default/web-0")->at("metadata").at("uid"), "recreated-uid");
+}
+
 TEST_F(K8sClientTest, InformerStopsPromptly) {
   Recorder& recorder = NewRecorder();  // owned by the fixture: it outlives the informer threads
   Informer& informer = StartInformer({.path = "/api/v1/nodes"}, recorder);
@@ -554,8 +594,11 @@ TEST_F(K8sClientTest, InformerStopsPromptly) {
 TEST_F(K8sClientTest, BindPod) {
   const json pod = server_->UpsertPod(Pod("default", "p"));
   const std::string uid = pod["metadata"]["uid"];
-  ASSERT_TRUE(Client().BindPod("default", "p", uid, "n1").ok());
+  ASSERT_TRUE(Client().BindPod("default", "p", uid, "n1", {{"gpusched.io/allocation", R"({"node":"n1"})"}}).ok());
   EXPECT_EQ(server_->GetPod("default", "p")->at("spec").at("nodeName"), "n1");
+  // The Binding's annotations reach the pod in the same write.
+  EXPECT_EQ(server_->GetPod("default", "p")->at("metadata").at("annotations").at("gpusched.io/allocation"),
+            R"({"node":"n1"})");
 
   const common::Status again = Client().BindPod("default", "p", uid, "n2");
   EXPECT_EQ(again.code(), StatusCode::kAborted);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <memory>
 
@@ -177,7 +178,7 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
     return Fail(client.status().message());
   }
 
-  // Signals are taken by sigwait below; block them before any thread starts so that every thread inherits it.
+  // Signals are taken by sigtimedwait below; block them before any thread starts so that every thread inherits it.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -244,8 +245,12 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
   common::Log(common::LogLevel::kInfo, "gpusched extender: serving on " + config.host + ":" +
                                            std::to_string(server.port()) + config.path_prefix + " (policy " +
                                            config.policy + ")");
+  // The main thread waits for a signal, and once a second forgets assumed allocations whose time ran out.
   int sig = 0;
-  sigwait(&signals, &sig);
+  const timespec tick{.tv_sec = 1, .tv_nsec = 0};
+  while ((sig = sigtimedwait(&signals, nullptr, &tick)) < 0) {
+    (void)mirror.ExpireAssumed();
+  }
   common::Log(common::LogLevel::kInfo, std::string("gpusched extender: stopping on ") + strsignal(sig));
   server.Stop();
   if (metrics_cache) {

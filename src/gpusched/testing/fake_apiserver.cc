@@ -592,6 +592,13 @@ class FakeApiServer::Handlers {
     }
     json pod = it->second;
     pod["spec"]["nodeName"] = node;
+    // As the real API server does: the Binding's annotations are copied onto the pod in the same write.
+    if (body->contains("metadata") && (*body)["metadata"].is_object() && (*body)["metadata"].contains("annotations") &&
+        (*body)["metadata"]["annotations"].is_object()) {
+      for (const auto& [k, v] : (*body)["metadata"]["annotations"].items()) {
+        pod["metadata"]["annotations"][k] = v;
+      }
+    }
     s_.StoreLocked("pods", ns + "/" + name, std::move(pod));
     WriteJson(
         res, 201,

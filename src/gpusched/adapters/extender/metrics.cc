@@ -98,6 +98,8 @@ void ExtenderMetrics::FilterRejection(std::string_view reason, double count) {
 
 void ExtenderMetrics::Bind(bool ok) { impl_->binds.Add({{"result", ok ? "ok" : "failed"}}).Increment(); }
 
+void ExtenderMetrics::BindUnknown() { impl_->binds.Add({{"result", "unknown"}}).Increment(); }
+
 void ExtenderMetrics::BindRefused(std::string_view reason) {
   impl_->bind_refusals.Add({{"reason", std::string(reason)}}).Increment();
 }
@@ -147,6 +149,12 @@ std::string ExtenderMetrics::Serialize(const ClusterMirror& mirror) const {
   families.push_back(Counter("gpusched_extender_rejected_events_total",
                              "Watch events ignored: undecodable objects or allocations that did not fit",
                              static_cast<double>(stats.rejected_events)));
+  families.push_back(Counter("gpusched_extender_expired_assumptions_total",
+                             "Assumed allocations forgotten because the watch never showed their pod bound in time",
+                             static_cast<double>(stats.expired_assumptions)));
+  families.push_back(Counter("gpusched_extender_allocations_held_for_deleted_nodes_total",
+                             "Allocations of bound pods kept when their Node object was deleted",
+                             static_cast<double>(stats.held_for_node_return)));
   if (cache_ != nullptr) {
     auto up = Gauges("gpusched_metrics_source_up", "1 when the last fetch of the metrics source succeeded");
     auto failures = Gauges("gpusched_metrics_source_consecutive_failures", "Failed fetches since the last success");

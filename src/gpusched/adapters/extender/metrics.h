@@ -41,6 +41,8 @@ class ExtenderMetrics {
   void Request(std::string_view verb, int code, double seconds);
   void FilterRejection(std::string_view reason, double count = 1);
   void Bind(bool ok);
+  // A failed bind whose outcome is unknown (counted in Bind(false) too, and once more as result="unknown").
+  void BindUnknown();
   // A bind refused before any API call (service.h lists why), by reason category.
   void BindRefused(std::string_view reason);
   // Adds gpusched_metrics_source_up{source}, ..._consecutive_failures{source}, ..._refresh_errors_total{source}

@@ -568,43 +568,66 @@ Reply ExtenderService::Bind(std::string body) {
     if (view == nullptr) {
       return refuse(404, "unknown_node", what + "the node is not in gpusched's node cache");
     }
-    if (state.FindAllocation(request.uid) != nullptr) {
-      return refuse(409, "already_allocated",
-                    what + "the pod already holds an allocation (bound, or a bind in flight)");
+    if (const core::Allocation* held = state.FindAllocation(request.uid); held != nullptr) {
+      // A retry after a bind whose outcome is unknown, to the same node: send the same allocation again (if the
+      // first Binding landed, this one gets 409 and the watch confirms). Anything else waits for the watch.
+      if (!mirror_.AwaitsBindOutcome(request.uid) || held->node != node) {
+        return refuse(409, "already_allocated",
+                      what + "the pod already holds an allocation on node " + held->node.str() +
+                          " (bound, a bind in flight, or one whose outcome the watch has not shown yet)");
+      }
+      allocation = *held;
+    } else {
+      // 200 from here on: kube-scheduler shows the Error of a 200 in the pod's events, and these happen to it too.
+      policy::Fit fit = pol->Filter(request, *view);
+      if (!fit.fits()) {
+        return refuse(200, "no_fit", what + "the pod no longer fits: " + fit.reason);
+      }
+      {
+        SnapshotHold hold;
+        const std::optional<size_t> slot = state.SlotOf(view->name());
+        const std::vector<size_t> one = slot.has_value() ? std::vector<size_t>{*slot} : std::vector<size_t>{};
+        const policy::Snapshot snapshot = MakeSnapshot(request, state, one, WantsForecast(std::span(&pol, 1)), hold);
+        std::lock_guard rng_lock(rng_mu_);
+        allocation.containers = pol->SelectGpusWithSnapshot(request, *view, snapshot, rng_);
+      }
+      allocation.id = mirror_.NextAllocationId();
+      if (auto s = state.Assume(allocation); !s.ok()) {
+        return refuse(200, "no_fit", what + s.message());
+      }
+      mirror_.SetPriority(request.uid, request.priority);
+      mirror_.SetApp(request.uid, request.app);
     }
-    // 200 from here on: kube-scheduler shows the Error of a 200 in the pod's events, and these happen to it too.
-    policy::Fit fit = pol->Filter(request, *view);
-    if (!fit.fits()) {
-      return refuse(200, "no_fit", what + "the pod no longer fits: " + fit.reason);
-    }
-    {
-      SnapshotHold hold;
-      const std::optional<size_t> slot = state.SlotOf(view->name());
-      const std::vector<size_t> one = slot.has_value() ? std::vector<size_t>{*slot} : std::vector<size_t>{};
-      const policy::Snapshot snapshot = MakeSnapshot(request, state, one, WantsForecast(std::span(&pol, 1)), hold);
-      std::lock_guard rng_lock(rng_mu_);
-      allocation.containers = pol->SelectGpusWithSnapshot(request, *view, snapshot, rng_);
-    }
-    allocation.id = mirror_.NextAllocationId();
-    if (auto s = state.Assume(allocation); !s.ok()) {
-      return refuse(200, "no_fit", what + s.message());
-    }
-    mirror_.SetPriority(request.uid, request.priority);
-    mirror_.SetApp(request.uid, request.app);
+    // Whatever happens to this thread from here on, the assumption cannot outlive its deadline.
+    mirror_.ExpireAssumedAfter(request.uid, options_.bind_in_flight_ms, /*bind_running=*/true);
   }
   // The API calls run without the lock: filters and other binds go on meanwhile.
   if (auto s = binder_.Bind(request, allocation); !s.ok()) {
+    const bool unknown = ports::BindOutcomeUnknown(s);
     if (request.RequestsGpu()) {
       auto lock = mirror_.WriteLock();
       if (mirror_.state().FindAllocation(request.uid) != nullptr && !mirror_.state().IsConfirmed(request.uid)) {
-        (void)mirror_.state().Forget(request.uid);
+        if (unknown) {
+          // The Binding may have been written: the GPUs stay taken until the watch shows the pod, or the TTL.
+          mirror_.ExpireAssumedAfter(request.uid, options_.assumed_ttl_ms);
+        } else {
+          (void)mirror_.state().Forget(request.uid);
+          mirror_.ExpireAssumedAfter(request.uid, 0);  // drops the deadline: nothing is assumed any more
+        }
       }
     }
     if (metrics_ != nullptr) {
       metrics_->Bind(false);
+      if (unknown) {
+        metrics_->BindUnknown();
+      }
     }
     return Reply{.status = 200,
-                 .body = EncodeBindingResult("bind: pod " + key + " to " + args->node + ": " + s.message())};
+                 .body = EncodeBindingResult("bind: pod " + key + " to " + args->node + ": " + s.message() +
+                                             (unknown ? " (outcome unknown: its GPUs stay assumed until the watch "
+                                                        "shows the pod, at most " +
+                                                            std::to_string(options_.assumed_ttl_ms / 1000) + " s)"
+                                                      : ""))};
   }
   ConsumeFilter(args->pod_uid);
   if (request.RequestsGpu()) {
@@ -612,6 +635,7 @@ Reply ExtenderService::Bind(std::string body) {
     if (mirror_.state().FindAllocation(request.uid) != nullptr && !mirror_.state().IsConfirmed(request.uid)) {
       (void)mirror_.state().Confirm(request.uid);  // the watch may have confirmed it already
     }
+    mirror_.ExpireAssumedAfter(request.uid, 0);  // confirmed: drops the deadline
   }
   if (metrics_ != nullptr) {
     metrics_->Bind(true);

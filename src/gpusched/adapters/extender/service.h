@@ -99,6 +99,11 @@ struct ServiceOptions {
   size_t max_filter_record_nodes = size_t{8} << 20;
   // Steady time for the filter window; null = common::SystemClock.
   const common::Clock* clock = nullptr;
+  // An assumed allocation lives at most bind_in_flight_ms while its bind runs, and assumed_ttl_ms after a bind whose
+  // outcome is unknown (timeout, 5xx, 409): the watch confirms or frees it within that time, else it expires
+  // (ClusterMirror::ExpireAssumed).
+  int64_t bind_in_flight_ms = 300000;
+  int64_t assumed_ttl_ms = 30000;
 };
 
 struct Reply {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -89,20 +90,34 @@ std::shared_ptr<const ports::SlowdownModel> TestModel() {
           .Set("vgg", "quiet", {.incoming = 1.1, .resident = 1.05}));
 }
 
-// Thread-safe binder that records binds and can be told to fail.
+// Thread-safe binder that records binds and can be told to fail (with a Status) or to run a hook first.
 class Binder : public ports::Binder {
  public:
   common::Status Bind(const core::PodRequest& pod, const core::Allocation& allocation) override {
+    std::function<void()> hook;
+    {
+      std::lock_guard lock(mu_);
+      hook = hook_;
+    }
+    if (hook) {
+      hook();
+    }
     std::lock_guard lock(mu_);
-    if (fail_) {
-      return common::Unavailable("apiserver said no");
+    if (!fail_.ok()) {
+      return fail_;
     }
     bound_.emplace_back(pod, allocation);
     return common::Status::Ok();
   }
-  void Fail(bool f) {
+  // Binds fail with `status` from now on; OK binds again.
+  void Fail(common::Status status) {
     std::lock_guard lock(mu_);
-    fail_ = f;
+    fail_ = std::move(status);
+  }
+  // Runs before every bind's outcome (on the binding thread).
+  void Hook(std::function<void()> hook) {
+    std::lock_guard lock(mu_);
+    hook_ = std::move(hook);
   }
   std::vector<std::pair<core::PodRequest, core::Allocation>> bound() {
     std::lock_guard lock(mu_);
@@ -111,7 +126,8 @@ class Binder : public ports::Binder {
 
  private:
   std::mutex mu_;
-  bool fail_ = false;
+  common::Status fail_;
+  std::function<void()> hook_;
   std::vector<std::pair<core::PodRequest, core::Allocation>> bound_;
 };
 
@@ -150,10 +166,28 @@ class ServiceTest : public ::testing::Test {
     return mirror_.state().AllocatedMilli().value();
   }
 
-  ClusterMirror mirror_;
+  // The pod as the watch shows it once its bind landed: nodeName and the allocation the mirror holds for it.
+  json AsBound(const json& pod) {
+    auto lock = mirror_.ReadLock();
+    const core::Allocation* a =
+        mirror_.state().FindAllocation(common::PodUid(pod["metadata"]["uid"].get<std::string>()));
+    EXPECT_NE(a, nullptr);
+    json p = pod;
+    if (a != nullptr) {
+      p["spec"]["nodeName"] = a->node.str();
+      p["metadata"]["annotations"]["gpusched.io/allocation"] = kube::EncodeAllocation(*a);
+    }
+    return p;
+  }
+  bool Confirmed(const json& pod) {
+    auto lock = mirror_.ReadLock();
+    return mirror_.state().IsConfirmed(common::PodUid(pod["metadata"]["uid"].get<std::string>()));
+  }
+
+  testing::FakeClock clock_;
+  ClusterMirror mirror_{MirrorOptions{.clock = &clock_}};
   Binder binder_;
   ExtenderMetrics metrics_;
-  testing::FakeClock clock_;
   std::mutex pods_mu_;
   std::map<std::string, json> pods_;
   std::unique_ptr<ExtenderService> service_;
@@ -420,12 +454,13 @@ TEST_F(ServiceTest, FailedOrRejectedBindsChangeNothing) {
   const json pod = Pod("p", Share(30));
   Known(pod);
   ASSERT_EQ(json::parse(service_->Filter(Args(pod, {"a", "ghost-node"})).body)["NodeNames"], json::array({"a"}));
-  binder_.Fail(true);
+  // A bind the API server definitely refused (403: nothing written) gives the GPUs back at once.
+  binder_.Fail(common::PermissionDenied("apiserver said no"));
   Reply r = service_->Bind(BindArgs(pod, "a"));
   EXPECT_EQ(r.status, 200);
   EXPECT_NE(json::parse(r.body)["Error"].get<std::string>().find("apiserver said no"), std::string::npos);
   EXPECT_EQ(Allocated(), 0);
-  binder_.Fail(false);
+  binder_.Fail(common::Status::Ok());
 
   const std::pair<std::string, int> rejected[] = {
       {R"({"PodName":"ghost","PodNamespace":"default","PodUID":"x","Node":"a"})", 404},
@@ -697,7 +732,7 @@ TEST_F(ServiceTest, ARestartedMirrorRebuildsTheSameStateFromAnnotations) {
     }
   }
   EXPECT_EQ(restarted.stats().rebuilt_allocations, 5u);
-  EXPECT_GE(restarted.NextAllocationId(), 6u);  // ids go on above every id seen
+  EXPECT_GT(restarted.NextAllocationId(), binder_.bound().back().second.id);  // ids go on above every id seen
 }
 
 TEST_F(ServiceTest, PodsThatEndReleaseTheirGpus) {
@@ -718,6 +753,136 @@ TEST_F(ServiceTest, PodsThatEndReleaseTheirGpus) {
   mirror_.OnNode(EventType::kDeleted, Node("a", 2));
   auto lock = mirror_.ReadLock();
   EXPECT_EQ(mirror_.state().Find(common::NodeName("a")), nullptr);
+}
+
+// A timeout, a 5xx or a 409 may follow a Binding the API server wrote: the GPUs stay assumed until the watch says
+// what happened, or the TTL (30 s by default) runs out. Only a definite refusal gives them back at once.
+TEST_F(ServiceTest, ABindWhoseOutcomeIsUnknownStaysAssumedUntilTheWatchOrItsTtl) {
+  const json p = Pod("p", Share(30));
+  const json q = Pod("q", Share(30));
+  const json r = Pod("r", Share(30));
+  for (const json& pod : {p, q, r}) {
+    Known(pod);
+  }
+  ASSERT_EQ(service_->Filter(Args(p, {"a"})).status, 200);
+  ASSERT_EQ(service_->Filter(Args(q, {"a"})).status, 200);
+  // p: the request timed out, but the Binding had landed; the watch shows it and confirms.
+  binder_.Fail(common::DeadlineExceeded("POST .../pods/p/binding: timed out"));
+  const std::string error = json::parse(service_->Bind(BindArgs(p, "a")).body)["Error"];
+  EXPECT_NE(error.find("outcome unknown"), std::string::npos) << error;
+  EXPECT_EQ(Allocated(), 300);
+  EXPECT_FALSE(Confirmed(p));
+  mirror_.OnPod(EventType::kModified, AsBound(p));
+  EXPECT_TRUE(Confirmed(p));
+  // q: a 503, and the watch never shows q bound: the assumption expires after the TTL, not before.
+  binder_.Fail(common::Unavailable("POST .../pods/q/binding: HTTP 503"));
+  (void)service_->Bind(BindArgs(q, "a"));
+  EXPECT_EQ(Allocated(), 600);
+  clock_.AdvanceMs(29000);
+  EXPECT_EQ(mirror_.ExpireAssumed(), 0u);
+  EXPECT_EQ(Allocated(), 600);
+  clock_.AdvanceMs(2000);
+  EXPECT_EQ(mirror_.ExpireAssumed(), 1u);
+  EXPECT_EQ(Allocated(), 300);  // p's confirmed allocation is untouched by any expiry
+  // r: a 409, and the watch shows r bound by someone else, without gpusched's allocation: its GPUs are free again.
+  binder_.Fail(common::Aborted("POST .../pods/r/binding: HTTP 409"));
+  ASSERT_EQ(service_->Filter(Args(r, {"a"})).status, 200);
+  (void)service_->Bind(BindArgs(r, "a"));
+  EXPECT_EQ(Allocated(), 600);
+  json elsewhere = r;
+  elsewhere["spec"]["nodeName"] = "b";
+  mirror_.OnPod(EventType::kModified, elsewhere);
+  EXPECT_EQ(Allocated(), 300);
+  {
+    auto lock = mirror_.ReadLock();
+    EXPECT_EQ(mirror_.TrackedAssumptions(), 0u);
+    EXPECT_TRUE(mirror_.state().CheckInvariants().ok());
+  }
+  const std::string metrics = metrics_.Serialize(mirror_);
+  EXPECT_NE(metrics.find("gpusched_extender_binds_total{result=\"unknown\"} 3"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("gpusched_extender_expired_assumptions_total 1"), std::string::npos) << metrics;
+}
+
+// Every assumption carries a deadline from the moment it is made: a bind stuck past bind_in_flight_ms cannot hold
+// GPUs forever, and when it does land later the watch charges the pod from its annotation.
+TEST_F(ServiceTest, NoAssumptionOutlivesItsDeadlineEvenWhileItsBindHangs) {
+  const json pod = Pod("p", Share(30));
+  Known(pod);
+  ASSERT_EQ(service_->Filter(Args(pod, {"a"})).status, 200);
+  json landed;
+  binder_.Hook([&] {
+    landed = AsBound(pod);  // what the API server will show once this bind lands
+    clock_.AdvanceMs(299000);
+    EXPECT_EQ(mirror_.ExpireAssumed(), 0u);
+    clock_.AdvanceMs(2000);
+    EXPECT_EQ(mirror_.ExpireAssumed(), 1u);  // 301 s in flight: gone
+    EXPECT_EQ(Allocated(), 0);
+  });
+  EXPECT_EQ(json::parse(service_->Bind(BindArgs(pod, "a")).body)["Error"], "");
+  EXPECT_EQ(Allocated(), 0);  // nothing left to confirm
+  mirror_.OnPod(EventType::kModified, landed);
+  EXPECT_EQ(Allocated(), 300);
+  EXPECT_TRUE(Confirmed(pod));
+}
+
+// A Node object can be deleted and created again under running pods (a node re-registering, an operator's
+// mistake): the pods' GPUs stay theirs, and are charged again the moment the node is back.
+TEST_F(ServiceTest, ADeletedNodeKeepsItsPodsAllocationsUntilTheNodeReturnsOrThePodsEnd) {
+  mirror_.OnPod(EventType::kAdded, BoundPod("k1", "a", 0, 500));
+  mirror_.OnPod(EventType::kAdded, BoundPod("k2", "a", 1, 400));
+  EXPECT_EQ(Allocated(), 900);
+  mirror_.OnNode(EventType::kDeleted, Node("a", 2));
+  EXPECT_EQ(Allocated(), 0);
+  EXPECT_EQ(mirror_.PendingAllocations(), 2u);
+  EXPECT_EQ(mirror_.stats().held_for_node_return, 2u);
+  mirror_.OnPod(EventType::kDeleted, BoundPod("k2", "a", 1, 400));  // k2 ends while the node is away
+  EXPECT_EQ(mirror_.PendingAllocations(), 1u);
+  mirror_.OnNode(EventType::kAdded, Node("a", 2));
+  EXPECT_EQ(Allocated(), 500);
+  EXPECT_EQ(mirror_.PendingAllocations(), 0u);
+  // The returned node is not free where k1 runs: a pod that needs all of GPU 0 does not fit there.
+  const json big = Pod("big", Share(60));
+  Known(big);
+  ASSERT_EQ(service_->Filter(Args(big, {"a"})).status, 200);
+  ASSERT_EQ(json::parse(service_->Bind(BindArgs(big, "a")).body)["Error"], "");
+  auto lock = mirror_.ReadLock();
+  EXPECT_EQ(mirror_.state().FindAllocation(common::PodUid("uid-big"))->containers[0].gpus[0].index, 1);
+  EXPECT_TRUE(mirror_.state().CheckInvariants().ok());
+}
+
+// The device plugin and operators tell allocations apart by id: a restarted extender, or a second replica, must
+// never hand out an id another one used.
+TEST(ClusterMirrorTest, AllocationIdsAreUniqueAcrossRestartsAndReplicas) {
+  int64_t wall = 1'700'000'000'000;
+  auto clock = [&wall] { return wall; };
+  ClusterMirror first(MirrorOptions{.wall_ms = clock, .id_nonce = 1});
+  std::set<uint64_t> ids;
+  uint64_t last = 0;
+  for (int i = 0; i < 100; ++i) {  // a burst within one millisecond
+    const uint64_t id = first.NextAllocationId();
+    EXPECT_GT(id, last);
+    EXPECT_LT(id, uint64_t{1} << 63);  // fits the annotation's int64
+    last = id;
+    ids.insert(id);
+  }
+  ClusterMirror replica(MirrorOptions{.wall_ms = clock, .id_nonce = 2});  // same millisecond, another process
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_TRUE(ids.insert(replica.NextAllocationId()).second);
+  }
+  // A restart (even with the same per-process number) a second later, before the watch delivered any pod.
+  wall += 1000;
+  ClusterMirror restarted(MirrorOptions{.wall_ms = clock, .id_nonce = 1});
+  const uint64_t after = restarted.NextAllocationId();
+  EXPECT_GT(after, last);
+  EXPECT_TRUE(ids.insert(after).second);
+  // An id seen in an annotation, ahead of the clock, raises the floor.
+  json pod = BoundPod("seen", "a", 0, 100);
+  core::Allocation a = *kube::DecodeAllocation(
+      pod["metadata"]["annotations"]["gpusched.io/allocation"].get<std::string>(), common::PodUid("uid-seen"));
+  a.id = after + (uint64_t{5000} << 16);
+  pod["metadata"]["annotations"]["gpusched.io/allocation"] = kube::EncodeAllocation(a);
+  restarted.OnPod(EventType::kAdded, pod);
+  EXPECT_GT(restarted.NextAllocationId(), a.id);
 }
 
 TEST_F(ServiceTest, PreemptPicksLowestPriorityGpuHoldersAndOnlyAsManyAsNeeded) {

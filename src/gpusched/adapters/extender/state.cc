@@ -1,6 +1,8 @@
 #include "gpusched/adapters/extender/state.h"
 
 #include <algorithm>
+#include <chrono>
+#include <random>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,7 +27,89 @@ common::MiB LargestOn(const core::NodeView* view) {
   return largest;
 }
 
+// Ids at or above this are not taken as the floor for new ones (the high part must stay below 2^47 so that an id
+// fits the annotation's int64); only a forged annotation could carry one.
+constexpr uint64_t kMaxSeenId = uint64_t{1} << 62;
+
+int64_t SystemWallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+uint16_t RandomNonce() {
+  std::random_device rd;
+  return static_cast<uint16_t>(rd() % 65535 + 1);
+}
+
 }  // namespace
+
+ClusterMirror::ClusterMirror(MirrorOptions options)
+    : app_label_(std::move(options.app_label)),
+      clock_(options.clock != nullptr ? options.clock : &common::SystemClock::Instance()),
+      wall_ms_(options.wall_ms ? std::move(options.wall_ms) : std::function<int64_t()>(SystemWallMs)),
+      id_nonce_(options.id_nonce != 0 ? options.id_nonce : RandomNonce()) {}
+
+uint64_t ClusterMirror::NextAllocationId() {
+  const uint64_t floor = static_cast<uint64_t>(std::max<int64_t>(wall_ms_(), 0)) * 16;
+  uint64_t last = last_id_.load();
+  for (;;) {
+    const uint64_t high = std::max(floor, (last >> 16) + 1);
+    const uint64_t id = (high << 16) | id_nonce_;
+    if (last_id_.compare_exchange_weak(last, id)) {
+      return id;
+    }
+  }
+}
+
+void ClusterMirror::SeeId(uint64_t id) {
+  if (id >= kMaxSeenId) {
+    return;
+  }
+  uint64_t seen = last_id_.load();
+  while (id > seen && !last_id_.compare_exchange_weak(seen, id)) {
+  }
+}
+
+void ClusterMirror::ExpireAssumedAfter(const common::PodUid& pod, int64_t ttl_ms, bool bind_running) {
+  if (state_.FindAllocation(pod) == nullptr || state_.IsConfirmed(pod)) {
+    assumed_deadline_.erase(pod);
+    return;
+  }
+  assumed_deadline_.insert_or_assign(pod, Deadline{.at_ms = clock_->NowMs() + ttl_ms, .bind_running = bind_running});
+}
+
+bool ClusterMirror::AwaitsBindOutcome(const common::PodUid& pod) const {
+  auto it = assumed_deadline_.find(pod);
+  return it != assumed_deadline_.end() && !it->second.bind_running && state_.FindAllocation(pod) != nullptr &&
+         !state_.IsConfirmed(pod);
+}
+
+size_t ClusterMirror::ExpireAssumed() {
+  std::unique_lock lock(mu_);
+  const int64_t now = clock_->NowMs();
+  size_t expired = 0;
+  for (auto it = assumed_deadline_.begin(); it != assumed_deadline_.end();) {
+    const common::PodUid& uid = it->first;
+    if (state_.FindAllocation(uid) == nullptr || state_.IsConfirmed(uid)) {
+      it = assumed_deadline_.erase(it);
+      continue;
+    }
+    if (it->second.at_ms > now) {
+      ++it;
+      continue;
+    }
+    LogWarn("extender: the assumed allocation of pod " + uid.str() + " on node " +
+            state_.FindAllocation(uid)->node.str() +
+            " expired: the watch never showed the pod bound; its GPUs are free again");
+    (void)state_.Forget(uid);
+    priorities_.erase(uid);
+    apps_.erase(uid);
+    ++stats_.expired_assumptions;
+    ++expired;
+    it = assumed_deadline_.erase(it);
+  }
+  return expired;
+}
 
 void ClusterMirror::OnNode(EventType type, const nlohmann::json& node) {
   std::unique_lock lock(mu_);
@@ -38,6 +122,16 @@ void ClusterMirror::OnNode(EventType type, const nlohmann::json& node) {
     }
     const common::NodeName name((*md)["name"].get<std::string>());
     if (state_.Find(name) != nullptr) {
+      // The pods bound there still exist (a Node object can be deleted and re-created under running pods): their
+      // allocations wait for the node as if it were not known yet, and leave only with their pods.
+      for (const common::PodUid& uid : state_.PodsOn(name)) {
+        const core::Allocation* held = state_.FindAllocation(uid);
+        if (held != nullptr && state_.IsConfirmed(uid)) {
+          pending_.insert_or_assign(uid, *held);
+          ++stats_.held_for_node_return;
+        }
+        assumed_deadline_.erase(uid);
+      }
       (void)state_.RemoveNode(name);
       RecomputeLargest();
     }
@@ -90,12 +184,20 @@ void ClusterMirror::OnPod(EventType type, const nlohmann::json& pod) {
     if (state_.FindAllocation(uid) != nullptr) {
       (void)state_.Release(uid);
     }
+    assumed_deadline_.erase(uid);
     pending_.erase(uid);
     priorities_.erase(uid);
     apps_.erase(uid);
     return;
   }
   const std::string* annotation = meta->Annotation(kube::kAnnotationAllocation);
+  if (!meta->node_name.empty() && annotation == nullptr && state_.FindAllocation(uid) != nullptr &&
+      !state_.IsConfirmed(uid)) {
+    // This extender assumed GPUs for the pod, but it was bound without them (another binder won): they are free.
+    (void)state_.Forget(uid);
+    assumed_deadline_.erase(uid);
+    return;
+  }
   if (meta->node_name.empty() || annotation == nullptr) {
     return;  // not bound yet, or not a pod whose GPUs gpusched placed
   }
@@ -105,6 +207,7 @@ void ClusterMirror::OnPod(EventType type, const nlohmann::json& pod) {
   }
   SetApp(uid, kube::DecodePodApp(pod, app_label_));
   if (const core::Allocation* held = state_.FindAllocation(uid); held != nullptr) {
+    assumed_deadline_.erase(uid);
     if (held->node.str() == meta->node_name) {
       if (!state_.IsConfirmed(uid)) {
         (void)state_.Confirm(uid);  // this extender's bind landed
@@ -126,9 +229,7 @@ void ClusterMirror::OnPod(EventType type, const nlohmann::json& pod) {
             allocation->node.str() + "; not charged");
     return;
   }
-  uint64_t seen = next_id_.load();
-  while (allocation->id > seen && !next_id_.compare_exchange_weak(seen, allocation->id)) {
-  }
+  SeeId(allocation->id);
   ++stats_.rebuilt_allocations;
   ApplyAllocation(std::move(allocation).value());
 }

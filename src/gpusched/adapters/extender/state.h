@@ -3,21 +3,33 @@
 // ClusterMirror: the extender's ClusterState, fed by the API server's node and pod watches.
 //
 //   node ADDED/MODIFIED  -> ClusterState::UpdateNode (GPUs from gpusched.io/gpus or capacity + labels)
-//   node DELETED         -> RemoveNode
+//   node DELETED         -> RemoveNode; the allocations of its bound pods wait (as if their node were not known
+//                           yet) and are charged again if the node comes back: pods outlive a Node object
 //   pod with spec.nodeName and a gpusched.io/allocation annotation for that node
 //                        -> Confirm when this extender assumed it (its bind landed), else Assume + Confirm
 //                           (a restarted extender rebuilds every allocation this way)
+//   pod bound without the annotation while this extender assumed it -> Forget (someone else bound it)
 //   pod DELETED, Succeeded or Failed -> Release
 // For every pod it charges it also remembers the application class (annotation gpusched.io/app, else the label the
 // mirror was built with): the interference forecast needs what runs on each GPU.
 // An allocation whose node is not known yet waits and is applied when the node arrives. Pods that carry an
-// annotation but no node (a bind that failed after the patch) are not charged: only bound pods hold GPUs.
+// annotation but no node are not charged: only bound pods hold GPUs.
+//
+// Assumed allocations expire. Bind assumes first and calls ExpireAssumedAfter with a long bound (the bind may still
+// be running), then, when the outcome is unknown (timeout, 5xx, 409), with the short TTL: the watch decides within
+// it, else ExpireAssumed (called every second by the extender's main loop) forgets the allocation. Nothing can
+// strand capacity: every assumption this extender makes carries a deadline.
+//
+// Allocation ids are unique across restarts and replicas: (wall-clock ms x 16, or one above the last id, whichever
+// is larger) in the high bits, a random per-process number in the low 16 bits, and above every id seen in an
+// annotation.
 //
 // Locking: one shared_mutex. Filter and prioritize read under a shared lock; bind's choose-and-Assume and every
 // watch event take it exclusively, so two binds can never hand out the same capacity.
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -26,6 +38,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "gpusched/common/clock.h"
 #include "gpusched/common/ids.h"
 #include "gpusched/core/allocation.h"
 #include "gpusched/core/cluster_state.h"
@@ -38,16 +51,29 @@ enum class EventType { kAdded, kModified, kDeleted };
 struct MirrorStats {
   uint64_t node_events = 0;
   uint64_t pod_events = 0;
-  uint64_t rebuilt_allocations = 0;  // charged from annotations (not by this extender's own binds)
-  uint64_t rejected_events = 0;      // undecodable objects or allocations that did not fit
+  uint64_t rebuilt_allocations = 0;   // charged from annotations (not by this extender's own binds)
+  uint64_t rejected_events = 0;       // undecodable objects or allocations that did not fit
+  uint64_t expired_assumptions = 0;   // assumed allocations whose time ran out (ExpireAssumed)
+  uint64_t held_for_node_return = 0;  // bound pods' allocations kept when their Node was deleted
+};
+
+struct MirrorOptions {
+  // The label that names a pod's application class when the annotation gpusched.io/app is absent
+  // (kube::ResourceConfig::app_label); empty = the annotation only.
+  std::string app_label;
+  // Steady time for assumption deadlines; null = common::SystemClock.
+  const common::Clock* clock = nullptr;
+  // Wall-clock milliseconds since the epoch for allocation ids; empty = std::chrono::system_clock.
+  std::function<int64_t()> wall_ms;
+  // The low 16 bits of every allocation id; 0 = random.
+  uint16_t id_nonce = 0;
 };
 
 class ClusterMirror {
  public:
-  ClusterMirror() = default;
-  // app_label: the label that names a pod's application class when the annotation gpusched.io/app is absent
-  // (kube::ResourceConfig::app_label); empty = the annotation only.
-  explicit ClusterMirror(std::string app_label) : app_label_(std::move(app_label)) {}
+  ClusterMirror() : ClusterMirror(MirrorOptions{}) {}
+  explicit ClusterMirror(std::string app_label) : ClusterMirror(MirrorOptions{.app_label = std::move(app_label)}) {}
+  explicit ClusterMirror(MirrorOptions options);
 
   void OnNode(EventType type, const nlohmann::json& node);
   void OnPod(EventType type, const nlohmann::json& pod);
@@ -62,8 +88,20 @@ class ClusterMirror {
   [[nodiscard]] int32_t PriorityOf(const common::PodUid& pod) const;
   // The largest GPU memory of any node (for "memory above every GPU"). Caller holds a lock.
   [[nodiscard]] common::MiB LargestGpuMemory() const { return largest_gpu_memory_; }
-  // Allocation ids: above every id seen in an annotation.
-  [[nodiscard]] uint64_t NextAllocationId() { return next_id_.fetch_add(1) + 1; }
+  // A new allocation id: unique across restarts and replicas, above every id seen in an annotation.
+  [[nodiscard]] uint64_t NextAllocationId();
+  // Gives the pod's assumed (unconfirmed) allocation a deadline ttl_ms from now, replacing an earlier one; at the
+  // deadline ExpireAssumed forgets it unless the watch confirmed it first. bind_running: its bind is still in
+  // flight (false: the bind ended with an unknown outcome). A pod without an assumed allocation loses its
+  // deadline. Caller holds WriteLock.
+  void ExpireAssumedAfter(const common::PodUid& pod, int64_t ttl_ms, bool bind_running = false);
+  // True when the pod's allocation is assumed and its last bind ended with an unknown outcome (not in flight): a
+  // retried bind to the same node may send the same allocation again. Caller holds a lock.
+  [[nodiscard]] bool AwaitsBindOutcome(const common::PodUid& pod) const;
+  // Forgets every assumed allocation whose deadline passed; returns how many. Takes the lock itself.
+  size_t ExpireAssumed();
+  // Assumed allocations with a deadline. Caller holds a lock.
+  [[nodiscard]] size_t TrackedAssumptions() const { return assumed_deadline_.size(); }
   // Records a pod's priority for a bind this extender makes. Caller holds WriteLock.
   void SetPriority(const common::PodUid& pod, int32_t priority) { priorities_[pod] = priority; }
   // Application class of a pod holding an allocation ("" when unknown). Caller holds a lock.
@@ -77,6 +115,7 @@ class ClusterMirror {
  private:
   void ApplyAllocation(core::Allocation allocation);  // mu_ held
   void RecomputeLargest();                            // mu_ held
+  void SeeId(uint64_t id);
 
   mutable std::shared_mutex mu_;
   core::ClusterState state_;
@@ -84,8 +123,16 @@ class ClusterMirror {
   std::unordered_map<common::PodUid, int32_t> priorities_;
   std::unordered_map<common::PodUid, std::string> apps_;          // only pods with a known class
   std::unordered_map<common::PodUid, core::Allocation> pending_;  // node not known yet
+  struct Deadline {
+    int64_t at_ms = 0;  // steady
+    bool bind_running = false;
+  };
+  std::unordered_map<common::PodUid, Deadline> assumed_deadline_;
   common::MiB largest_gpu_memory_{0};
-  std::atomic<uint64_t> next_id_{0};
+  const common::Clock* clock_;
+  std::function<int64_t()> wall_ms_;
+  uint16_t id_nonce_;
+  std::atomic<uint64_t> last_id_{0};  // the largest id issued or seen
   MirrorStats stats_;
 };
 

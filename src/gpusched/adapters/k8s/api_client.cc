@@ -520,10 +520,13 @@ Result<WatchEnd> ApiClient::Watch(const std::string& path, const std::string& re
 }
 
 Status ApiClient::BindPod(const std::string& ns, const std::string& name, const std::string& uid,
-                          const std::string& node) {
+                          const std::string& node, const std::map<std::string, std::string>& annotations) {
   json metadata = {{"name", name}, {"namespace", ns}};
   if (!uid.empty()) {
     metadata["uid"] = uid;
+  }
+  if (!annotations.empty()) {
+    metadata["annotations"] = annotations;
   }
   const json binding = {{"apiVersion", "v1"},
                         {"kind", "Binding"},

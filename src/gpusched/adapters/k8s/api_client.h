@@ -72,9 +72,10 @@ class ApiClient {
                                  const std::atomic<bool>& stop);
 
   // POST /api/v1/namespaces/{ns}/pods/{name}/binding with the pod uid as precondition (when non-empty); 201
-  // expected. Already bound (409) is Aborted with the server's message.
+  // expected. Already bound (409) is Aborted with the server's message. `annotations` ride in the Binding's
+  // metadata: the API server copies them onto the pod in the same write as spec.nodeName, so both land or neither.
   common::Status BindPod(const std::string& ns, const std::string& name, const std::string& uid,
-                         const std::string& node);
+                         const std::string& node, const std::map<std::string, std::string>& annotations = {});
 
   // merge-patch {"metadata":{"annotations":{k: v or null}}}; a non-empty resource_version is put in metadata as a
   // precondition (stale: 409 -> Aborted). nullopt deletes the key.

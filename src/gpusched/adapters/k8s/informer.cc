@@ -10,11 +10,24 @@ namespace {
 
 using nlohmann::json;
 
-std::string ResourceVersionOf(const json& object) {
+std::string MetaField(const json& object, const char* field) {
   if (object.is_object() && object.contains("metadata") && object["metadata"].is_object()) {
-    return object["metadata"].value("resourceVersion", "");
+    const json& meta = object["metadata"];
+    if (auto it = meta.find(field); it != meta.end() && it->is_string()) {
+      return it->get<std::string>();
+    }
   }
   return "";
+}
+
+std::string ResourceVersionOf(const json& object) { return MetaField(object, "resourceVersion"); }
+
+// Same key, another object: the one cached was deleted and a new one created under its name while this informer
+// was not looking (a relist after 410, or a missed DELETED). Objects without a uid are never told apart.
+bool Replaced(const json& cached, const json& fresh) {
+  const std::string old_uid = MetaField(cached, "uid");
+  const std::string new_uid = MetaField(fresh, "uid");
+  return !old_uid.empty() && !new_uid.empty() && old_uid != new_uid;
 }
 
 }  // namespace
@@ -118,6 +131,7 @@ void Informer::Apply(WatchEvent::Type type, json object) {
   if (key.empty()) {
     return;
   }
+  std::optional<json> replaced;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const auto it = cache_.find(key);
@@ -127,11 +141,17 @@ void Informer::Apply(WatchEvent::Type type, json object) {
       }
       cache_.erase(it);
     } else {
-      if (type == WatchEvent::Type::kAdded && it != cache_.end()) {
+      if (it != cache_.end() && Replaced(it->second, object)) {
+        replaced = std::move(it->second);
+        type = WatchEvent::Type::kAdded;
+      } else if (type == WatchEvent::Type::kAdded && it != cache_.end()) {
         type = WatchEvent::Type::kModified;
       }
       cache_[key] = object;
     }
+  }
+  if (replaced.has_value()) {
+    Deliver(WatchEvent{.type = WatchEvent::Type::kDeleted, .object = std::move(*replaced)});
   }
   Deliver(WatchEvent{.type = type, .object = std::move(object)});
 }
@@ -173,7 +193,8 @@ bool Informer::ListAndDeliver(bool first) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = cache_.begin(); it != cache_.end();) {
-      if (fresh.find(it->first) == fresh.end()) {
+      const auto now_listed = fresh.find(it->first);
+      if (now_listed == fresh.end() || Replaced(it->second, now_listed->second)) {
         events.push_back(WatchEvent{.type = WatchEvent::Type::kDeleted, .object = std::move(it->second)});
         it = cache_.erase(it);
       } else {

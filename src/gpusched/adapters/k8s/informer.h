@@ -5,11 +5,14 @@
 // The background thread runs:
 //   1. List (paginated). The first time, deliver kAdded for every object and mark the informer synced. On a relist
 //      (after 410 Gone), deliver the difference from the cache instead: first kDeleted for objects no longer listed
-//      (with their last known state), then, in key order, kModified for objects whose resourceVersion changed and
-//      kAdded for new ones, so the handler's view equals the server's again.
+//      and for objects listed under their key with another metadata.uid (deleted and re-created by name while the
+//      informer was away; with their last known state), then, in key order, kModified for objects whose
+//      resourceVersion changed and kAdded for new ones, so the handler's view equals the server's again. Objects
+//      are matched by uid, not by name: a handler keyed by uid never keeps a deleted object's state.
 //   2. Watch from the list's resourceVersion. ADDED/MODIFIED/DELETED update the cache and reach the handler; an
-//      ADDED for a cached key is delivered as kModified, a DELETED for an unknown key is dropped. BOOKMARKs advance
-//      the resourceVersion only.
+//      ADDED for a cached key is delivered as kModified, unless its uid differs: then kDeleted of the cached object
+//      comes first and the new one is kAdded. A DELETED for an unknown key is dropped. BOOKMARKs advance the
+//      resourceVersion only.
 //   3. When the stream ends (server timeout, CloseWatches, restart), watch again from the last resourceVersion. On
 //      410, go to 1. On errors, wait with exponential backoff (x2 per failure, +-25% jitter, capped at
 //      max_backoff) and retry the step that failed; a watch that delivered events resets the backoff.

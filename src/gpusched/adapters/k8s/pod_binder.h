@@ -1,9 +1,14 @@
 #pragma once
 
-// PodBinder: ports::Binder over the API server. Bind = merge-patch the pod's gpusched.io/allocation annotation,
-// then POST the Binding subresource (with the pod's uid as precondition). When the Binding fails after the patch
-// landed, the annotation is removed again (best effort); a pod that still carries it is harmless, because only
-// bound pods (spec.nodeName set to the annotation's node) are charged.
+// PodBinder: ports::Binder over the API server. Bind = one POST of the pod's Binding subresource, with the pod's
+// uid as precondition and the gpusched.io/allocation annotation in the Binding's metadata. The API server copies a
+// Binding's annotations onto the pod in the same write that sets spec.nodeName, so the placement and the GPUs it
+// was given land together or not at all: no pod is ever bound without its allocation, and a failed bind leaves no
+// annotation behind to clean up.
+//
+// Outcome (what the caller may conclude from the Status): OK = bound. InvalidArgument, NotFound, PermissionDenied,
+// Unauthenticated = definitely not bound. Aborted (409: already bound, or another uid), Unavailable (5xx, 429,
+// transport), DeadlineExceeded (timeout) = unknown: the Binding may have been written; only the watch can tell.
 
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/ports/binder.h"
