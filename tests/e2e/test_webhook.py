@@ -192,9 +192,8 @@ class WebhookE2E(unittest.TestCase):
     def test_3_only_the_scheduler_writes_the_allocation(self):
         self.admin.create("pods", gpu_pod("shared-1", SHARE), namespace=NS)
         self.assertEqual(self.pod("shared-1")["spec"]["schedulerName"], "gpusched")
-        # The extender's identity sets it, as at bind.
-        self.extender.patch("pods", "shared-1", {"metadata": {"annotations": {ALLOCATION_ANNOTATION: ALLOCATION}}},
-                            namespace=NS)
+        # The extender's identity sets it, as at bind: in the Binding, which the API server copies onto the pod.
+        self.extender.bind("shared-1", "wh-node-1", namespace=NS, annotations={ALLOCATION_ANNOTATION: ALLOCATION})
         # alice may neither change nor remove it; relabelling her pod is fine.
         other = ALLOCATION.replace("GPU-wh-node-1-0", "GPU-wh-node-1-1")
         self.assertRefused(lambda: self.alice.patch("pods", "shared-1", {"metadata": {"annotations": {
