@@ -69,15 +69,19 @@ Status ClusterState::AddNode(Node node) {
   return Status::Ok();
 }
 
-Status ClusterState::UpdateNode(Node node) {
+common::Result<std::vector<Allocation>> ClusterState::UpdateNode(Node node) {
   auto it = index_.find(node.name.str());
   if (it == index_.end()) {
-    return AddNode(std::move(node));
+    GPUSCHED_RETURN_IF_ERROR(AddNode(std::move(node)));
+    return std::vector<Allocation>{};
   }
   Slot& slot = slots_[it->second];
   const Node& old = *slot.view.node;
   if (old.cpu == node.cpu && old.memory == node.memory && old.gpus == node.gpus) {
-    return Status::Ok();
+    return std::vector<Allocation>{};
+  }
+  if (node.cpu.value() < 0 || node.memory.value() < 0) {
+    return common::InvalidArgument("node " + node.name.str() + " has negative capacity");
   }
   for (size_t i = 0; i < node.gpus.size(); ++i) {
     if (node.gpus[i].index != static_cast<int32_t>(i) || node.gpus[i].memory.value() < 0) {
@@ -85,25 +89,36 @@ Status ClusterState::UpdateNode(Node node) {
                                      " has index " + Fmt(node.gpus[i].index) + " or negative memory");
     }
   }
-  // Re-charge every allocation to the new description; any that no longer fits rejects the update.
+  // Re-charge every allocation to the new description: where it no longer fits it is charged anyway (forced);
+  // where the GPU it names is gone it cannot be, and goes back to the caller.
   Slot fresh;
   fresh.view = NodeView::Empty(std::make_shared<const Node>(std::move(node)));
   fresh.live = true;
   const auto allocated = allocated_milli_;
+  common::MilliGpu orphaned_milli{0};
+  std::vector<Allocation> orphaned;
   for (const auto& pod : slot.pods) {
-    const Allocation& a = allocations_.at(pod).allocation;
-    if (Status s = Validate(a, fresh); !s.ok()) {
-      allocated_milli_ = allocated;
-      return common::FailedPrecondition("node " + a.node.str() + " cannot change: " + s.message());
+    auto entry = allocations_.find(pod);
+    Entry& e = entry->second;
+    if (!ValidateShape(e.allocation, fresh).ok()) {
+      orphaned_milli += e.allocation.TotalMilli();
+      orphaned.push_back(std::move(e.allocation));
+      allocations_.erase(entry);
+      continue;
     }
-    Apply(a, fresh, +1);
+    e.forced = !Validate(e.allocation, fresh).ok();
+    Apply(e.allocation, fresh, +1);
+    fresh.pods.push_back(pod);
+    fresh.forced += e.forced ? 1 : 0;
   }
-  allocated_milli_ = allocated;
+  allocated_milli_ = allocated - orphaned_milli;
   capacity_milli_ +=
       common::kGpuMilli * (static_cast<int64_t>(fresh.view.gpus.size()) - static_cast<int64_t>(slot.view.gpus.size()));
   slot.view = std::move(fresh.view);
+  slot.pods = std::move(fresh.pods);
+  slot.forced = fresh.forced;
   Touch(slot);
-  return Status::Ok();
+  return orphaned;
 }
 
 Status ClusterState::RemoveNode(const common::NodeName& name) {
@@ -119,6 +134,7 @@ Status ClusterState::RemoveNode(const common::NodeName& name) {
   }
   capacity_milli_ -= common::kGpuMilli * static_cast<int64_t>(slot.view.gpus.size());
   slot.pods.clear();
+  slot.forced = 0;
   slot.live = false;
   slot.view = NodeView{};
   Touch(slot);
@@ -127,21 +143,11 @@ Status ClusterState::RemoveNode(const common::NodeName& name) {
   return Status::Ok();
 }
 
-Status ClusterState::Validate(const Allocation& a, const Slot& slot) const {
-  const NodeView& v = slot.view;
-  const std::string where = "pod " + a.pod.str() + " on node " + a.node.str() + ": ";
-  if (a.cpu.value() < 0 || a.memory.value() < 0) {
-    return common::InvalidArgument(where + "negative CPU or memory request");
-  }
-  if (a.cpu > v.cpu_free) {
-    return common::ResourceExhausted(where + "needs " + Fmt(a.cpu.value()) + " milli-CPU, " + Fmt(v.cpu_free.value()) +
-                                     " free");
-  }
-  if (a.memory > v.memory_free) {
-    return common::ResourceExhausted(where + "needs " + Fmt(a.memory.value()) + " MiB of memory, " +
-                                     Fmt(v.memory_free.value()) + " free");
-  }
-  // Sum the shares per GPU first: two containers may share one GPU.
+namespace {
+
+// The allocation's shares summed per GPU (two containers may share one), after the checks that do not depend on
+// what is free: index in range, the UUID of that GPU, a positive share, no exclusive share named twice.
+common::Result<std::map<int32_t, GpuShare>> PerGpu(const Allocation& a, const NodeView& v, const std::string& where) {
   std::map<int32_t, GpuShare> per_gpu;
   for (const auto& c : a.containers) {
     for (const auto& s : c.gpus) {
@@ -167,6 +173,33 @@ Status ClusterState::Validate(const Allocation& a, const Slot& slot) const {
       }
     }
   }
+  return per_gpu;
+}
+
+std::string Where(const Allocation& a) { return "pod " + a.pod.str() + " on node " + a.node.str() + ": "; }
+
+}  // namespace
+
+Status ClusterState::ValidateShape(const Allocation& a, const Slot& slot) const {
+  if (a.cpu.value() < 0 || a.memory.value() < 0) {
+    return common::InvalidArgument(Where(a) + "negative CPU or memory request");
+  }
+  return PerGpu(a, slot.view, Where(a)).status();
+}
+
+Status ClusterState::Validate(const Allocation& a, const Slot& slot) const {
+  const NodeView& v = slot.view;
+  const std::string where = Where(a);
+  GPUSCHED_RETURN_IF_ERROR(ValidateShape(a, slot));
+  if (a.cpu > v.cpu_free) {
+    return common::ResourceExhausted(where + "needs " + Fmt(a.cpu.value()) + " milli-CPU, " + Fmt(v.cpu_free.value()) +
+                                     " free");
+  }
+  if (a.memory > v.memory_free) {
+    return common::ResourceExhausted(where + "needs " + Fmt(a.memory.value()) + " MiB of memory, " +
+                                     Fmt(v.memory_free.value()) + " free");
+  }
+  GPUSCHED_ASSIGN_OR_RETURN(per_gpu, PerGpu(a, v, where));
   for (const auto& [index, s] : per_gpu) {
     const GpuState& g = v.gpus[static_cast<size_t>(index)];
     const Gpu& gpu = v.node->gpus[static_cast<size_t>(index)];
@@ -190,6 +223,26 @@ Status ClusterState::Validate(const Allocation& a, const Slot& slot) const {
   return Status::Ok();
 }
 
+bool ClusterState::OtherExclusiveHolder(const Slot& slot, int32_t gpu, const common::PodUid& except) const {
+  for (const auto& pod : slot.pods) {
+    if (pod == except) {
+      continue;
+    }
+    auto it = allocations_.find(pod);
+    if (it == allocations_.end()) {
+      continue;
+    }
+    for (const auto& c : it->second.allocation.containers) {
+      for (const auto& s : c.gpus) {
+        if (s.index == gpu && s.exclusive) {
+          return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
 void ClusterState::Apply(const Allocation& a, Slot& slot, int sign) {
   NodeView& v = slot.view;
   v.cpu_free -= a.cpu * sign;
@@ -201,7 +254,8 @@ void ClusterState::Apply(const Allocation& a, Slot& slot, int sign) {
       g.memory_free -= s.memory * sign;
       g.holders += sign;
       if (s.exclusive) {
-        g.exclusive = sign > 0;
+        // Only an overcommitted node (Charge) can have a second exclusive holder left when one goes.
+        g.exclusive = sign > 0 || (g.holders > 0 && OtherExclusiveHolder(slot, s.index, a.pod));
       }
     }
   }
@@ -228,6 +282,34 @@ Status ClusterState::Assume(Allocation allocation) {
   slot.pods.push_back(allocation.pod);
   const auto pod = allocation.pod;
   allocations_.emplace(pod, Entry{.allocation = std::move(allocation), .slot = it->second});
+  return Status::Ok();
+}
+
+Status ClusterState::Charge(Allocation allocation, std::string* overcommit) {
+  if (allocation.pod.empty()) {
+    return common::InvalidArgument("allocation has no pod");
+  }
+  if (allocations_.contains(allocation.pod)) {
+    return common::AlreadyExists("pod " + allocation.pod.str() + " already holds an allocation");
+  }
+  auto it = index_.find(allocation.node.str());
+  if (it == index_.end()) {
+    return common::NotFound("pod " + allocation.pod.str() + ": node " + allocation.node.str() + " not found");
+  }
+  Slot& slot = slots_[it->second];
+  GPUSCHED_RETURN_IF_ERROR(ValidateShape(allocation, slot));
+  const Status fit = Validate(allocation, slot);
+  Apply(allocation, slot, +1);
+  slot.pods.push_back(allocation.pod);
+  if (!fit.ok()) {
+    ++slot.forced;
+    if (overcommit != nullptr) {
+      *overcommit = fit.message();
+    }
+  }
+  const auto pod = allocation.pod;
+  allocations_.emplace(
+      pod, Entry{.allocation = std::move(allocation), .slot = it->second, .confirmed = true, .forced = !fit.ok()});
   return Status::Ok();
 }
 
@@ -261,6 +343,9 @@ Status ClusterState::Release(const common::PodUid& pod) {
   }
   Slot& slot = slots_[it->second.slot];
   Apply(it->second.allocation, slot, -1);
+  if (it->second.forced) {
+    --slot.forced;
+  }
   auto p = std::find(slot.pods.begin(), slot.pods.end(), pod);
   GPUSCHED_CHECK(p != slot.pods.end(), "allocation missing from its node's pod list");
   *p = std::move(slot.pods.back());
@@ -320,7 +405,7 @@ Status ClusterState::CheckSlot(const Slot& slot) const {
         g.memory_free -= s.memory;
         g.holders += 1;
         if (s.exclusive) {
-          if (g.exclusive) {
+          if (g.exclusive && slot.forced == 0) {
             return common::Internal("node " + node.name.str() + " GPU " + Fmt(s.index) + " held exclusively twice");
           }
           g.exclusive = true;
@@ -331,7 +416,9 @@ Status ClusterState::CheckSlot(const Slot& slot) const {
     AddShape(want.shape_counts, a.ShapeTag(), 1);
   }
   const std::string n = "node " + node.name.str() + ": ";
-  if (want.cpu_free.value() < 0 || want.memory_free.value() < 0) {
+  // Capacity holds wherever nothing was charged past it (Charge, UpdateNode); consistency holds everywhere.
+  const bool capped = slot.forced == 0;
+  if (capped && (want.cpu_free.value() < 0 || want.memory_free.value() < 0)) {
     return common::Internal(n + "CPU or memory overcommitted");
   }
   if (want.cpu_free != v.cpu_free || want.memory_free != v.memory_free) {
@@ -344,13 +431,13 @@ Status ClusterState::CheckSlot(const Slot& slot) const {
     const GpuState& w = want.gpus[i];
     const GpuState& g = v.gpus[i];
     const std::string gname = n + "GPU " + Fmt(static_cast<int64_t>(i)) + ": ";
-    if (w.free.value() < 0 || w.free > common::kGpuMilli) {
+    if (w.free > common::kGpuMilli || (capped && w.free.value() < 0)) {
       return common::Internal(gname + "more than 1000 milli allocated");
     }
-    if (w.memory_free.value() < 0) {
+    if (capped && w.memory_free.value() < 0) {
       return common::Internal(gname + "more than its memory allocated");
     }
-    if (w.exclusive && w.holders != 1) {
+    if (capped && w.exclusive && w.holders != 1) {
       return common::Internal(gname + "exclusive GPU is shared");
     }
     if (w.free != g.free || w.memory_free != g.memory_free || w.holders != g.holders || w.exclusive != g.exclusive) {
@@ -358,6 +445,46 @@ Status ClusterState::CheckSlot(const Slot& slot) const {
     }
   }
   return Status::Ok();
+}
+
+std::string ClusterState::OverOf(const Slot& slot) const {
+  const NodeView& v = slot.view;
+  std::string over;
+  auto add = [&over](const std::string& what) { over += (over.empty() ? "" : "; ") + what; };
+  if (v.cpu_free.value() < 0) {
+    add("CPU " + Fmt(-v.cpu_free.value()) + " milli over");
+  }
+  if (v.memory_free.value() < 0) {
+    add("memory " + Fmt(-v.memory_free.value()) + " MiB over");
+  }
+  for (size_t i = 0; i < v.gpus.size(); ++i) {
+    const GpuState& g = v.gpus[i];
+    const std::string gname = "GPU " + Fmt(static_cast<int64_t>(i)) + " ";
+    if (g.free.value() < 0) {
+      add(gname + Fmt(-g.free.value()) + " milli over");
+    }
+    if (g.memory_free.value() < 0) {
+      add(gname + Fmt(-g.memory_free.value()) + " MiB over");
+    }
+    if (g.exclusive && g.holders > 1) {
+      add(gname + "exclusive but held by " + Fmt(g.holders) + " pods");
+    }
+  }
+  return over;
+}
+
+std::vector<std::pair<common::NodeName, std::string>> ClusterState::Overcommits() const {
+  std::vector<std::pair<common::NodeName, std::string>> out;
+  for (const auto& slot : slots_) {
+    if (!slot.live || slot.forced == 0) {
+      continue;
+    }
+    if (std::string over = OverOf(slot); !over.empty()) {
+      out.emplace_back(slot.view.name(), std::move(over));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first.str() < b.first.str(); });
+  return out;
 }
 
 Status ClusterState::CheckNodeInvariants(const common::NodeName& name) const {

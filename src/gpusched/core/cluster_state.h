@@ -4,12 +4,14 @@
 //
 // Life of an allocation: Assume (tentative, before the bind is known to have landed) -> Confirm (bound), or
 // Forget (the bind failed; capacity comes back). Release frees a pod's capacity whether assumed or confirmed
-// (the pod ended or was deleted).
+// (the pod ended or was deleted). Charge is for a pod the cluster shows bound (a watch, a restart): what is bound
+// is charged, always, even where it does not fit; the node is then overcommitted, and Overcommits() says where.
 //
 // Invariant (CheckInvariants): for every node, what its NodeView says is free equals its capacity minus the sum
-// of its allocations; no GPU has more than 1000 milli or more than its memory allocated; an exclusive GPU has
-// exactly one holder; CPU and memory of a node are never overcommitted. Every mutating call validates first and
-// changes nothing when it returns an error.
+// of its allocations; and, on every node that holds no allocation charged past its capacity, no GPU has more than
+// 1000 milli or more than its memory allocated, an exclusive GPU has exactly one holder, CPU and memory are not
+// overcommitted. Decisions (Assume) never overcommit. Every mutating call validates first and changes nothing when
+// it returns an error.
 //
 // Node slots are stable: a removed node leaves a dead slot that a later AddNode may reuse, so an index into
 // nodes() stays valid for the node's lifetime. Not thread-safe: callers serialise access (the scheduler holds
@@ -18,7 +20,9 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "gpusched/common/ids.h"
@@ -41,9 +45,12 @@ class ClusterState {
   // capacity).
   common::Status AddNode(Node node);
   // Replaces the node's description (capacity, GPUs), keeping its allocations; adds the node when unknown. An
-  // identical description changes nothing (not even the generation). Fails, changing nothing, when an allocation
-  // on the node would no longer fit (a GPU gone, less memory, another UUID).
-  common::Status UpdateNode(Node node);
+  // identical description changes nothing (not even the generation). The node's description always wins: an
+  // allocation that no longer fits (less memory, a GPU now held twice) stays charged and overcommits the node; one
+  // that names a GPU the node no longer has (index out of range, another UUID) cannot be charged and is removed
+  // and returned, so the caller can keep it until the GPU is back or the pod ends. Fails, changing nothing, only
+  // on an inconsistent description.
+  common::Result<std::vector<Allocation>> UpdateNode(Node node);
   // Removes the node and every allocation on it (its pods are gone with it).
   common::Status RemoveNode(const common::NodeName& name);
 
@@ -51,6 +58,10 @@ class ClusterState {
   // node is unknown, or any share does not fit: more milli or memory than free, an exclusive share on a GPU that
   // others hold, a share on an exclusively held GPU, a UUID that does not match the node's GPU.
   common::Status Assume(Allocation allocation);
+  // Charges a bound pod's allocation, confirmed, whether it fits or not. Fails, changing nothing, only where it
+  // cannot be charged at all: no pod, a pod that holds an allocation already, an unknown node, a GPU index out of
+  // range, another UUID, a share of no milli and no memory. When it did not fit, *overcommit (if given) says why.
+  common::Status Charge(Allocation allocation, std::string* overcommit = nullptr);
   common::Status Confirm(const common::PodUid& pod);
   common::Status Forget(const common::PodUid& pod);   // only for an assumed (unconfirmed) allocation
   common::Status Release(const common::PodUid& pod);  // assumed or confirmed
@@ -73,6 +84,9 @@ class ClusterState {
   [[nodiscard]] common::MilliGpu AllocatedMilli() const { return allocated_milli_; }
   [[nodiscard]] common::MilliGpu CapacityMilli() const { return capacity_milli_; }
 
+  // Nodes holding an allocation charged past their capacity, each with what is over (sorted by node name).
+  [[nodiscard]] std::vector<std::pair<common::NodeName, std::string>> Overcommits() const;
+
   // Recomputes every node from its allocations and compares; returns the first violation found.
   [[nodiscard]] common::Status CheckInvariants() const;
   // The same for one node.
@@ -82,15 +96,22 @@ class ClusterState {
   struct Slot {
     NodeView view;
     std::vector<common::PodUid> pods;
+    int32_t forced = 0;  // allocations on it charged past its capacity
     bool live = false;
   };
   struct Entry {
     Allocation allocation;
     size_t slot = 0;
     bool confirmed = false;
+    bool forced = false;  // charged without fitting
   };
 
+  // Shape: everything but capacity (GPU indices, UUIDs, positive shares, no GPU named twice exclusively).
+  common::Status ValidateShape(const Allocation& a, const Slot& slot) const;
+  // Shape, then capacity.
   common::Status Validate(const Allocation& a, const Slot& slot) const;
+  [[nodiscard]] bool OtherExclusiveHolder(const Slot& slot, int32_t gpu, const common::PodUid& except) const;
+  [[nodiscard]] std::string OverOf(const Slot& slot) const;
   void Apply(const Allocation& a, Slot& slot, int sign);
   void Touch(Slot& slot) { slot.view.generation = ++generation_; }
   common::Status CheckSlot(const Slot& slot) const;

@@ -171,5 +171,100 @@ TEST(ClusterStateNodesTest, TwoContainersMayShareOneGpu) {
   EXPECT_TRUE(state.CheckInvariants().ok());
 }
 
+// What the cluster shows bound is charged, always (kube-scheduler's rule): a bound pod that does not fit is
+// charged past the capacity, the node says what is over, and no decision (Assume) can use what is not there.
+TEST_F(ClusterStateTest, ChargeCountsABoundPodEvenPastCapacityAndSaysWhatIsOver) {
+  std::string over;
+  ASSERT_TRUE(state_.Charge(Share("p1", "n1", 0, 800, 30000), &over).ok());
+  EXPECT_TRUE(over.empty()) << over;
+  EXPECT_TRUE(state_.IsConfirmed(common::PodUid("p1")));
+  EXPECT_TRUE(state_.Overcommits().empty());
+  // p2 is bound too (another writer, a restart that sees more than fits): 800 + 400 milli, 30000 + 20000 MiB.
+  ASSERT_TRUE(state_.Charge(Share("p2", "n1", 0, 400, 20000), &over).ok());
+  EXPECT_THAT(over, HasSubstr("has 200 milli free, needs 400"));
+  const NodeView* v = state_.Find(common::NodeName("n1"));
+  EXPECT_EQ(v->gpus[0].free, MilliGpu{-200});
+  EXPECT_EQ(state_.AllocatedMilli(), MilliGpu{1200});
+  ASSERT_EQ(state_.Overcommits().size(), 1U);
+  EXPECT_EQ(state_.Overcommits()[0].first.str(), "n1");
+  EXPECT_EQ(state_.Overcommits()[0].second, "GPU 0 200 milli over; GPU 0 9040 MiB over");  // 50000 - 40960 MiB
+  EXPECT_TRUE(state_.CheckInvariants().ok()) << state_.CheckInvariants();                  // consistent, if over
+  // Nothing more goes onto GPU 0 by decision; GPU 1 is untouched.
+  EXPECT_EQ(state_.Assume(Share("p3", "n1", 0, 10, 10)).code(), common::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(state_.Assume(Share("p3", "n1", 1, 500)).ok());
+  // When p1 ends, the node is within its capacity again and the strict invariant holds.
+  ASSERT_TRUE(state_.Release(common::PodUid("p1")).ok());
+  EXPECT_TRUE(state_.Overcommits().empty());
+  EXPECT_EQ(v->gpus[0].free, MilliGpu{600});
+  ASSERT_TRUE(state_.Release(common::PodUid("p2")).ok());
+  EXPECT_TRUE(state_.CheckInvariants().ok());
+}
+
+TEST_F(ClusterStateTest, AnExclusiveGpuChargedTwiceStaysExclusiveUntilBothHoldersAreGone) {
+  ASSERT_TRUE(state_.Charge(Share("x1", "n1", 0, 1000, 0, true)).ok());
+  std::string over;
+  ASSERT_TRUE(state_.Charge(Share("x2", "n1", 0, 1000, 0, true), &over).ok());
+  EXPECT_THAT(over, HasSubstr("is held exclusively"));
+  EXPECT_THAT(state_.Overcommits()[0].second, HasSubstr("GPU 0 exclusive but held by 2 pods"));
+  ASSERT_TRUE(state_.Release(common::PodUid("x1")).ok());
+  // x2 still holds GPU 0 exclusively: no share may join it.
+  EXPECT_TRUE(state_.Find(common::NodeName("n1"))->gpus[0].exclusive);
+  EXPECT_EQ(state_.Assume(Share("s", "n1", 0, 10, 10)).code(), common::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(state_.Overcommits().empty());
+  ASSERT_TRUE(state_.Release(common::PodUid("x2")).ok());
+  EXPECT_TRUE(state_.Assume(Share("s", "n1", 0, 10, 10)).ok());
+  EXPECT_TRUE(state_.CheckInvariants().ok());
+}
+
+TEST_F(ClusterStateTest, ChargeRefusesOnlyWhatCannotBeChargedAtAll) {
+  Allocation wrong_uuid = Share("u", "n1", 0, 100);
+  wrong_uuid.containers[0].gpus[0].uuid = common::GpuUuid("GPU-elsewhere");
+  const std::pair<Allocation, common::StatusCode> cases[] = {
+      {Share("a", "ghost", 0, 100), common::StatusCode::kNotFound},
+      {Share("b", "n1", 5, 100), common::StatusCode::kInvalidArgument},  // GPU index out of range
+      {wrong_uuid, common::StatusCode::kInvalidArgument},
+      {Share("c", "n1", 0, 0, 0), common::StatusCode::kInvalidArgument},  // a share of nothing
+  };
+  for (const auto& [a, code] : cases) {
+    EXPECT_EQ(state_.Charge(a).code(), code) << a.pod.str();
+  }
+  EXPECT_EQ(state_.AllocationCount(), 0U);
+  ASSERT_TRUE(state_.Charge(Share("d", "n1", 0, 100)).ok());
+  EXPECT_EQ(state_.Charge(Share("d", "n1", 1, 100)).code(), common::StatusCode::kAlreadyExists);
+  EXPECT_TRUE(state_.CheckInvariants().ok());
+}
+
+// The node's description always wins: less GPU memory overcommits the pods already there (they stay charged), a
+// GPU that is gone hands its holders back to the caller.
+TEST_F(ClusterStateTest, UpdateNodeKeepsBoundPodsChargedAndHandsBackThoseOnAVanishedGpu) {
+  ASSERT_TRUE(state_.Charge(Share("p0", "n1", 0, 500, 30000)).ok());
+  ASSERT_TRUE(state_.Charge(Share("p1", "n1", 1, 300, 4096)).ok());
+  // GPU 0 now reports 16384 MiB (a MIG reconfiguration, a driver that sees less): p0 is over by 13616 MiB.
+  Node smaller = testing::Node("n1").Gpus(2, "A100", 16384).Cpu(8000).Memory(16384).Build();
+  auto orphaned = state_.UpdateNode(smaller);
+  ASSERT_TRUE(orphaned.ok()) << orphaned.status();
+  EXPECT_TRUE(orphaned->empty());
+  EXPECT_EQ(state_.AllocationCount(), 2U);
+  ASSERT_EQ(state_.Overcommits().size(), 1U);
+  EXPECT_EQ(state_.Overcommits()[0].second, "GPU 0 13616 MiB over");
+  EXPECT_TRUE(state_.CheckInvariants().ok());
+  // GPU 1 disappears: p1 cannot be charged any more and comes back; p0 stays.
+  Node one_gpu = testing::Node("n1").Gpus(1, "A100", 40960).Cpu(8000).Memory(16384).Build();
+  orphaned = state_.UpdateNode(one_gpu);
+  ASSERT_TRUE(orphaned.ok()) << orphaned.status();
+  ASSERT_EQ(orphaned->size(), 1U);
+  EXPECT_EQ((*orphaned)[0].pod.str(), "p1");
+  EXPECT_EQ(state_.FindAllocation(common::PodUid("p1")), nullptr);
+  EXPECT_EQ(state_.AllocatedMilli(), MilliGpu{500});
+  EXPECT_EQ(state_.CapacityMilli(), MilliGpu{1000});
+  EXPECT_TRUE(state_.Overcommits().empty());  // 40960 MiB again: p0 fits
+  EXPECT_TRUE(state_.CheckInvariants().ok()) << state_.CheckInvariants();
+  // An inconsistent description is still refused and changes nothing.
+  Node bad = one_gpu;
+  bad.gpus[0].index = 3;
+  EXPECT_EQ(state_.UpdateNode(bad).status().code(), common::StatusCode::kInvalidArgument);
+  EXPECT_EQ(state_.AllocationCount(), 1U);
+}
+
 }  // namespace
 }  // namespace gpusched::core

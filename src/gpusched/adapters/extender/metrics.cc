@@ -110,9 +110,14 @@ std::string ExtenderMetrics::Serialize(const ClusterMirror& mirror) const {
   auto milli_cap = Gauges("gpusched_node_gpu_milli_capacity", "GPU compute of the node's healthy and unhealthy GPUs");
   auto mem_alloc = Gauges("gpusched_node_gpu_memory_allocated_mib", "GPU memory allocated on the node (MiB)");
   auto mem_cap = Gauges("gpusched_node_gpu_memory_capacity_mib", "GPU memory of the node (MiB)");
+  auto overcommitted = Gauges("gpusched_node_overcommitted",
+                              "1 when the pods bound to the node hold more than it has (GPU, memory, CPU)");
   {
     auto lock = mirror.ReadLock();
     const core::ClusterState& state = mirror.state();
+    for (const auto& [node, over] : state.Overcommits()) {
+      AddGauge(overcommitted, node.str(), 1);
+    }
     for (size_t i = 0; i < state.SlotCount(); ++i) {
       if (!state.IsLive(i)) {
         continue;
@@ -134,6 +139,7 @@ std::string ExtenderMetrics::Serialize(const ClusterMirror& mirror) const {
       AddGauge(mem_cap, name, static_cast<double>(mem_total));
     }
   }
+  families.push_back(std::move(overcommitted));
   families.push_back(std::move(milli_alloc));
   families.push_back(std::move(milli_cap));
   families.push_back(std::move(mem_alloc));
@@ -152,6 +158,9 @@ std::string ExtenderMetrics::Serialize(const ClusterMirror& mirror) const {
   families.push_back(Counter("gpusched_extender_expired_assumptions_total",
                              "Assumed allocations forgotten because the watch never showed their pod bound in time",
                              static_cast<double>(stats.expired_assumptions)));
+  families.push_back(Counter("gpusched_extender_overcommitted_charges_total",
+                             "Bound pods charged past their node's capacity (the cluster shows them bound)",
+                             static_cast<double>(stats.overcommitted_charges)));
   families.push_back(Counter("gpusched_extender_allocations_held_for_deleted_nodes_total",
                              "Allocations of bound pods kept when their Node object was deleted",
                              static_cast<double>(stats.held_for_node_return)));

@@ -850,6 +850,51 @@ TEST_F(ServiceTest, ADeletedNodeKeepsItsPodsAllocationsUntilTheNodeReturnsOrTheP
   EXPECT_TRUE(mirror_.state().CheckInvariants().ok());
 }
 
+// What the cluster shows bound is charged, always: a bound pod that does not fit overcommits its node (visible in
+// metrics and the log), and a node update that no longer covers its pods is applied, never refused forever.
+TEST_F(ServiceTest, BoundPodsAreChargedEvenPastCapacityAndTheOvercommitIsVisible) {
+  mirror_.OnPod(EventType::kAdded, BoundPod("x1", "a", 0, 1000, /*exclusive=*/true));
+  mirror_.OnPod(EventType::kAdded, BoundPod("s1", "a", 0, 300));  // bound onto x1's exclusive GPU by someone
+  EXPECT_EQ(Allocated(), 1300);
+  std::string metrics = metrics_.Serialize(mirror_);
+  EXPECT_NE(metrics.find("gpusched_node_overcommitted{node=\"a\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("gpusched_extender_overcommitted_charges_total 1"), std::string::npos) << metrics;
+  EXPECT_EQ(mirror_.stats().rejected_events, 0u);
+  // Nothing is placed on GPU 0 while it is over; GPU 1 still takes work.
+  const json pod = Pod("p", Share(30));
+  Known(pod);
+  ASSERT_EQ(service_->Filter(Args(pod, {"a"})).status, 200);
+  ASSERT_EQ(json::parse(service_->Bind(BindArgs(pod, "a")).body)["Error"], "");
+  {
+    auto lock = mirror_.ReadLock();
+    EXPECT_EQ(mirror_.state().FindAllocation(common::PodUid("uid-p"))->containers[0].gpus[0].index, 1);
+  }
+  // The node's GPUs shrink to 16384 MiB: applied (p's and s1's 20000 MiB are now over), not refused.
+  mirror_.OnNode(EventType::kModified, Node("a", 2, 16384));
+  {
+    auto lock = mirror_.ReadLock();
+    EXPECT_EQ(mirror_.state().Find(common::NodeName("a"))->node->gpus[1].memory.value(), 16384);
+    EXPECT_EQ(mirror_.state().AllocationCount(), 3u);
+  }
+  EXPECT_EQ(Allocated(), 1600);
+  // GPU 1 vanishes: p's allocation waits for it, and comes back with it.
+  mirror_.OnPod(EventType::kModified, AsBound(pod));
+  mirror_.OnNode(EventType::kModified, Node("a", 1));
+  EXPECT_EQ(Allocated(), 1300);
+  EXPECT_EQ(mirror_.PendingAllocations(), 1u);
+  mirror_.OnNode(EventType::kModified, Node("a", 2));
+  EXPECT_EQ(Allocated(), 1600);
+  EXPECT_EQ(mirror_.PendingAllocations(), 0u);
+  // The pods end: the node is whole again.
+  for (const char* name : {"x1", "s1"}) {
+    mirror_.OnPod(EventType::kDeleted, BoundPod(name, "a", 0, 300));
+  }
+  metrics = metrics_.Serialize(mirror_);
+  EXPECT_EQ(metrics.find("gpusched_node_overcommitted{"), std::string::npos) << metrics;
+  auto lock = mirror_.ReadLock();
+  EXPECT_TRUE(mirror_.state().CheckInvariants().ok());
+}
+
 // The device plugin and operators tell allocations apart by id: a restarted extender, or a second replica, must
 // never hand out an id another one used.
 TEST(ClusterMirrorTest, AllocationIdsAreUniqueAcrossRestartsAndReplicas) {

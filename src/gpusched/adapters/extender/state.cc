@@ -145,10 +145,34 @@ void ClusterMirror::OnNode(EventType type, const nlohmann::json& node) {
   }
   const common::NodeName name = decoded->name;
   const common::MiB before = LargestOn(state_.Find(name));
-  if (auto s = state_.UpdateNode(std::move(decoded).value()); !s.ok()) {
+  std::vector<common::PodUid> assumed_here;
+  for (const common::PodUid& uid : state_.PodsOn(name)) {
+    if (!state_.IsConfirmed(uid)) {
+      assumed_here.push_back(uid);
+    }
+  }
+  auto updated = state_.UpdateNode(std::move(decoded).value());
+  if (!updated.ok()) {
     ++stats_.rejected_events;
-    LogWarn("extender: node " + name.str() + " keeps its old description: " + s.message());
+    LogWarn("extender: node " + name.str() + " keeps its old description: " + updated.status().message());
     return;
+  }
+  // The node's description wins. Bound pods whose GPU it no longer lists wait for the GPU to come back (or for
+  // the pod to end); an assumed allocation there is simply dropped (its bind, if it lands, is charged by the watch).
+  for (core::Allocation& a : *updated) {
+    const bool assumed = std::find(assumed_here.begin(), assumed_here.end(), a.pod) != assumed_here.end();
+    LogWarn("extender: node " + name.str() + " no longer has the GPUs that pod " + a.pod.str() + " holds; " +
+            (assumed ? "its assumed allocation is dropped" : "its allocation waits for them"));
+    assumed_deadline_.erase(a.pod);
+    if (!assumed) {
+      const common::PodUid uid = a.pod;
+      pending_.insert_or_assign(uid, std::move(a));
+    }
+  }
+  for (const auto& [node_name, over] : state_.Overcommits()) {
+    if (node_name == name) {
+      LogWarn("extender: node " + name.str() + " is overcommitted by the pods bound to it: " + over);
+    }
   }
   const common::MiB after = LargestOn(state_.Find(name));
   if (after >= largest_gpu_memory_) {
@@ -240,13 +264,21 @@ void ClusterMirror::ApplyAllocation(core::Allocation allocation) {
     pending_.insert_or_assign(uid, std::move(allocation));
     return;
   }
+  // What is bound is charged, always: past the node's capacity if it must be (overcommit is logged and counted,
+  // never hidden). Only an allocation that names GPUs the node does not have waits, for the node to show them.
   const auto uid = allocation.pod;
-  if (auto s = state_.Assume(std::move(allocation)); !s.ok()) {
+  std::string overcommit;
+  if (auto s = state_.Charge(allocation, &overcommit); !s.ok()) {
     ++stats_.rejected_events;
-    LogWarn("extender: allocation of pod " + uid.str() + " not charged: " + s.message());
+    LogWarn("extender: allocation of pod " + uid.str() + " waits: " + s.message());
+    pending_.insert_or_assign(uid, std::move(allocation));
     return;
   }
-  (void)state_.Confirm(uid);
+  if (!overcommit.empty()) {
+    ++stats_.overcommitted_charges;
+    LogWarn("extender: bound pod " + uid.str() +
+            " charged past its node's capacity (the cluster shows it bound): " + overcommit);
+  }
 }
 
 void ClusterMirror::RecomputeLargest() {

@@ -9,6 +9,9 @@
 //                        -> Confirm when this extender assumed it (its bind landed), else Assume + Confirm
 //                           (a restarted extender rebuilds every allocation this way)
 //   pod bound without the annotation while this extender assumed it -> Forget (someone else bound it)
+// What is bound is charged, always (ClusterState::Charge): a bound pod that does not fit, or a node update that
+// shrinks under its pods, overcommits the node, and that is logged and counted (gpusched_extender_overcommitted_*),
+// never hidden. Only an allocation naming a GPU the node does not list waits, like one whose node is unknown.
 //   pod DELETED, Succeeded or Failed -> Release
 // For every pod it charges it also remembers the application class (annotation gpusched.io/app, else the label the
 // mirror was built with): the interference forecast needs what runs on each GPU.
@@ -51,10 +54,11 @@ enum class EventType { kAdded, kModified, kDeleted };
 struct MirrorStats {
   uint64_t node_events = 0;
   uint64_t pod_events = 0;
-  uint64_t rebuilt_allocations = 0;   // charged from annotations (not by this extender's own binds)
-  uint64_t rejected_events = 0;       // undecodable objects or allocations that did not fit
-  uint64_t expired_assumptions = 0;   // assumed allocations whose time ran out (ExpireAssumed)
-  uint64_t held_for_node_return = 0;  // bound pods' allocations kept when their Node was deleted
+  uint64_t rebuilt_allocations = 0;    // charged from annotations (not by this extender's own binds)
+  uint64_t rejected_events = 0;        // undecodable objects or allocations that did not fit
+  uint64_t expired_assumptions = 0;    // assumed allocations whose time ran out (ExpireAssumed)
+  uint64_t held_for_node_return = 0;   // bound pods' allocations kept when their Node was deleted
+  uint64_t overcommitted_charges = 0;  // bound pods charged past their node's capacity
 };
 
 struct MirrorOptions {
