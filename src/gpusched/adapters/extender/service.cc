@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <string_view>
+#include <thread>
 
 #include "gpusched/adapters/extender/wire.h"
 #include "gpusched/kube/annotations.h"
@@ -513,8 +514,23 @@ Reply ExtenderService::Bind(std::string body) {
   if (args->pod_uid.empty()) {
     return refuse(400, "no_uid", what + "PodUID is required (kube-scheduler always sends it)");
   }
-  // The pod as the API server has it (the watch cache), never as the caller describes it.
-  std::optional<json> object = lookup_ ? lookup_(args->pod_namespace, args->pod_name) : std::nullopt;
+  // The pod as the API server has it (the watch cache), never as the caller describes it. kube-scheduler's own
+  // watch may be a few milliseconds ahead of this one (a pod created just now, or re-created under its name): give
+  // the cache up to pod_cache_wait_ms to show the pod with the uid kube-scheduler names before refusing.
+  auto look = [&] { return lookup_ ? lookup_(args->pod_namespace, args->pod_name) : std::nullopt; };
+  std::optional<json> object = look();
+  const auto wait_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.pod_cache_wait_ms);
+  auto stale = [&] {
+    if (!object.has_value()) {
+      return true;
+    }
+    auto cached = kube::DecodePodMeta(*object);
+    return cached.ok() && cached->uid.str() != args->pod_uid;
+  };
+  while (stale() && std::chrono::steady_clock::now() < wait_until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    object = look();
+  }
   if (!object.has_value()) {
     return refuse(404, "unknown_pod", what + "the pod is not in gpusched's pod cache");
   }

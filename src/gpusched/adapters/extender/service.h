@@ -104,6 +104,9 @@ struct ServiceOptions {
   // (ClusterMirror::ExpireAssumed).
   int64_t bind_in_flight_ms = 300000;
   int64_t assumed_ttl_ms = 30000;
+  // Bind waits up to this long (real time) for the pod cache to show the pod, with the uid kube-scheduler sent,
+  // before refusing: kube-scheduler's watch may be ahead of the extender's by a few milliseconds.
+  int64_t pod_cache_wait_ms = 2000;
 };
 
 struct Reply {

@@ -141,10 +141,12 @@ class ServiceTest : public ::testing::Test {
   void Make(const std::string& policy, std::vector<std::pair<std::string, double>> weights = {}) {
     MakeWith(ServiceOptions{.policy = policy, .weights = std::move(weights), .seed = 7});
   }
+  // Binds refuse a pod the cache lacks at once (the wait for a lagging cache has its own test).
   void MakeWith(ServiceOptions options) {
     if (options.clock == nullptr) {
       options.clock = &clock_;
     }
+    options.pod_cache_wait_ms = 0;
     auto s = ExtenderService::Create(mirror_, binder_, Lookup(), std::move(options), &metrics_);
     ASSERT_TRUE(s.ok()) << s.status();
     service_ = std::move(s).value();
@@ -581,7 +583,7 @@ TEST_F(ServiceTest, BindRefusesWhatKubeSchedulerWouldNeverAsk) {
           }
           return std::nullopt;
         },
-        ServiceOptions{.seed = 7, .clock = &clock}, &metrics);
+        ServiceOptions{.seed = 7, .clock = &clock, .pod_cache_wait_ms = 0}, &metrics);
     ASSERT_TRUE(made.ok()) << made.status();
     ExtenderService& service = **made;
     if (!c.filtered_nodes.empty()) {
@@ -893,6 +895,36 @@ TEST_F(ServiceTest, BoundPodsAreChargedEvenPastCapacityAndTheOvercommitIsVisible
   EXPECT_EQ(metrics.find("gpusched_node_overcommitted{"), std::string::npos) << metrics;
   auto lock = mirror_.ReadLock();
   EXPECT_TRUE(mirror_.state().CheckInvariants().ok());
+}
+
+// kube-scheduler's watch can be a few milliseconds ahead of the extender's: a bind for a pod the cache does not
+// show yet (or shows as the old pod of that name) waits for the cache, up to pod_cache_wait_ms, then refuses.
+TEST_F(ServiceTest, BindWaitsBrieflyForAPodCacheThatLagsBehindKubeScheduler) {
+  const json pod = Pod("late", Share(30));
+  json old = pod;
+  old["metadata"]["uid"] = "uid-of-the-deleted-late";
+  std::atomic<int> calls{0};
+  auto lagging = [&](const std::string&, const std::string&) -> std::optional<json> {
+    const int n = calls++;
+    if (n < 2) {
+      return std::nullopt;  // not seen yet
+    }
+    return n < 4 ? old : pod;  // then the previous pod of that name, then this one
+  };
+  auto made = ExtenderService::Create(mirror_, binder_, lagging,
+                                      ServiceOptions{.seed = 7, .clock = &clock_, .pod_cache_wait_ms = 2000});
+  ASSERT_TRUE(made.ok());
+  ASSERT_EQ((*made)->Filter(Args(pod, {"a"})).status, 200);
+  EXPECT_EQ(json::parse((*made)->Bind(BindArgs(pod, "a")).body)["Error"], "");
+  EXPECT_EQ(calls.load(), 5);
+  // A pod that never shows up is refused once the wait is over.
+  auto never = ExtenderService::Create(
+      mirror_, binder_, [](const std::string&, const std::string&) { return std::optional<json>(); },
+      ServiceOptions{.seed = 7, .clock = &clock_, .pod_cache_wait_ms = 50});
+  ASSERT_TRUE(never.ok());
+  const json ghost = Pod("ghost", Share(30));
+  ASSERT_EQ((*never)->Filter(Args(ghost, {"a"})).status, 200);
+  EXPECT_EQ((*never)->Bind(BindArgs(ghost, "a")).status, 404);
 }
 
 // The device plugin and operators tell allocations apart by id: a restarted extender, or a second replica, must
