@@ -579,6 +579,50 @@ TEST_F(K8sClientTest, InformerMatchesObjectsByUidNotByName) {
   EXPECT_EQ(informer.Get("default/web-0")->at("metadata").at("uid"), "recreated-uid");
 }
 
+// The caches keep what scheduling reads and drop what makes Kubernetes objects big (managedFields alone is often
+// half a pod): listed and watched objects alike.
+TEST_F(K8sClientTest, InformerCachesOnlyWhatSchedulingReads) {
+  auto fat = [](json pod) {
+    pod["metadata"]["managedFields"] =
+        json::array({{{"manager", "kubectl"}, {"fieldsV1", {{"f:spec", json::object()}}}}});
+    pod["metadata"]["annotations"] = {{"kubectl.kubernetes.io/last-applied-configuration", std::string(4096, 'x')},
+                                      {"gpusched.io/allocation", R"({"node":"n1"})"}};
+    pod["spec"]["priority"] = 7;
+    pod["spec"]["volumes"] = json::array({{{"name", "data"}}});
+    pod["spec"]["containers"] = json::array({{{"name", "main"},
+                                              {"env", json::array({{{"name", "A"}, {"value", "1"}}})},
+                                              {"command", json::array({"run"})},
+                                              {"resources", {{"limits", {{"gpusched.io/gpu", "1"}}}}}}});
+    pod["status"]["containerStatuses"] = json::array({{{"name", "main"}}});
+    return pod;
+  };
+  server_->UpsertPod(fat(Pod("default", "listed", "n1")));
+  Recorder& recorder = NewRecorder();  // owned by the fixture: it outlives the informer threads
+  Informer& informer = StartInformer({.path = "/api/v1/pods", .transform = StripForScheduling}, recorder);
+  server_->UpsertPod(fat(Pod("default", "watched", "n1")));
+  ASSERT_TRUE(WaitFor([&] { return recorder.size() == 2; }));
+  for (const WatchEvent& e : recorder.events()) {
+    const json& pod = e.object;
+    const std::string name = pod["metadata"]["name"];
+    EXPECT_FALSE(pod["metadata"].contains("managedFields")) << name;
+    EXPECT_EQ(pod["metadata"]["annotations"].size(), 1U) << name;
+    EXPECT_EQ(pod["metadata"]["annotations"]["gpusched.io/allocation"], R"({"node":"n1"})") << name;
+    EXPECT_FALSE(pod["spec"].contains("volumes")) << name;
+    EXPECT_FALSE(pod["spec"]["containers"][0].contains("env")) << name;
+    EXPECT_FALSE(pod["spec"]["containers"][0].contains("command")) << name;
+    EXPECT_EQ(pod["spec"]["containers"][0]["resources"]["limits"]["gpusched.io/gpu"], "1") << name;
+    EXPECT_EQ(pod["spec"]["priority"], 7) << name;
+    EXPECT_EQ(pod["spec"]["nodeName"], "n1") << name;
+    EXPECT_EQ(pod["status"]["phase"], "Pending") << name;
+    EXPECT_FALSE(pod["status"].contains("containerStatuses")) << name;
+    EXPECT_FALSE(pod["metadata"]["uid"].get<std::string>().empty()) << name;
+    EXPECT_FALSE(pod["metadata"]["resourceVersion"].get<std::string>().empty()) << name;
+    EXPECT_LT(pod.dump().size(), 700U) << pod.dump();
+  }
+  EXPECT_FALSE(informer.Get("default/watched")->at("metadata").contains("managedFields"));
+  EXPECT_TRUE(CacheMatchesServer(informer));  // same keys and resourceVersions as the server
+}
+
 TEST_F(K8sClientTest, InformerStopsPromptly) {
   Recorder& recorder = NewRecorder();  // owned by the fixture: it outlives the informer threads
   Informer& informer = StartInformer({.path = "/api/v1/nodes"}, recorder);

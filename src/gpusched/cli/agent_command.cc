@@ -211,7 +211,9 @@ int RunAgent(const AgentFlags& flags) {
       Warn("cannot read node " + node + " yet (" + current.status().message() + "); retrying at every sample");
     }
     pods = std::make_unique<k8s::Informer>(
-        *client, k8s::InformerOptions{.path = "/api/v1/pods", .field_selector = "spec.nodeName=" + node},
+        *client,
+        k8s::InformerOptions{
+            .path = "/api/v1/pods", .field_selector = "spec.nodeName=" + node, .transform = k8s::StripForScheduling},
         [&attribution, &pods, &node](const k8s::WatchEvent&) { attribution.SetPods(pods->List(), node); });
     pods->Start();
     pod_source = std::make_unique<ApiPodSource>(*client, node);

@@ -186,9 +186,10 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   ext::ClusterMirror mirror(config.resources.app_label);
-  k8s::Informer nodes(**client, k8s::InformerOptions{.path = "/api/v1/nodes"},
+  // The caches keep only what scheduling reads (no managedFields, env, volumes, statuses, node images).
+  k8s::Informer nodes(**client, k8s::InformerOptions{.path = "/api/v1/nodes", .transform = k8s::StripForScheduling},
                       [&mirror](const k8s::WatchEvent& e) { mirror.OnNode(ToEvent(e.type), e.object); });
-  k8s::Informer pods(**client, k8s::InformerOptions{.path = "/api/v1/pods"},
+  k8s::Informer pods(**client, k8s::InformerOptions{.path = "/api/v1/pods", .transform = k8s::StripForScheduling},
                      [&mirror](const k8s::WatchEvent& e) { mirror.OnPod(ToEvent(e.type), e.object); });
   nodes.Start();
   pods.Start();

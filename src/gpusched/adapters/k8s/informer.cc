@@ -42,6 +42,42 @@ std::string ObjectKey(const json& object) {
   return ns.empty() ? name : ns + "/" + name;
 }
 
+void StripForScheduling(json& object) {
+  if (!object.is_object()) {
+    return;
+  }
+  if (auto md = object.find("metadata"); md != object.end() && md->is_object()) {
+    md->erase("managedFields");
+    if (auto an = md->find("annotations"); an != md->end() && an->is_object()) {
+      an->erase("kubectl.kubernetes.io/last-applied-configuration");
+    }
+  }
+  if (auto spec = object.find("spec"); spec != object.end() && spec->is_object()) {
+    spec->erase("volumes");
+    for (const char* list : {"containers", "initContainers", "ephemeralContainers"}) {
+      auto containers = spec->find(list);
+      if (containers == spec->end() || !containers->is_array()) {
+        continue;
+      }
+      for (json& c : *containers) {
+        if (!c.is_object()) {
+          continue;
+        }
+        for (const char* field : {"env", "envFrom", "command", "args", "livenessProbe", "readinessProbe",
+                                  "startupProbe", "lifecycle", "volumeMounts", "volumeDevices"}) {
+          c.erase(field);
+        }
+      }
+    }
+  }
+  if (auto status = object.find("status"); status != object.end() && status->is_object()) {
+    for (const char* field : {"containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses", "images",
+                              "volumesInUse", "volumesAttached"}) {
+      status->erase(field);
+    }
+  }
+}
+
 Informer::Informer(ApiClient& client, InformerOptions options, Handler handler)
     : client_(client),
       options_(std::move(options)),
@@ -184,6 +220,9 @@ bool Informer::ListAndDeliver(bool first) {
   // The diff against the cache; on the first list the cache is empty and everything is kAdded.
   std::map<std::string, json> fresh;
   for (json& item : list.items) {
+    if (options_.transform) {
+      options_.transform(item);
+    }
     std::string key = ObjectKey(item);
     if (!key.empty()) {
       fresh.emplace(std::move(key), std::move(item));
@@ -262,6 +301,12 @@ void Informer::OnWatchEvent(const json& event, bool& got_events) {
   if (!rv.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
     resource_version_ = rv;
+  }
+  if (options_.transform) {
+    json copy = object;
+    options_.transform(copy);
+    Apply(t, std::move(copy));
+    return;
   }
   Apply(t, object);
 }

@@ -49,6 +49,9 @@ struct WatchEvent {
 struct InformerOptions {
   std::string path;  // "/api/v1/nodes" or "/api/v1/pods" (or a namespaced collection)
   std::string field_selector, label_selector;
+  // Applied to every object (listed or watched) before it is cached and delivered, e.g. StripForScheduling. It
+  // must keep metadata.name, namespace, uid and resourceVersion.
+  std::function<void(nlohmann::json&)> transform;
   int watch_timeout_seconds = 300;
   std::chrono::milliseconds initial_backoff{200}, max_backoff{30000};
   uint64_t seed = 0;  // jitter; 0 picks one from std::random_device
@@ -56,6 +59,14 @@ struct InformerOptions {
 
 // "ns/name" for namespaced objects, else "name".
 [[nodiscard]] std::string ObjectKey(const nlohmann::json& object);
+
+// Drops what no gpusched component reads from a cached pod or node and what makes such objects large: everywhere
+// metadata.managedFields and the kubectl.kubernetes.io/last-applied-configuration annotation; on pods the
+// containers' env, envFrom, command, args, probes, lifecycle and volumeMounts, spec.volumes, and the container
+// statuses; on nodes status.images, volumesInUse and volumesAttached. Identity, labels, annotations, resources,
+// scheduling fields (nodeName, schedulerName, priority, selectors, affinity, tolerations, ports), phase,
+// conditions and node capacity stay.
+void StripForScheduling(nlohmann::json& object);
 
 class Informer {
  public:
