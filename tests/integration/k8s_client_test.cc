@@ -623,6 +623,30 @@ TEST_F(K8sClientTest, InformerCachesOnlyWhatSchedulingReads) {
   EXPECT_TRUE(CacheMatchesServer(informer));  // same keys and resourceVersions as the server
 }
 
+// A watch that goes silent (a dead load balancer, a hung apiserver: no events, no bookmarks, no end) is cut off a
+// grace period after its timeout and watched again; while nothing is heard the informer says so (readiness), and
+// nothing that happened meanwhile is lost.
+TEST_F(K8sClientTest, InformerCutsOffAStalledWatchAndReportsTheSilence) {
+  server_->UpsertPod(Pod("default", "before"));
+  Recorder& recorder = NewRecorder();  // owned by the fixture: it outlives the informer threads
+  Informer& informer = StartInformer(
+      {.path = "/api/v1/pods", .watch_timeout_seconds = 1, .watch_grace_seconds = 1, .stale_after = milliseconds(2500)},
+      recorder);
+  EXPECT_EQ(informer.Staleness(), "");
+  server_->StallWatches(true);
+  server_->UpsertPod(Pod("default", "during"));  // written, but no watch delivers it while stalled
+  ASSERT_TRUE(WaitFor([&] { return informer.stalls() >= 1; })) << informer.last_error();
+  ASSERT_TRUE(WaitFor([&] { return !informer.Staleness().empty(); }));
+  EXPECT_THAT(informer.Staleness(), HasSubstr("watch of /api/v1/pods silent for"));
+  EXPECT_EQ(recorder.size(), 1U);
+  server_->StallWatches(false);
+  ASSERT_TRUE(WaitFor([&] { return recorder.size() == 2; })) << recorder.size();
+  EXPECT_EQ(recorder.Lines().back(), "ADDED default/during");
+  EXPECT_TRUE(WaitFor([&] { return informer.Staleness().empty(); }));
+  EXPECT_TRUE(CacheMatchesServer(informer));
+  EXPECT_EQ(informer.relists(), 0U);
+}
+
 TEST_F(K8sClientTest, InformerStopsPromptly) {
   Recorder& recorder = NewRecorder();  // owned by the fixture: it outlives the informer threads
   Informer& informer = StartInformer({.path = "/api/v1/nodes"}, recorder);

@@ -235,6 +235,11 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
     if (!pods.HasSynced()) {
       why += "pod cache not synced" + (pods.last_error().empty() ? "" : " (" + pods.last_error() + ")") + "; ";
     }
+    for (const k8s::Informer* informer : {&nodes, &pods}) {
+      if (std::string stale = informer->Staleness(); !stale.empty()) {
+        why += stale + "; ";
+      }
+    }
     return why;
   });
   if (metrics_cache) {

@@ -466,6 +466,13 @@ class FakeApiServer::Handlers {
   // One step of a watch stream: send what is new, else wait up to kWatchPoll. httplib calls it again while the
   // stream is open.
   bool Pump(WatchCursor& c, httplib::DataSink& sink) {
+    {
+      std::unique_lock<std::mutex> lock(s_.mu_);
+      if (s_.stalled_ && !s_.stopping_) {  // a black-holed stream: nothing arrives, nothing ends
+        s_.changed_.wait_for(lock, kWatchPoll);
+        return true;
+      }
+    }
     std::string out = std::move(c.initial);
     c.initial.clear();
     bool finish = c.end_after_initial;
@@ -955,6 +962,14 @@ void FakeApiServer::Compact() {
     compacted_rv_ = rv_;
     ++rv_;  // continue tokens issued from now on are newer than the compaction point
     history_.clear();
+  }
+  changed_.notify_all();
+}
+
+void FakeApiServer::StallWatches(bool stalled) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stalled_ = stalled;
   }
   changed_.notify_all();
 }

@@ -86,6 +86,9 @@ class FakeApiServer {
   void Compact();
   // Ends every open watch stream, as an apiserver restart would.
   void CloseWatches();
+  // While stalled, every watch stream (open or new) sends nothing and never ends, as behind a dead load balancer
+  // or a hung apiserver: no events, no bookmarks, no timeout. Lists and writes still work.
+  void StallWatches(bool stalled);
   [[nodiscard]] int open_watches() const;
 
   // The next `count` requests with this method whose path contains `path_substring`, or whose kind (below) equals
@@ -143,6 +146,7 @@ class FakeApiServer {
   uint64_t uid_counter_ = 0;                                   // GUARDED_BY(mu_)
   int open_watches_ = 0;                                       // GUARDED_BY(mu_)
   bool stopping_ = false;                                      // GUARDED_BY(mu_)
+  bool stalled_ = false;                                       // GUARDED_BY(mu_)
   std::vector<Failure> failures_;                              // GUARDED_BY(mu_)
   std::chrono::milliseconds delay_{0};                         // GUARDED_BY(mu_)
   std::map<std::pair<std::string, std::string>, int> counts_;  // GUARDED_BY(mu_)

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -26,7 +27,6 @@ constexpr size_t kMaxPooledHandles = 8;
 constexpr size_t kMaxErrorBody = 64 * 1024;
 constexpr auto kTokenRefresh = std::chrono::minutes(1);
 constexpr int kWatchPollMs = 100;
-constexpr long kWatchGraceSeconds = 30;
 
 struct HttpResponse {
   long code = 0;
@@ -418,7 +418,7 @@ Result<ListResult> ApiClient::List(const std::string& path, const std::string& f
 
 Result<WatchEnd> ApiClient::Watch(const std::string& path, const std::string& resource_version, int timeout_seconds,
                                   const std::string& field_selector, const std::function<void(const json&)>& on_event,
-                                  const std::atomic<bool>& stop) {
+                                  const std::atomic<bool>& stop, int grace_seconds) {
   std::string target = path;
   AddParam(target, "watch", "1");
   if (!resource_version.empty()) {
@@ -439,7 +439,7 @@ Result<WatchEnd> ApiClient::Watch(const std::string& path, const std::string& re
   impl_->SetCommon(h.get(), target, headers.get());
   Impl::SetMethod(h.get(), "GET", "");
   if (timeout_seconds > 0) {
-    curl_easy_setopt(h.get(), CURLOPT_TIMEOUT, static_cast<long>(timeout_seconds) + kWatchGraceSeconds);
+    curl_easy_setopt(h.get(), CURLOPT_TIMEOUT, static_cast<long>(timeout_seconds) + std::max(grace_seconds, 1));
   }
   WatchStream stream{.handle = h.get(), .path = path, .on_event = &on_event};
   curl_easy_setopt(h.get(), CURLOPT_WRITEFUNCTION, &WatchWrite);
@@ -500,7 +500,8 @@ Result<WatchEnd> ApiClient::Watch(const std::string& path, const std::string& re
   if (stream.http_code == 0) {
     curl_easy_getinfo(h.get(), CURLINFO_RESPONSE_CODE, &stream.http_code);
   }
-  if (rc != CURLE_OK && !(rc == CURLE_OPERATION_TIMEDOUT && stream.http_code == 200)) {
+  const bool stalled = rc == CURLE_OPERATION_TIMEDOUT && stream.http_code == 200;
+  if (rc != CURLE_OK && !stalled) {
     const std::string detail = std::string(curl_easy_strerror(rc)) + (error[0] != '\0' ? ": " : "") + error;
     return StatusFromTransport("GET", path + " (watch)", rc == CURLE_OPERATION_TIMEDOUT, detail);
   }
@@ -516,7 +517,7 @@ Result<WatchEnd> ApiClient::Watch(const std::string& path, const std::string& re
     }
     return stream.error;
   }
-  return WatchEnd::kClosed;
+  return stalled ? WatchEnd::kStalled : WatchEnd::kClosed;
 }
 
 Status ApiClient::BindPod(const std::string& ns, const std::string& name, const std::string& uid,

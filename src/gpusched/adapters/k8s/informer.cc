@@ -156,6 +156,32 @@ std::string Informer::last_error() const {
   return last_error_;
 }
 
+uint64_t Informer::stalls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stalls_;
+}
+
+void Informer::Contact() {
+  std::lock_guard<std::mutex> lock(mu_);
+  last_contact_ = std::chrono::steady_clock::now();
+}
+
+std::string Informer::Staleness() const {
+  const auto bound =
+      options_.stale_after.count() > 0
+          ? options_.stale_after
+          : std::chrono::milliseconds(1000L * (options_.watch_timeout_seconds + 2L * options_.watch_grace_seconds));
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto silent = std::chrono::steady_clock::now() - last_contact_;
+  if (silent <= bound) {
+    return "";
+  }
+  return "watch of " + options_.path + " silent for " +
+         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(silent).count()) + " s (" +
+         std::to_string(stalls_) + " stalled watches cut off" +
+         (last_error_.empty() ? "" : "; last error: " + last_error_) + ")";
+}
+
 void Informer::Deliver(const WatchEvent& event) {
   if (handler_) {
     handler_(event);
@@ -267,6 +293,7 @@ bool Informer::ListAndDeliver(bool first) {
       ++relists_;
     }
     synced_ = true;
+    last_contact_ = std::chrono::steady_clock::now();
   }
   cv_.notify_all();
   return true;
@@ -279,6 +306,7 @@ void Informer::OnWatchEvent(const json& event, bool& got_events) {
   }
   const json& object = event["object"];
   const std::string rv = ResourceVersionOf(object);
+  Contact();
   if (type == "BOOKMARK") {
     got_events = true;  // the server is alive and streaming
     if (!rv.empty()) {
@@ -339,7 +367,8 @@ void Informer::Run() {
     bool got_events = false;
     auto ended = client_.Watch(
         watch_path, rv, options_.watch_timeout_seconds, options_.field_selector,
-        [this, &got_events](const json& event) { OnWatchEvent(event, got_events); }, stop_);
+        [this, &got_events](const json& event) { OnWatchEvent(event, got_events); }, stop_,
+        options_.watch_grace_seconds);
     if (!ended.ok()) {
       if (got_events) {
         ResetBackoff();
@@ -353,7 +382,18 @@ void Informer::Run() {
       case WatchEnd::kGone:
         need_list = true;
         break;
+      case WatchEnd::kStalled: {
+        const std::string why = "the watch of " + options_.path + " stalled: the server neither sent nor ended it " +
+                                std::to_string(options_.watch_grace_seconds) + " s past its timeout";
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          ++stalls_;
+        }
+        Backoff(common::DeadlineExceeded(why));
+        break;
+      }
       case WatchEnd::kClosed:
+        Contact();
         if (got_events) {
           ResetBackoff();
         } else {

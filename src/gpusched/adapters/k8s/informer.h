@@ -52,7 +52,13 @@ struct InformerOptions {
   // Applied to every object (listed or watched) before it is cached and delivered, e.g. StripForScheduling. It
   // must keep metadata.name, namespace, uid and resourceVersion.
   std::function<void(nlohmann::json&)> transform;
-  int watch_timeout_seconds = 300;
+  // The server ends a healthy watch after watch_timeout_seconds (the informer watches again from the last
+  // resourceVersion: no relist); one it has not ended watch_grace_seconds later is stalled (a dead load balancer,
+  // a hung apiserver) and is cut off and watched again. No event, bookmark, list or end of a watch for stale_after
+  // (0: timeout + 2 x grace) is reported by Staleness() (the daemons' /readyz).
+  int watch_timeout_seconds = 60;
+  int watch_grace_seconds = 15;
+  std::chrono::milliseconds stale_after{0};
   std::chrono::milliseconds initial_backoff{200}, max_backoff{30000};
   uint64_t seed = 0;  // jitter; 0 picks one from std::random_device
 };
@@ -92,6 +98,10 @@ class Informer {
   [[nodiscard]] uint64_t reconnects() const;  // watches started after the first
   [[nodiscard]] std::string resource_version() const;
   [[nodiscard]] std::string last_error() const;  // the last failure, "" when none yet
+  [[nodiscard]] uint64_t stalls() const;         // watches cut off because the server sent nothing and did not end
+  // "" while the informer hears from the server (an event, a bookmark, a list, a watch the server ended) at least
+  // every stale_after; else what is wrong, for readiness.
+  [[nodiscard]] std::string Staleness() const;
 
  private:
   void Run();
@@ -112,12 +122,15 @@ class Informer {
   std::mutex start_mu_;  // Start/Stop
 
   mutable std::mutex mu_;
-  mutable std::condition_variable cv_;           // synced_ and stop wake-ups
-  std::map<std::string, nlohmann::json> cache_;  // GUARDED_BY(mu_)
-  std::string resource_version_;                 // GUARDED_BY(mu_)
-  std::string last_error_;                       // GUARDED_BY(mu_)
-  bool synced_ = false;                          // GUARDED_BY(mu_)
-  uint64_t relists_ = 0, reconnects_ = 0;        // GUARDED_BY(mu_)
+  mutable std::condition_variable cv_;                                                     // synced_ and stop wake-ups
+  std::map<std::string, nlohmann::json> cache_;                                            // GUARDED_BY(mu_)
+  std::string resource_version_;                                                           // GUARDED_BY(mu_)
+  std::string last_error_;                                                                 // GUARDED_BY(mu_)
+  bool synced_ = false;                                                                    // GUARDED_BY(mu_)
+  uint64_t relists_ = 0, reconnects_ = 0;                                                  // GUARDED_BY(mu_)
+  uint64_t stalls_ = 0;                                                                    // GUARDED_BY(mu_)
+  std::chrono::steady_clock::time_point last_contact_ = std::chrono::steady_clock::now();  // GUARDED_BY(mu_)
+  void Contact();
 
   // Informer thread only.
   std::chrono::milliseconds backoff_;
