@@ -265,27 +265,13 @@ void ClusterState::Apply(const Allocation& a, Slot& slot, int sign) {
   Touch(slot);
 }
 
-Status ClusterState::Assume(Allocation allocation) {
-  if (allocation.pod.empty()) {
-    return common::InvalidArgument("allocation has no pod");
-  }
-  if (allocations_.contains(allocation.pod)) {
-    return common::AlreadyExists("pod " + allocation.pod.str() + " already holds an allocation");
-  }
-  auto it = index_.find(allocation.node.str());
-  if (it == index_.end()) {
-    return common::NotFound("pod " + allocation.pod.str() + ": node " + allocation.node.str() + " not found");
-  }
-  Slot& slot = slots_[it->second];
-  GPUSCHED_RETURN_IF_ERROR(Validate(allocation, slot));
-  Apply(allocation, slot, +1);
-  slot.pods.push_back(allocation.pod);
-  const auto pod = allocation.pod;
-  allocations_.emplace(pod, Entry{.allocation = std::move(allocation), .slot = it->second});
-  return Status::Ok();
-}
+Status ClusterState::Assume(Allocation allocation) { return Add(std::move(allocation), /*charge=*/false, nullptr); }
 
 Status ClusterState::Charge(Allocation allocation, std::string* overcommit) {
+  return Add(std::move(allocation), /*charge=*/true, overcommit);
+}
+
+Status ClusterState::Add(Allocation allocation, bool charge, std::string* overcommit) {
   if (allocation.pod.empty()) {
     return common::InvalidArgument("allocation has no pod");
   }
@@ -297,19 +283,23 @@ Status ClusterState::Charge(Allocation allocation, std::string* overcommit) {
     return common::NotFound("pod " + allocation.pod.str() + ": node " + allocation.node.str() + " not found");
   }
   Slot& slot = slots_[it->second];
-  GPUSCHED_RETURN_IF_ERROR(ValidateShape(allocation, slot));
+  // A decision must fit; a charge (the pod is bound) only needs a shape the node can hold.
   const Status fit = Validate(allocation, slot);
-  Apply(allocation, slot, +1);
-  slot.pods.push_back(allocation.pod);
+  if (!fit.ok() && !charge) {
+    return fit;
+  }
   if (!fit.ok()) {
+    GPUSCHED_RETURN_IF_ERROR(ValidateShape(allocation, slot));
     ++slot.forced;
     if (overcommit != nullptr) {
       *overcommit = fit.message();
     }
   }
+  Apply(allocation, slot, +1);
+  slot.pods.push_back(allocation.pod);
   const auto pod = allocation.pod;
   allocations_.emplace(
-      pod, Entry{.allocation = std::move(allocation), .slot = it->second, .confirmed = true, .forced = !fit.ok()});
+      pod, Entry{.allocation = std::move(allocation), .slot = it->second, .confirmed = charge, .forced = !fit.ok()});
   return Status::Ok();
 }
 
@@ -471,6 +461,14 @@ std::string ClusterState::OverOf(const Slot& slot) const {
     }
   }
   return over;
+}
+
+std::string ClusterState::OvercommitOf(const common::NodeName& name) const {
+  auto it = index_.find(name.str());
+  if (it == index_.end() || slots_[it->second].forced == 0) {
+    return "";
+  }
+  return OverOf(slots_[it->second]);
 }
 
 std::vector<std::pair<common::NodeName, std::string>> ClusterState::Overcommits() const {

@@ -86,6 +86,8 @@ class ClusterState {
 
   // Nodes holding an allocation charged past their capacity, each with what is over (sorted by node name).
   [[nodiscard]] std::vector<std::pair<common::NodeName, std::string>> Overcommits() const;
+  // What is over on that node ("" when nothing is, or the node is unknown).
+  [[nodiscard]] std::string OvercommitOf(const common::NodeName& name) const;
 
   // Recomputes every node from its allocations and compares; returns the first violation found.
   [[nodiscard]] common::Status CheckInvariants() const;
@@ -106,6 +108,8 @@ class ClusterState {
     bool forced = false;  // charged without fitting
   };
 
+  // Assume (charge = false: must fit, stays unconfirmed) and Charge (charge = true: confirmed, fit or not).
+  common::Status Add(Allocation allocation, bool charge, std::string* overcommit);
   // Shape: everything but capacity (GPU indices, UUIDs, positive shares, no GPU named twice exclusively).
   common::Status ValidateShape(const Allocation& a, const Slot& slot) const;
   // Shape, then capacity.

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <vector>
 
 #include <prometheus/counter.h>
@@ -145,25 +146,24 @@ std::string ExtenderMetrics::Serialize(const ClusterMirror& mirror) const {
   families.push_back(std::move(mem_alloc));
   families.push_back(std::move(mem_cap));
   const MirrorStats stats = mirror.stats();
-  families.push_back(Counter("gpusched_extender_node_events_total", "Node watch events applied",
-                             static_cast<double>(stats.node_events)));
-  families.push_back(
-      Counter("gpusched_extender_pod_events_total", "Pod watch events applied", static_cast<double>(stats.pod_events)));
-  families.push_back(Counter("gpusched_extender_rebuilt_allocations_total",
-                             "Allocations charged from pod annotations (restart or other writers)",
-                             static_cast<double>(stats.rebuilt_allocations)));
-  families.push_back(Counter("gpusched_extender_rejected_events_total",
-                             "Watch events ignored: undecodable objects or allocations that did not fit",
-                             static_cast<double>(stats.rejected_events)));
-  families.push_back(Counter("gpusched_extender_expired_assumptions_total",
-                             "Assumed allocations forgotten because the watch never showed their pod bound in time",
-                             static_cast<double>(stats.expired_assumptions)));
-  families.push_back(Counter("gpusched_extender_overcommitted_charges_total",
-                             "Bound pods charged past their node's capacity (the cluster shows them bound)",
-                             static_cast<double>(stats.overcommitted_charges)));
-  families.push_back(Counter("gpusched_extender_allocations_held_for_deleted_nodes_total",
-                             "Allocations of bound pods kept when their Node object was deleted",
-                             static_cast<double>(stats.held_for_node_return)));
+  const std::tuple<const char*, const char*, uint64_t> counters[] = {
+      {"gpusched_extender_node_events_total", "Node watch events applied", stats.node_events},
+      {"gpusched_extender_pod_events_total", "Pod watch events applied", stats.pod_events},
+      {"gpusched_extender_rebuilt_allocations_total",
+       "Allocations charged from pod annotations (restart or other writers)", stats.rebuilt_allocations},
+      {"gpusched_extender_rejected_events_total",
+       "Watch events ignored: undecodable objects or allocations that did not fit", stats.rejected_events},
+      {"gpusched_extender_expired_assumptions_total",
+       "Assumed allocations forgotten because the watch never showed their pod bound in time",
+       stats.expired_assumptions},
+      {"gpusched_extender_overcommitted_charges_total",
+       "Bound pods charged past their node's capacity (the cluster shows them bound)", stats.overcommitted_charges},
+      {"gpusched_extender_allocations_held_for_deleted_nodes_total",
+       "Allocations of bound pods kept when their Node object was deleted", stats.held_for_node_return},
+  };
+  for (const auto& [name, help, value] : counters) {
+    families.push_back(Counter(name, help, static_cast<double>(value)));
+  }
   if (cache_ != nullptr) {
     auto up = Gauges("gpusched_metrics_source_up", "1 when the last fetch of the metrics source succeeded");
     auto failures = Gauges("gpusched_metrics_source_consecutive_failures", "Failed fetches since the last success");

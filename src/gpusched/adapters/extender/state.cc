@@ -169,10 +169,8 @@ void ClusterMirror::OnNode(EventType type, const nlohmann::json& node) {
       pending_.insert_or_assign(uid, std::move(a));
     }
   }
-  for (const auto& [node_name, over] : state_.Overcommits()) {
-    if (node_name == name) {
-      LogWarn("extender: node " + name.str() + " is overcommitted by the pods bound to it: " + over);
-    }
+  if (const std::string over = state_.OvercommitOf(name); !over.empty()) {
+    LogWarn("extender: node " + name.str() + " is overcommitted by the pods bound to it: " + over);
   }
   const common::MiB after = LargestOn(state_.Find(name));
   if (after >= largest_gpu_memory_) {
