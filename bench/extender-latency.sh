@@ -23,4 +23,4 @@ for i in $(seq "$REPEATS"); do
 done
 field() { printf '%s\n' "${results[@]}" | sed -n "s/.*$1=\([0-9.]*\).*/\1/p" | median; }
 echo "medians over $REPEATS runs:"
-echo "RESULT p99_full_ms=$(field p99_full_ms) p99_cached_ms=$(field p99_cached_ms) p99_cached5000_ms=$(field p99_cached5000_ms) rps=$(field rps)"
+echo "RESULT p99_full_ms=$(field p99_full_ms) p99_floor_ms=$(field p99_floor_ms) p99_cached_ms=$(field p99_cached_ms) p99_cached5000_ms=$(field p99_cached5000_ms) rps=$(field rps)"

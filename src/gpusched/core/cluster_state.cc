@@ -34,7 +34,7 @@ Status ClusterState::AddNode(Node node) {
   if (node.name.empty()) {
     return common::InvalidArgument("node has no name");
   }
-  if (index_.contains(node.name.str())) {
+  if (index_.Find(node.name.str()).has_value()) {
     return common::AlreadyExists("node " + node.name.str() + " already exists");
   }
   if (node.cpu.value() < 0 || node.memory.value() < 0) {
@@ -65,17 +65,17 @@ Status ClusterState::AddNode(Node node) {
   slot.pods.clear();
   slot.live = true;
   Touch(slot);
-  index_.emplace(name.str(), slot_index);
+  index_.Insert(name.str(), slot_index);
   return Status::Ok();
 }
 
 common::Result<std::vector<Allocation>> ClusterState::UpdateNode(Node node) {
-  auto it = index_.find(node.name.str());
-  if (it == index_.end()) {
+  const std::optional<size_t> slot_of = index_.Find(node.name.str());
+  if (!slot_of.has_value()) {
     GPUSCHED_RETURN_IF_ERROR(AddNode(std::move(node)));
     return std::vector<Allocation>{};
   }
-  Slot& slot = slots_[it->second];
+  Slot& slot = slots_[*slot_of];
   const Node& old = *slot.view.node;
   if (old.cpu == node.cpu && old.memory == node.memory && old.gpus == node.gpus) {
     return std::vector<Allocation>{};
@@ -122,11 +122,11 @@ common::Result<std::vector<Allocation>> ClusterState::UpdateNode(Node node) {
 }
 
 Status ClusterState::RemoveNode(const common::NodeName& name) {
-  auto it = index_.find(name.str());
-  if (it == index_.end()) {
+  const std::optional<size_t> slot_of = index_.Find(name.str());
+  if (!slot_of.has_value()) {
     return common::NotFound("node " + name.str() + " not found");
   }
-  Slot& slot = slots_[it->second];
+  Slot& slot = slots_[*slot_of];
   for (const auto& pod : slot.pods) {
     auto a = allocations_.find(pod);
     allocated_milli_ -= a->second.allocation.TotalMilli();
@@ -138,8 +138,8 @@ Status ClusterState::RemoveNode(const common::NodeName& name) {
   slot.live = false;
   slot.view = NodeView{};
   Touch(slot);
-  free_slots_.push_back(it->second);
-  index_.erase(it);
+  free_slots_.push_back(*slot_of);
+  index_.Erase(name.str());
   return Status::Ok();
 }
 
@@ -278,11 +278,11 @@ Status ClusterState::Add(Allocation allocation, bool charge, std::string* overco
   if (allocations_.contains(allocation.pod)) {
     return common::AlreadyExists("pod " + allocation.pod.str() + " already holds an allocation");
   }
-  auto it = index_.find(allocation.node.str());
-  if (it == index_.end()) {
+  const std::optional<size_t> slot_of = index_.Find(allocation.node.str());
+  if (!slot_of.has_value()) {
     return common::NotFound("pod " + allocation.pod.str() + ": node " + allocation.node.str() + " not found");
   }
-  Slot& slot = slots_[it->second];
+  Slot& slot = slots_[*slot_of];
   // A decision must fit; a charge (the pod is bound) only needs a shape the node can hold.
   const Status fit = Validate(allocation, slot);
   if (!fit.ok() && !charge) {
@@ -299,7 +299,7 @@ Status ClusterState::Add(Allocation allocation, bool charge, std::string* overco
   slot.pods.push_back(allocation.pod);
   const auto pod = allocation.pod;
   allocations_.emplace(
-      pod, Entry{.allocation = std::move(allocation), .slot = it->second, .confirmed = charge, .forced = !fit.ok()});
+      pod, Entry{.allocation = std::move(allocation), .slot = *slot_of, .confirmed = charge, .forced = !fit.ok()});
   return Status::Ok();
 }
 
@@ -345,17 +345,11 @@ Status ClusterState::Release(const common::PodUid& pod) {
 }
 
 const NodeView* ClusterState::Find(const common::NodeName& name) const {
-  auto it = index_.find(name.str());
-  return it == index_.end() ? nullptr : &slots_[it->second].view;
+  const std::optional<size_t> slot_of = index_.Find(name.str());
+  return !slot_of.has_value() ? nullptr : &slots_[*slot_of].view;
 }
 
-std::optional<size_t> ClusterState::SlotOf(const common::NodeName& name) const {
-  auto it = index_.find(name.str());
-  if (it == index_.end()) {
-    return std::nullopt;
-  }
-  return it->second;
-}
+std::optional<size_t> ClusterState::SlotOf(std::string_view name) const { return index_.Find(name); }
 
 const Allocation* ClusterState::FindAllocation(const common::PodUid& pod) const {
   auto it = allocations_.find(pod);
@@ -368,11 +362,11 @@ bool ClusterState::IsConfirmed(const common::PodUid& pod) const {
 }
 
 std::vector<common::PodUid> ClusterState::PodsOn(const common::NodeName& name) const {
-  auto it = index_.find(name.str());
-  if (it == index_.end()) {
+  const std::optional<size_t> slot_of = index_.Find(name.str());
+  if (!slot_of.has_value()) {
     return {};
   }
-  return slots_[it->second].pods;
+  return slots_[*slot_of].pods;
 }
 
 Status ClusterState::CheckSlot(const Slot& slot) const {
@@ -464,11 +458,11 @@ std::string ClusterState::OverOf(const Slot& slot) const {
 }
 
 std::string ClusterState::OvercommitOf(const common::NodeName& name) const {
-  auto it = index_.find(name.str());
-  if (it == index_.end() || slots_[it->second].forced == 0) {
+  const std::optional<size_t> slot_of = index_.Find(name.str());
+  if (!slot_of.has_value() || slots_[*slot_of].forced == 0) {
     return "";
   }
-  return OverOf(slots_[it->second]);
+  return OverOf(slots_[*slot_of]);
 }
 
 std::vector<std::pair<common::NodeName, std::string>> ClusterState::Overcommits() const {
@@ -486,11 +480,11 @@ std::vector<std::pair<common::NodeName, std::string>> ClusterState::Overcommits(
 }
 
 Status ClusterState::CheckNodeInvariants(const common::NodeName& name) const {
-  auto it = index_.find(name.str());
-  if (it == index_.end()) {
+  const std::optional<size_t> slot_of = index_.Find(name.str());
+  if (!slot_of.has_value()) {
     return common::NotFound("node " + name.str() + " not found");
   }
-  return CheckSlot(slots_[it->second]);
+  return CheckSlot(slots_[*slot_of]);
 }
 
 Status ClusterState::CheckInvariants() const {

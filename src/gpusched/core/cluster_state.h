@@ -29,6 +29,7 @@
 #include "gpusched/common/status.h"
 #include "gpusched/core/allocation.h"
 #include "gpusched/core/node.h"
+#include "gpusched/core/node_index.h"
 #include "gpusched/core/node_view.h"
 
 namespace gpusched::core {
@@ -71,7 +72,8 @@ class ClusterState {
   [[nodiscard]] bool IsLive(size_t i) const { return slots_[i].live; }
   [[nodiscard]] const NodeView& View(size_t i) const { return slots_[i].view; }
   [[nodiscard]] const NodeView* Find(const common::NodeName& name) const;
-  [[nodiscard]] std::optional<size_t> SlotOf(const common::NodeName& name) const;
+  [[nodiscard]] std::optional<size_t> SlotOf(const common::NodeName& name) const { return SlotOf(name.str()); }
+  [[nodiscard]] std::optional<size_t> SlotOf(std::string_view name) const;
   [[nodiscard]] size_t NodeCount() const { return index_.size(); }
 
   [[nodiscard]] const Allocation* FindAllocation(const common::PodUid& pod) const;
@@ -122,10 +124,8 @@ class ClusterState {
 
   std::vector<Slot> slots_;
   std::vector<size_t> free_slots_;
-  // Keyed by the name's text: libstdc++ caches the hash codes of std::string keys (not of a custom hash such as
-  // std::hash<NodeName>), so a bucket walk compares stored codes instead of rehashing every key it passes. Half the
-  // time per lookup; the extender resolves every node of a request here.
-  std::unordered_map<std::string, size_t> index_;
+  // Name -> slot of the live nodes; the extender resolves every node of a request here.
+  NodeIndex index_;
   std::unordered_map<common::PodUid, Entry> allocations_;
   uint64_t generation_ = 0;
   common::MilliGpu allocated_milli_{0};

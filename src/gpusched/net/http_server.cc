@@ -329,9 +329,17 @@ class HttpServer::Impl {
     return common::Status::Ok();
   }
 
-  void Handle(std::string method, std::string path, HttpHandler handler) {
+  void Handle(std::string method, std::string path, HttpHandler handler, HandlerRuns runs) {
     methods_[path].insert(method);
-    routes_[{std::move(method), std::move(path)}] = std::move(handler);
+    routes_[{std::move(method), std::move(path)}] = Route{std::move(handler), runs};
+  }
+
+  // Whether the handler for this request runs on the I/O thread (declared non-blocking, and a small body);
+  // unknown paths answer inline too (404/405 cost nothing).
+  bool RunsInline(const HttpRequest& req) const {
+    auto it = routes_.find({req.method, req.path});
+    return it == routes_.end() ||
+           (it->second.runs == HandlerRuns::kInlineIfSmall && req.body.size() <= kInlineBodyBytes);
   }
 
   common::Status Start() {
@@ -433,7 +441,7 @@ class HttpServer::Impl {
     }
     requests_.fetch_add(1);
     try {
-      return it->second(req);
+      return it->second.handler(req);
     } catch (const std::exception& e) {
       common::Log(common::LogLevel::kError,
                   options_.name + ": handler for " + req.method + " " + req.path + " threw: " + e.what());
@@ -473,7 +481,11 @@ class HttpServer::Impl {
   }
 
   HttpServerOptions options_;
-  std::map<std::pair<std::string, std::string>, HttpHandler> routes_;
+  struct Route {
+    HttpHandler handler;
+    HandlerRuns runs = HandlerRuns::kPool;
+  };
+  std::map<std::pair<std::string, std::string>, Route> routes_;
   std::map<std::string, std::set<std::string>> methods_;
   std::atomic<uint64_t> accepted_{0}, refused_{0}, handshake_failures_{0}, identity_refused_{0}, requests_{0},
       header_too_large_{0}, body_too_large_{0}, encoding_refused_{0}, timeouts_{0}, bad_requests_{0}, open_{0};
@@ -719,6 +731,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     }
     parser_.reset();
     req->peer = peer_;
+    if (server_.RunsInline(*req)) {  // CPU only and short: two thread hand-offs would cost more than the work
+      return Write(server_.Dispatch(*req), version, keep_alive);
+    }
     asio::post(server_.handlers_, [self = this->shared_from_this(), req, version, keep_alive] {
       auto res = std::make_shared<HttpResponse>(self->server_.Dispatch(*req));
       asio::post(self->stream_.get_executor(),
@@ -844,8 +859,8 @@ common::Result<std::unique_ptr<HttpServer>> HttpServer::Create(HttpServerOptions
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HttpServer::~HttpServer() { Stop(); }
-void HttpServer::Handle(std::string method, std::string path, HttpHandler handler) {
-  impl_->Handle(std::move(method), std::move(path), std::move(handler));
+void HttpServer::Handle(std::string method, std::string path, HttpHandler handler, HandlerRuns runs) {
+  impl_->Handle(std::move(method), std::move(path), std::move(handler), runs);
 }
 common::Status HttpServer::Start() { return impl_->Start(); }
 int HttpServer::port() const { return impl_->port(); }

@@ -272,6 +272,64 @@ TEST_F(HttpServerTest, ABlockedHandlerDoesNotHoldUpOtherConnections) {
   EXPECT_NE(released.find("released"), std::string::npos) << released;
 }
 
+// kInlineIfSmall: a small body is answered on the I/O thread even while every pool thread is blocked; a body over
+// kInlineBodyBytes for the same route waits for the pool.
+TEST_F(HttpServerTest, InlineHandlersServeSmallBodiesWithoutThePool) {
+  HttpServerOptions o = Small();
+  o.threads = 1;  // one I/O thread, one pool thread
+  o.limits.max_body_bytes = 2 * kInlineBodyBytes;
+  auto made = HttpServer::Create(o);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  server_ = std::move(made).value();
+  std::atomic<bool> release{false};
+  std::atomic<bool> entered{false};
+  server_->Handle("GET", "/block", [&](HttpRequest&) {
+    entered = true;
+    while (!release.load()) {
+      std::this_thread::sleep_for(5ms);
+    }
+    return HttpResponse{.body = "released"};
+  });
+  server_->Handle(
+      "POST", "/size", [](HttpRequest& req) { return HttpResponse{.body = std::to_string(req.body.size())}; },
+      HandlerRuns::kInlineIfSmall);
+  server_->Handle(
+      "GET", "/throw", [](HttpRequest&) -> HttpResponse { throw std::runtime_error("boom"); },
+      HandlerRuns::kInlineIfSmall);
+  ASSERT_TRUE(server_->Start().ok());
+
+  const int blocked = Connect(server_->port());
+  ASSERT_GE(blocked, 0);
+  ASSERT_TRUE(SendAll(blocked, "GET /block HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  for (int i = 0; i < 400 && !entered.load(); ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(entered.load());
+  // The pool's only thread is held: a small body is still answered, inline; an inline handler that throws is a 500
+  // and the server goes on.
+  const std::string small = Exchange(
+      server_->port(), "POST /size HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+  EXPECT_EQ(StatusOf(small), 200) << small;
+  EXPECT_TRUE(small.ends_with("\r\n\r\n5")) << small;
+  EXPECT_EQ(StatusOf(Exchange(server_->port(), "GET /throw HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")), 500);
+
+  // A large body goes to the pool: no answer while the pool is blocked, the answer once it is released.
+  const size_t big = kInlineBodyBytes + 1;
+  const int large = Connect(server_->port());
+  ASSERT_GE(large, 0);
+  ASSERT_TRUE(SendAll(large, "POST /size HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(big) +
+                                 "\r\nConnection: close\r\n\r\n" + std::string(big, 'x')));
+  std::this_thread::sleep_for(200ms);
+  char byte = 0;
+  EXPECT_EQ(recv(large, &byte, 1, MSG_DONTWAIT), -1) << "answered while the pool was blocked";
+  release = true;
+  const std::string answer = ReadUntilClose(large);
+  close(large);
+  EXPECT_TRUE(answer.ends_with("\r\n\r\n" + std::to_string(big))) << answer.substr(0, 200);
+  EXPECT_NE(ReadUntilClose(blocked).find("released"), std::string::npos);
+  close(blocked);
+}
+
 // Each attack is refused with its status and never reaches a handler.
 TEST_F(HttpServerTest, RefusesOversizedCompressedAndMalformedRequests) {
   StartServer(Small());

@@ -50,8 +50,10 @@ common::Status ExtenderServer::Start() {
     };
   };
   const std::string& prefix = config_.path_prefix;
-  server_->Handle("POST", prefix + "/filter", verb("filter", &ExtenderService::Filter));
-  server_->Handle("POST", prefix + "/prioritize", verb("prioritize", &ExtenderService::Prioritize));
+  server_->Handle("POST", prefix + "/filter", verb("filter", &ExtenderService::Filter),
+                  net::HandlerRuns::kInlineIfSmall);
+  server_->Handle("POST", prefix + "/prioritize", verb("prioritize", &ExtenderService::Prioritize),
+                  net::HandlerRuns::kInlineIfSmall);
   server_->Handle("POST", prefix + "/bind", verb("bind", &ExtenderService::Bind));
   server_->Handle("POST", prefix + "/preempt", verb("preempt", &ExtenderService::Preempt));
   server_->Handle("GET", "/healthz", [](net::HttpRequest&) { return net::HttpResponse{.body = "ok\n"}; });

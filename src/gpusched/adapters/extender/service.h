@@ -140,7 +140,7 @@ class ExtenderService {
   // What filter passed for one pod UID, and when.
   struct FilterRecord {
     int64_t at_ms = 0;
-    std::vector<uint64_t> nodes;  // hashes of the passing node names, sorted
+    std::vector<uint64_t> nodes;  // hashes of the passing node names, in request order
     std::list<std::string>::iterator age;
   };
 

@@ -1,5 +1,6 @@
 #include "gpusched/adapters/extender/wire.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include <simdjson.h>
@@ -112,10 +113,18 @@ common::Status EndOfDocument(od::document& doc) {
 
 }  // namespace
 
-std::string JsonString(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 2);
+void AppendJsonString(std::string& out, std::string_view s) {
   out += '"';
+  // Node names and most reasons need no escape: append them whole.
+  const bool plain = std::all_of(s.begin(), s.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c >= 0x20 && c != '"' && c != '\\';
+  });
+  if (plain) {
+    out += s;
+    out += '"';
+    return;
+  }
   for (char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
     switch (c) {
@@ -146,6 +155,12 @@ std::string JsonString(std::string_view s) {
     }
   }
   out += '"';
+}
+
+std::string JsonString(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  AppendJsonString(out, s);
   return out;
 }
 
@@ -271,7 +286,7 @@ std::string EncodeFilterResult(const FilterResult& r) {
       if (i > 0) {
         out += ',';
       }
-      out += JsonString(r.passed[i]->name);
+      AppendJsonString(out, r.passed[i]->name);
     }
     out += ']';
   }
@@ -283,16 +298,16 @@ std::string EncodeFilterResult(const FilterResult& r) {
       if (i > 0) {
         out += ',';
       }
-      out += JsonString(m[i].first);
+      AppendJsonString(out, m[i].first);
       out += ':';
-      out += JsonString(m[i].second);
+      AppendJsonString(out, m[i].second);
     }
     out += '}';
   };
   map("FailedNodes", r.failed);
   map("FailedAndUnresolvableNodes", r.failed_unresolvable);
   out += ",\"Error\":";
-  out += JsonString(r.error);
+  AppendJsonString(out, r.error);
   out += '}';
   return out;
 }
@@ -306,7 +321,7 @@ std::string EncodeHostPriorityList(const std::vector<std::pair<std::string, int6
       out += ',';
     }
     out += "{\"Host\":";
-    out += JsonString(scores[i].first);
+    AppendJsonString(out, scores[i].first);
     out += ",\"Score\":";
     out += std::to_string(scores[i].second);
     out += '}';
@@ -503,7 +518,7 @@ std::string EncodePreemptionResult(const std::vector<std::pair<std::string, Node
     if (i > 0) {
       out += ',';
     }
-    out += JsonString(nodes[i].first);
+    AppendJsonString(out, nodes[i].first);
     out += R"(:{"Pods":[)";
     const auto& v = nodes[i].second;
     for (size_t k = 0; k < v.pod_uids.size(); ++k) {
@@ -511,7 +526,7 @@ std::string EncodePreemptionResult(const std::vector<std::pair<std::string, Node
         out += ',';
       }
       out += "{\"UID\":";
-      out += JsonString(v.pod_uids[k]);
+      AppendJsonString(out, v.pod_uids[k]);
       out += '}';
     }
     out += "],\"NumPDBViolations\":";

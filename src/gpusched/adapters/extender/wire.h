@@ -76,5 +76,7 @@ std::string EncodePreemptionResult(const std::vector<std::pair<std::string, Node
 
 // A JSON string literal (quoted and escaped).
 std::string JsonString(std::string_view s);
+// The same, appended to `out`.
+void AppendJsonString(std::string& out, std::string_view s);
 
 }  // namespace gpusched::adapters::extender
