@@ -21,7 +21,10 @@
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/client_config.h"
 #include "gpusched/adapters/k8s/informer.h"
+#include "gpusched/adapters/k8s/lease_lock.h"
+#include "gpusched/sched/leader_elector.h"
 #include "gpusched/testing/fake_apiserver.h"
+#include "gpusched/testing/fake_clock.h"
 #include "gpusched/testing/processes.h"
 #include "gpusched/testing/test_pki.h"
 
@@ -765,6 +768,53 @@ TEST_F(K8sClientTest, Leases) {
   EXPECT_EQ(conflict.status().code(), StatusCode::kAborted) << conflict.status();
   EXPECT_EQ(server_->GetLease("kube-system", "gpusched")->at("spec").at("holderIdentity"), "b");
   EXPECT_EQ(Client().UpdateLease("kube-system", json{{"spec", {}}}).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Two replicas' electors over LeaseLocks on the fake API server: one leads, the Lease shows it in the API's form,
+// the other takes over after the lease runs out (fake clocks: no sleeping), a stale writer is refused.
+TEST_F(K8sClientTest, LeaseLockElectsOneLeader) {
+  testing::FakeClock clock_a, clock_b;
+  LeaseLock lock_a(Client(), "kube-system", "gpusched-extender");
+  auto other = ApiClient::Create(Config());
+  ASSERT_TRUE(other.ok()) << other.status();
+  LeaseLock lock_b(**other, "kube-system", "gpusched-extender");
+  const int64_t wall = 1'795'000'000'000;
+  sched::LeaderElectionOptions opts{.identity = "a"};
+  sched::LeaderElector a(
+      lock_a, clock_a, [&] { return wall + clock_a.NowMs(); }, opts);
+  opts.identity = "b";
+  sched::LeaderElector b(
+      lock_b, clock_b, [&] { return wall + clock_b.NowMs(); }, opts);
+
+  ASSERT_TRUE(a.Tick()) << a.LastError();
+  EXPECT_FALSE(b.Tick()) << b.LastError();
+  EXPECT_EQ(b.Holder(), "a");
+  const json lease = *server_->GetLease("kube-system", "gpusched-extender");
+  EXPECT_EQ(lease["spec"]["holderIdentity"], "a");
+  EXPECT_EQ(lease["spec"]["leaseDurationSeconds"], 15);
+  EXPECT_EQ(*ParseMicroTime(lease["spec"]["renewTime"].get<std::string>()), wall + clock_a.NowMs());
+
+  clock_a.AdvanceMs(2000);
+  clock_b.AdvanceMs(2000);
+  ASSERT_TRUE(a.Tick()) << a.LastError();  // a renewal: a new resourceVersion
+  EXPECT_FALSE(b.Tick());
+  // a stops (crash): b takes over once 15 s passed since it last saw the lease change.
+  clock_b.AdvanceMs(14000);
+  EXPECT_FALSE(b.Tick());
+  clock_b.AdvanceMs(1500);
+  ASSERT_TRUE(b.Tick()) << b.LastError();
+  EXPECT_EQ(server_->GetLease("kube-system", "gpusched-extender")->at("spec").at("holderIdentity"), "b");
+  EXPECT_EQ(server_->GetLease("kube-system", "gpusched-extender")->at("spec").at("leaseTransitions"), 1);
+  // a's write with its old resourceVersion is refused; it learns it lost.
+  ports::LeaderRecord stale{.holder = "a", .lease_duration_ms = 15000};
+  EXPECT_EQ(lock_a.Update(stale).code(), StatusCode::kAborted);
+  EXPECT_FALSE(a.Tick());
+  EXPECT_EQ(a.Holder(), "b");
+  // b releases on shutdown; a takes it at its next attempt.
+  b.Release();
+  EXPECT_EQ(server_->GetLease("kube-system", "gpusched-extender")->at("spec").at("holderIdentity"), "");
+  clock_a.AdvanceMs(2000);
+  EXPECT_TRUE(a.Tick()) << a.LastError();
 }
 
 // --- errors ---------------------------------------------------------------------------------------------------------
