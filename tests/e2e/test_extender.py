@@ -45,6 +45,8 @@ PATH_PREFIX = "/scheduler"
 SHARE = {"gpusched.io/gpu": 1, "gpusched.io/gpu-memory": 20000, "gpusched.io/gpu-core": 30}
 BIND_TIMEOUT = 30
 FAIL_TIMEOUT = 30
+LEASE_S = 4  # the e2e extenders' leaderElection.leaseDurationSeconds
+LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/gpusched-extender"
 
 
 def log(msg):
@@ -121,13 +123,15 @@ class Extender:
     """`gpusched extender` as a child process on a fixed loopback port (kept across restarts), over TLS with client
     certificates when `tls` (an ExtenderTls) is given."""
 
-    def __init__(self, binary, workdir, kubeconfig, port, policy="binpack", interference_model=None, tls=None):
+    def __init__(self, binary, workdir, kubeconfig, port, policy="binpack", interference_model=None, tls=None,
+                 name="extender", leader_election=False):
         self.binary, self.workdir, self.kubeconfig, self.policy = binary, workdir, kubeconfig, policy
+        self.name = name
         self.interference_model = interference_model
         self.port = port
         self.tls = tls
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}{PATH_PREFIX}"
-        self.config = os.path.join(workdir, "extender.yaml")
+        self.config = os.path.join(workdir, f"{name}.yaml")
         with open(self.config, "w") as f:
             f.write(f'listen: "127.0.0.1:{self.port}"\npathPrefix: "{PATH_PREFIX}"\npolicy: {policy}\n')
             if tls:
@@ -135,6 +139,10 @@ class Extender:
                         f"  clientCAFile: {tls.client_ca_crt}\n  allowedClientNames: [{SCHEDULER_CLIENT_NAME}]\n")
             if interference_model:
                 f.write("interference: {enabled: true}\n")
+            if leader_election:
+                # Short timings so that a failover fits in a test; the rules are those of the defaults (15/10/2).
+                f.write(f"leaderElection: {{enabled: true, leaseDurationSeconds: {LEASE_S}, renewDeadlineSeconds: 3, "
+                        "retryPeriodSeconds: 1}\n")
         self.proc = None
         self.runs = []  # every Process started, for logs
 
@@ -145,26 +153,41 @@ class Extender:
         return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout,
                                            context=context or self.tls.scheduler_context())
 
-    def start(self, timeout=30):
+    def start(self, timeout=30, ready=True):
+        """Starts the process and, with `ready`, waits for /readyz to answer 200; returns the seconds taken."""
         t0 = time.monotonic()
         n = len(self.runs) + 1
         args = [self.binary, "extender", "--config", self.config, "--kubeconfig", self.kubeconfig]
         if self.interference_model:
             args += ["--interference-model", self.interference_model]
-        self.proc = Process(f"gpusched-extender-{n}", args, os.path.join(self.workdir, f"extender-{n}.log"))
+        self.proc = Process(f"gpusched-{self.name}-{n}", args, os.path.join(self.workdir, f"{self.name}-{n}.log"))
         self.runs.append(self.proc)
-
-        def ready():
-            conn = self.connection()
-            try:
-                conn.request("GET", "/readyz")
-                r = conn.getresponse()
-                r.read()
-                return r.status == 200
-            finally:
-                conn.close()
-        wait_until(ready, timeout, interval=0.1, what="gpusched extender /readyz", alive=[self.proc])
+        if ready:
+            self.wait_readyz(200, timeout)
         return time.monotonic() - t0
+
+    def readyz(self):
+        """(status, body) of GET /readyz; (None, why) while nothing answers."""
+        conn = self.connection()
+        try:
+            conn.request("GET", "/readyz")
+            r = conn.getresponse()
+            return r.status, r.read().decode(errors="replace")
+        except (OSError, http.client.HTTPException) as e:
+            return None, f"{type(e).__name__}: {e}"
+        finally:
+            conn.close()
+
+    def wait_readyz(self, status, timeout=30, text=None):
+        """Waits until /readyz answers `status` (with `text` in its body when given); returns the body."""
+        seen = []
+
+        def check():
+            got, body = self.readyz()
+            seen[:] = [body]
+            return got == status and (text is None or text in body)
+        wait_until(check, timeout, interval=0.1, what=f"{self.name} /readyz {status} {text or ''}", alive=[self.proc])
+        return seen[0]
 
     def stop(self):
         if self.proc:
@@ -223,6 +246,7 @@ def requests_gpu(pod):
 class ExtenderE2E(unittest.TestCase):
     cp = None
     ext = None
+    second = None  # the second replica of test_9
     must_stay_pending = []  # pods that did not fit; nothing frees GPUs in this suite, so they never may
 
     # -- set-up -----------------------------------------------------------------------------------------------
@@ -256,7 +280,7 @@ class ExtenderE2E(unittest.TestCase):
             cls.interference_model = cls._train_interference_model(binary)
             cls.ext = Extender(binary, cls.cp.dir, kubeconfig, port,
                                policy=os.environ.get("GPUSCHED_E2E_POLICY", "binpack"),
-                               interference_model=cls.interference_model, tls=cls.tls)
+                               interference_model=cls.interference_model, tls=cls.tls, leader_election=True)
             ready_s = cls.ext.start()
             log(f"extender ready in {ready_s:.1f}s at {cls.ext.url}")
             cls.startup_s = time.monotonic() - cls.t_suite
@@ -292,11 +316,12 @@ class ExtenderE2E(unittest.TestCase):
     def _cleanup(cls):
         problems = []
         try:
-            if cls.ext:
-                cls.ext.stop()
-                problems = cls.ext.shutdown_problems()
-                if problems:
-                    cls._dump_class_logs()
+            for replica in (cls.ext, cls.second):
+                if replica:
+                    replica.stop()
+                    problems += replica.shutdown_problems()
+            if problems:
+                cls._dump_class_logs()
         finally:
             if cls.cp:
                 cls.cp.stop()
@@ -312,8 +337,9 @@ class ExtenderE2E(unittest.TestCase):
         parts = []
         if cls.cp:
             parts.append(cls.cp.log_tails(40))
-        if cls.ext:
-            parts.append(cls.ext.tails(80))
+        for replica in (cls.ext, cls.second):
+            if replica:
+                parts.append(replica.tails(80))
         sys.stderr.write("\n".join(parts) + "\n")
 
     def dump_logs(self):
@@ -754,6 +780,74 @@ class ExtenderE2E(unittest.TestCase):
         now = self.kube.get("pods", "attack-bound")
         self.assertEqual(now["spec"]["nodeName"], bound_node)
         self.assertEqual(now["metadata"]["annotations"][ALLOCATION_ANNOTATION], bound_alloc)
+        self.audit()
+
+    @dump_logs_on_failure
+    def test_9_leader_election(self):
+        """Two replicas on one Lease: the second stands by (not ready; a bind sent to it is refused naming the
+        leader, and changes nothing). kill -9 of the leader: the standby takes over once the lease ran out. The old
+        leader, restarted, stands by; the new one stopped with SIGTERM hands the Lease back at once, and a pod
+        kube-scheduler could not bind meanwhile (its extender was a standby) binds after the handover."""
+        leader = self.kube.call("GET", LEASE_PATH)["spec"]["holderIdentity"]
+        self.assertTrue(leader)
+        second = Extender(os.environ["GPUSCHED_BIN"], self.cp.dir, self.ext.kubeconfig, free_port(), tls=self.tls,
+                          name="extender-b", leader_election=True)
+        type(self).second = second
+        second.start(ready=False)
+        body = second.wait_readyz(503, timeout=20, text="standby")
+        self.assertIn(leader, body)
+
+        # A bind sent to the standby: refused before anything happens.
+        pending = self.kube.create("pods", gpu_pod("ha-pending", SHARE, labels={POOL_LABEL: "ha"},
+                                                   node_selector={POOL_LABEL: "ha-nowhere"}))
+        conn = second.connection(timeout=10)
+        try:
+            conn.request("POST", PATH_PREFIX + "/bind", headers={"Content-Type": "application/json"},
+                         body=json.dumps({"PodName": "ha-pending", "PodNamespace": "default",
+                                          "PodUID": pending["metadata"]["uid"], "Node": "anywhere"}))
+            r = conn.getresponse()
+            status, answer = r.status, r.read().decode(errors="replace")
+        finally:
+            conn.close()
+        log(f"bind sent to the standby: {status} {answer.strip()[:200]}")
+        self.assertEqual(status, 503, answer)
+        self.assertIn(f"standby (leader: {leader})", json.loads(answer)["Error"])
+        type(self).must_stay_pending.append("ha-pending")
+
+        # kill -9 of the leader: the standby leads after the lease ran out (and its settle time).
+        transitions = self.kube.call("GET", LEASE_PATH)["spec"].get("leaseTransitions", 0)
+        self.ext.kill()
+        t0 = time.monotonic()
+        second.wait_readyz(200, timeout=LEASE_S + 15)
+        failover_s = time.monotonic() - t0
+        lease = self.kube.call("GET", LEASE_PATH)["spec"]
+        log(f"failover after kill -9 of the leader: {failover_s:.1f}s (lease {LEASE_S}s); lease now {lease}")
+        self.assertNotEqual(lease["holderIdentity"], leader)
+        self.assertEqual(lease.get("leaseTransitions", 0), transitions + 1)
+        self.assertLess(failover_s, LEASE_S + 1 + 1 + 5, "takeover took longer than lease + retry + settle + slack")
+
+        # The old leader comes back as a standby; kube-scheduler (which calls it) cannot bind through it.
+        self.ext.start(ready=False)
+        self.ext.wait_readyz(503, timeout=20, text="standby")
+        pool = "ha"
+        self.make_pool(pool, nodes=1, gpus=1)
+        self.create_pod("ha-0", SHARE, pool)
+        time.sleep(2)
+        self.assertFalse(self.kube.get("pods", "ha-0")["spec"].get("nodeName"), "bound through a standby")
+
+        # SIGTERM to the new leader: it releases the Lease; the restarted one leads at its next attempt.
+        second.stop()
+        t1 = time.monotonic()
+        self.ext.wait_readyz(200, timeout=LEASE_S + 15)
+        handover_s = time.monotonic() - t1
+        log(f"handover after SIGTERM of the leader: {handover_s:.1f}s")
+        self.assertLess(handover_s, LEASE_S, "a released lease should pass at the standby's next attempt")
+        # kube-scheduler keeps a pod whose bind failed among its unschedulable pods until a cluster event (or a
+        # minute in 1.20): a new node is one.
+        self.make_pool("ha-nudge", nodes=1, gpus=1)
+        pod = self.wait_bound("ha-0", timeout=BIND_TIMEOUT)
+        self.check_share_allocation(pod, SHARE)
+        self.assertEqual(second.shutdown_problems(), [])
         self.audit()
 
     def wait_bound_after_create(self, name, limits, pool):

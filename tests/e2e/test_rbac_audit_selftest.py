@@ -77,8 +77,8 @@ AGENT = rbac_audit.AGENT.user
 
 
 def extender_run():
-    """What the extender does in a suite: informers on pods and nodes, a bind (one binding), requests of
-    others around it, a watch still open (RequestReceived and ResponseStarted only)."""
+    """What the extender does in a suite: informers on pods and nodes, a bind (one binding), its leader-election
+    Lease (get, create, renew), requests of others around it, a watch still open (RequestReceived and ResponseStarted only)."""
     return [
         event(EXT, "list", "pods", uri="/api/v1/pods?limit=500"),
         event(EXT, "list", "nodes", uri="/api/v1/nodes?limit=500"),
@@ -86,6 +86,9 @@ def extender_run():
         event(EXT, "watch", "nodes", uri="/api/v1/nodes?watch=1", stage="RequestReceived", audit_id="w1"),
         event(EXT, "watch", "nodes", uri="/api/v1/nodes?watch=1", stage="ResponseStarted", audit_id="w1"),
         event(EXT, "create", "pods", sub="binding", ns="default", name="p", code=201),
+        event(EXT, "get", "leases", group="coordination.k8s.io", ns="kube-system", name="gpusched-extender", code=404),
+        event(EXT, "create", "leases", group="coordination.k8s.io", ns="kube-system", code=201),
+        event(EXT, "update", "leases", group="coordination.k8s.io", ns="kube-system", name="gpusched-extender"),
         event("system:kube-scheduler", "get", "leases", group="coordination.k8s.io", ns="kube-system", name="x"),
         event("gpusched-e2e-admin", "delete", "pods", ns="default", name="p"),
     ]
@@ -122,8 +125,9 @@ class CompareTest(unittest.TestCase):
 
     def test_deploy_roles_resolve_to_the_components(self):
         ext = roles_from(deploy_docs("rbac.yaml"), rbac_audit.EXTENDER)
-        self.assertEqual([r["source"] for r in ext],
-                         ["ClusterRole gpusched-extender (bound by ClusterRoleBinding gpusched-extender)"])
+        self.assertCountEqual([r["source"] for r in ext],
+                              ["ClusterRole gpusched-extender (bound by ClusterRoleBinding gpusched-extender)",
+                               "Role gpusched-extender-leader (bound by RoleBinding kube-system/gpusched-extender-leader)"])
         agent = roles_from(deploy_docs("agent.yaml"), rbac_audit.AGENT)
         self.assertEqual(len(agent), 1)
         self.assertEqual(roles_from(deploy_docs("agent.yaml"), rbac_audit.EXTENDER), [])
@@ -145,20 +149,24 @@ class CompareTest(unittest.TestCase):
         problems, notes, used = self.compare(extender_run(), roles)
         self.assertEqual(problems, [])
         self.assertEqual(set(used), {("", "pods", "list"), ("", "pods", "watch"),
-                                     ("", "pods/binding", "create"), ("", "nodes", "list"), ("", "nodes", "watch")})
+                                     ("", "pods/binding", "create"), ("", "nodes", "list"), ("", "nodes", "watch"),
+                                     ("coordination.k8s.io", "leases", "get"),
+                                     ("coordination.k8s.io", "leases", "create"),
+                                     ("coordination.k8s.io", "leases", "update")})
         text = rbac_audit.summary(rbac_audit.EXTENDER, used, notes)
         self.assertIn("pods/binding: create x1", text)
 
     def test_a_grant_the_code_does_not_use_fails(self):
         roles = roles_from(deploy_docs("rbac.yaml"), rbac_audit.EXTENDER)
-        roles[0]["rules"] = roles[0]["rules"] + [
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update"]},
+        cluster_role = next(r for r in roles if r["source"].startswith("ClusterRole gpusched-extender"))
+        cluster_role["rules"] = cluster_role["rules"] + [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list", "delete"]},
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["update"]}]
         problems, _, _ = self.compare(extender_run(), roles)
         self.assertEqual(len(problems), 3, problems)
         self.assertTrue(all(p.startswith("unused: ClusterRole gpusched-extender") for p in problems), problems)
         self.assertTrue(any("update pods" in p for p in problems))
-        self.assertTrue(any("get leases (apiGroup coordination.k8s.io)" in p for p in problems))
+        self.assertTrue(any("delete leases (apiGroup coordination.k8s.io)" in p for p in problems))
         # A partial run reports them and passes.
         problems, notes, _ = self.compare(extender_run(), roles, partial=True)
         self.assertEqual(problems, [])
@@ -197,7 +205,7 @@ class CompareTest(unittest.TestCase):
         roles = roles_from(deploy_docs("rbac.yaml"), rbac_audit.EXTENDER)
         problems, _, _ = self.compare([event("someone-else", "list", "pods")], roles)
         self.assertIn("did it run as its ServiceAccount?", problems[0])
-        self.assertEqual(len(problems), 1 + 5)  # and each of the five grants is unused
+        self.assertEqual(len(problems), 1 + 8)  # and each of the eight grants is unused
 
     def test_namespaces_resource_names_and_subresources(self):
         component = rbac_audit.Component("sa", "ns", "x.yaml")

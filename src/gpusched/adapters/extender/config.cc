@@ -97,7 +97,8 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
                                               "maxConnections",
                                               "idleTimeoutSeconds",
                                               "schedulerNames",
-                                              "bindFilterWindowSeconds"};
+                                              "bindFilterWindowSeconds",
+                                              "leaderElection"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     if (!kKeys.contains(key)) {
@@ -205,6 +206,39 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
         return Bad(source, "\"" + key + "\" must be 1..3600");
       }
       (key == "idleTimeoutSeconds" ? c.idle_timeout_seconds : c.bind_filter_window_seconds) = seconds;
+    } else if (key == "leaderElection") {
+      if (!v.IsMap()) {
+        return Bad(source, "\"leaderElection\" must be a mapping");
+      }
+      for (const auto& l : v) {
+        const std::string lk = l.first.as<std::string>();
+        const std::string where = "leaderElection." + lk;
+        if (lk == "enabled") {
+          GPUSCHED_ASSIGN_OR_RETURN(enabled, As<bool>(l.second, source, where));
+          c.leader_elect = enabled;
+        } else if (lk == "namespace" || lk == "name") {
+          GPUSCHED_ASSIGN_OR_RETURN(text, As<std::string>(l.second, source, where));
+          if (text.empty()) {
+            return Bad(source, "\"" + where + "\" is empty");
+          }
+          (lk == "namespace" ? c.lease_namespace : c.lease_name) = text;
+        } else if (lk == "leaseDurationSeconds" || lk == "renewDeadlineSeconds" || lk == "retryPeriodSeconds") {
+          GPUSCHED_ASSIGN_OR_RETURN(seconds, As<int>(l.second, source, where));
+          if (seconds < 1 || seconds > 3600) {
+            return Bad(source, "\"" + where + "\" must be 1..3600");
+          }
+          (lk == "leaseDurationSeconds"   ? c.lease_duration_seconds
+           : lk == "renewDeadlineSeconds" ? c.renew_deadline_seconds
+                                          : c.retry_period_seconds) = seconds;
+        } else {
+          return Bad(source, "unknown key \"" + where + "\"");
+        }
+      }
+      if (!(c.retry_period_seconds < c.renew_deadline_seconds && c.renew_deadline_seconds < c.lease_duration_seconds)) {
+        return Bad(source,
+                   "leaderElection needs retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds (a leader "
+                   "that cannot renew must stop before another may take over)");
+      }
     } else if (key == "schedulerNames") {
       GPUSCHED_ASSIGN_OR_RETURN(names, NameList(v, source, key, "scheduler names"));
       c.scheduler_names = std::move(names);  // an empty list is refused by ValidateExtenderConfig

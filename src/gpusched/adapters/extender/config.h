@@ -19,6 +19,13 @@
 //                                  default-scheduler): another scheduler's pods are not the extender's to bind
 //   bindFilterWindowSeconds: 30    /bind binds a pod only to a node that passed /filter for that pod UID within
 //                                  this many seconds (kube-scheduler filters, then binds, in one cycle)
+//   leaderElection:                for several replicas: only the one holding a coordination.k8s.io Lease binds
+//     enabled: false               and reports ready (a Service then sends every call to it); a standby answers
+//     namespace: ""                /bind with an error naming the leader. namespace "" = $POD_NAMESPACE, else
+//     name: gpusched-extender      kube-system. A new leader binds after one retry period (its caches catch up
+//     leaseDurationSeconds: 15     with the last binds of the old one); a leader that cannot renew stops binding
+//     renewDeadlineSeconds: 10     at the renew deadline, before the lease can pass to another replica.
+//     retryPeriodSeconds: 2        Needs retry < renew deadline < lease duration.
 //   policy: binpack                any policy of the registry (`gpusched extender --help` lists them); a pod may
 //                                  override it with the annotation gpusched.io/policy
 //   weights:                       optional: prioritize with several policies, score = sum(w * score) / sum(w) over
@@ -114,6 +121,13 @@ struct ExtenderConfig {
   std::vector<GpuModelConfig> gpu_models;             // empty: the built-in table
   bool interference_enabled = false;                  // the application-class label is resources.app_label
   policy::InterferenceAwareOptions interference_aware;
+  // leaderElection: only the replica holding the Lease binds (and reports ready).
+  bool leader_elect = false;
+  std::string lease_namespace;  // "" = $POD_NAMESPACE, else kube-system
+  std::string lease_name = "gpusched-extender";
+  int lease_duration_seconds = 15;
+  int renew_deadline_seconds = 10;
+  int retry_period_seconds = 2;
 };
 
 // Parses YAML text and validates the result (ValidateExtenderConfig); `source` names the file in errors.

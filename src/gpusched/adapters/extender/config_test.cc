@@ -174,6 +174,24 @@ TEST(ConfigTest, InterferenceSection) {
   EXPECT_EQ(d->interference_aware.packing_weight, 0);
 }
 
+TEST(ConfigTest, LeaderElection) {
+  auto off = ParseExtenderConfig("policy: binpack\n", "c.yaml");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->leader_elect);
+  EXPECT_EQ(off->lease_name, "gpusched-extender");
+  auto on = ParseExtenderConfig(
+      "leaderElection: {enabled: true, namespace: gpusched, name: ext, leaseDurationSeconds: 6, "
+      "renewDeadlineSeconds: 4, retryPeriodSeconds: 1}\n",
+      "c.yaml");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->leader_elect);
+  EXPECT_EQ(on->lease_namespace, "gpusched");
+  EXPECT_EQ(on->lease_name, "ext");
+  EXPECT_EQ(on->lease_duration_seconds, 6);
+  EXPECT_EQ(on->renew_deadline_seconds, 4);
+  EXPECT_EQ(on->retry_period_seconds, 1);
+}
+
 TEST(ConfigTest, ErrorsNameTheFileAndTheKey) {
   const std::pair<const char*, const char*> cases[] = {
       {"polcy: binpack", "unknown key \"polcy\""},
@@ -211,6 +229,13 @@ TEST(ConfigTest, ErrorsNameTheFileAndTheKey) {
       {"schedulerNames: []", "\"schedulerNames\" must name at least one scheduler"},
       {"schedulerNames: default-scheduler", "\"schedulerNames\" must be a list"},
       {"schedulerNames: [\"\"]", "\"schedulerNames\" has an empty name"},
+      {"leaderElection: true", "\"leaderElection\" must be a mapping"},
+      {"leaderElection: {enabled: yes please}", "\"leaderElection.enabled\" has the wrong type"},
+      {"leaderElection: {lease: x}", "unknown key \"leaderElection.lease\""},
+      {"leaderElection: {name: \"\"}", "\"leaderElection.name\" is empty"},
+      {"leaderElection: {leaseDurationSeconds: 0}", "\"leaderElection.leaseDurationSeconds\" must be 1..3600"},
+      {"leaderElection: {renewDeadlineSeconds: 15}",
+       "retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds"},
   };
   for (const auto& [yaml, expect] : cases) {
     auto c = ParseExtenderConfig(yaml, "bad.yaml");

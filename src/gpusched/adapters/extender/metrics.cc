@@ -7,6 +7,7 @@
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
+#include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
@@ -34,6 +35,15 @@ struct ExtenderMetrics::Impl {
                                                                .Name("gpusched_extender_bind_refusals_total")
                                                                .Help("Binds refused before any API call, by reason")
                                                                .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& leader =
+      prometheus::BuildGauge()
+          .Name("gpusched_extender_leader")
+          .Help("1 while this replica holds the leader Lease (binds), 0 while it stands by; absent without election")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& leader_transitions = prometheus::BuildCounter()
+                                                                    .Name("gpusched_extender_leader_transitions_total")
+                                                                    .Help("Times this replica became leader")
+                                                                    .Register(*registry);
   std::mutex mu;  // guards the per-label lookups (Family::Add is thread-safe, the maps below are not)
   std::map<std::string, prometheus::Histogram*, std::less<>> histograms;
 };
@@ -100,6 +110,14 @@ void ExtenderMetrics::FilterRejection(std::string_view reason, double count) {
 void ExtenderMetrics::Bind(bool ok) { impl_->binds.Add({{"result", ok ? "ok" : "failed"}}).Increment(); }
 
 void ExtenderMetrics::BindUnknown() { impl_->binds.Add({{"result", "unknown"}}).Increment(); }
+
+void ExtenderMetrics::SetLeader(bool leading, uint64_t became_leader) {
+  impl_->leader.Add({}).Set(leading ? 1 : 0);
+  prometheus::Counter& c = impl_->leader_transitions.Add({});
+  if (const double more = static_cast<double>(became_leader) - c.Value(); more > 0) {
+    c.Increment(more);
+  }
+}
 
 void ExtenderMetrics::BindRefused(std::string_view reason) {
   impl_->bind_refusals.Add({{"reason", std::string(reason)}}).Increment();

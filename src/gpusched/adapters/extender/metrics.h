@@ -45,6 +45,8 @@ class ExtenderMetrics {
   void BindUnknown();
   // A bind refused before any API call (service.h lists why), by reason category.
   void BindRefused(std::string_view reason);
+  // Leader election: whether this replica leads now, and how many times it became leader so far.
+  void SetLeader(bool leading, uint64_t became_leader);
   // Adds gpusched_metrics_source_up{source}, ..._consecutive_failures{source}, ..._refresh_errors_total{source}
   // and ..._gpus{source} at scrape time.
   void SetMetricsCache(const sched::MetricsCache* cache) { cache_ = cache; }

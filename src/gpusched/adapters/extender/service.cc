@@ -514,6 +514,11 @@ Reply ExtenderService::Bind(std::string body) {
   if (args->pod_uid.empty()) {
     return refuse(400, "no_uid", what + "PodUID is required (kube-scheduler always sends it)");
   }
+  if (options_.bind_gate) {
+    if (std::string why = options_.bind_gate(); !why.empty()) {
+      return refuse(503, "not_leader", what + why);
+    }
+  }
   // The pod as the API server has it (the watch cache), never as the caller describes it. kube-scheduler's own
   // watch may be a few milliseconds ahead of this one (a pod created just now, or re-created under its name): give
   // the cache up to pod_cache_wait_ms to show the pod with the uid kube-scheduler names before refusing.

@@ -21,6 +21,7 @@
 // Bind writes to the cluster with the extender's own ServiceAccount, so it trusts nothing of the request but the
 // names: the pod is read from the watch cache (PodLookup; never from a filter body, which the caller wrote), and a
 // bind is refused, with its reason in the result's Error and nothing changed (no Assume, no API call), when
+//   - this replica may not bind now (ServiceOptions::bind_gate: a standby under leader election) (503);
 //   - PodUID is missing (400), or the cached pod has another uid (409: a new pod of the same name) or is unknown
 //     (404);
 //   - the pod is already bound (spec.nodeName set) or terminating (metadata.deletionTimestamp set) (409);
@@ -107,6 +108,8 @@ struct ServiceOptions {
   // Bind waits up to this long (real time) for the pod cache to show the pod, with the uid kube-scheduler sent,
   // before refusing: kube-scheduler's watch may be ahead of the extender's by a few milliseconds.
   int64_t pod_cache_wait_ms = 2000;
+  // Asked before each bind: "" = this replica may bind, else why not ("standby: the leader is x"). Null = always.
+  std::function<std::string()> bind_gate;
 };
 
 struct Reply {

@@ -452,6 +452,31 @@ TEST_F(ServiceTest, BindAssumesBindsAndConfirms) {
   EXPECT_EQ(mirror_.state().AllocatedMilli().value(), 300);
 }
 
+// Under leader election a standby refuses binds (503, naming the leader) before anything happens: no assumption,
+// no API call; the same bind goes through once the gate opens.
+TEST_F(ServiceTest, AStandbyRefusesBindsAndChangesNothing) {
+  std::string gate = "this replica is a standby (leader: other-replica_1234abcd)";
+  ServiceOptions o{.policy = "binpack", .seed = 7};
+  o.bind_gate = [&gate] { return gate; };
+  MakeWith(std::move(o));
+  const json pod = Pod("p", Share(30));
+  Known(pod);
+  ASSERT_EQ(service_->Filter(Args(pod, {"a", "b"})).status, 200);
+  Reply r = service_->Bind(BindArgs(pod, "b"));
+  EXPECT_EQ(r.status, 503);
+  EXPECT_NE(json::parse(r.body)["Error"].get<std::string>().find("leader: other-replica_1234abcd"), std::string::npos)
+      << r.body;
+  EXPECT_TRUE(binder_.bound().empty());
+  EXPECT_EQ(Allocated(), 0);
+  EXPECT_NE(metrics_.Serialize(mirror_).find("gpusched_extender_bind_refusals_total{reason=\"not_leader\"} 1"),
+            std::string::npos);
+  gate.clear();  // became leader
+  r = service_->Bind(BindArgs(pod, "b"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(binder_.bound().size(), 1U);
+  EXPECT_EQ(Allocated(), 300);
+}
+
 TEST_F(ServiceTest, FailedOrRejectedBindsChangeNothing) {
   const json pod = Pod("p", Share(30));
   Known(pod);
