@@ -1,0 +1,179 @@
+#include "gpusched/sched/scheduling_queue.h"
+
+#include <algorithm>
+
+namespace gpusched::sched {
+
+SchedulingQueue::SchedulingQueue(const common::Clock& clock, QueueOptions options) : clock_(clock), options_(options) {}
+
+int64_t SchedulingQueue::BackoffFor(int attempts) const {
+  int64_t backoff = options_.initial_backoff_ms;
+  for (int i = 1; i < attempts && backoff < options_.max_backoff_ms; ++i) {
+    backoff *= 2;
+  }
+  return std::min(backoff, options_.max_backoff_ms);
+}
+
+void SchedulingQueue::Remove(Entry& e) {
+  switch (e.where) {
+    case Where::kActive:
+      active_.erase(KeyOf(e));
+      break;
+    case Where::kBackoff:
+      backoff_.erase({e.backoff_until_ms, e.pod.uid});
+      break;
+    case Where::kUnschedulable:
+      unschedulable_.erase({e.since_ms, e.pod.uid});
+      break;
+    case Where::kInFlight:
+      in_flight_.erase(e.pod.uid);
+      break;
+  }
+}
+
+void SchedulingQueue::ToActive(Entry& e, int64_t now) {
+  Remove(e);
+  e.where = Where::kActive;
+  e.since_ms = now;
+  e.blockers = 0;
+  active_.insert(KeyOf(e));
+}
+
+void SchedulingQueue::AddOrUpdate(const QueuedPod& pod) {
+  std::lock_guard lock(mu_);
+  const int64_t now = clock_.NowMs();
+  auto [it, inserted] = pods_.try_emplace(pod.uid);
+  Entry& e = it->second;
+  if (!inserted && e.where == Where::kInFlight) {
+    e.pod = pod;  // the cycle holding it requeues it with the new spec
+    e.freed_in_flight = kBlockedByAnything;
+    return;
+  }
+  if (!inserted) {
+    Remove(e);
+  }
+  e.pod = pod;
+  e.where = Where::kInFlight;  // so that ToActive's Remove erases nothing of the ordered sets
+  ToActive(e, now);
+}
+
+bool SchedulingQueue::Delete(const std::string& uid) {
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) {
+    return false;
+  }
+  Remove(it->second);
+  pods_.erase(it);
+  return true;
+}
+
+void SchedulingQueue::Promote(int64_t now) {
+  while (!backoff_.empty() && backoff_.begin()->first <= now) {
+    Entry& e = pods_.at(backoff_.begin()->second);
+    ToActive(e, now);
+  }
+  while (!unschedulable_.empty() && now - unschedulable_.begin()->first >= options_.flush_after_ms) {
+    Entry& e = pods_.at(unschedulable_.begin()->second);
+    ToActive(e, now);
+  }
+}
+
+std::optional<QueuedPod> SchedulingQueue::Pop() {
+  std::lock_guard lock(mu_);
+  const int64_t now = clock_.NowMs();
+  Promote(now);
+  if (active_.empty()) {
+    return std::nullopt;
+  }
+  Entry& e = pods_.at(std::get<3>(*active_.begin()));
+  active_.erase(active_.begin());
+  e.where = Where::kInFlight;
+  in_flight_.insert(e.pod.uid);
+  e.since_ms = now;
+  e.freed_in_flight = 0;
+  ++e.attempts;
+  return e.pod;
+}
+
+void SchedulingQueue::Requeue(const std::string& uid, Outcome outcome, uint32_t blockers) {
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end() || it->second.where != Where::kInFlight) {
+    return;  // deleted meanwhile, or not ours to requeue
+  }
+  Entry& e = it->second;
+  const int64_t now = clock_.NowMs();
+  in_flight_.erase(uid);
+  if (outcome == Outcome::kError) {
+    e.where = Where::kBackoff;
+    e.since_ms = now;
+    e.backoff_until_ms = now + BackoffFor(e.attempts);
+    backoff_.insert({e.backoff_until_ms, uid});
+    return;
+  }
+  if ((e.freed_in_flight & blockers) != 0) {
+    ToActive(e, now);  // something it waits for was freed while it was being tried
+    return;
+  }
+  e.where = Where::kUnschedulable;
+  e.since_ms = now;
+  e.blockers = blockers;
+  unschedulable_.insert({now, uid});
+}
+
+void SchedulingQueue::Done(const std::string& uid) {
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(uid);
+  if (it != pods_.end()) {
+    Remove(it->second);
+    pods_.erase(it);
+  }
+}
+
+size_t SchedulingQueue::OnClusterEvent(uint32_t freed) {
+  std::lock_guard lock(mu_);
+  const int64_t now = clock_.NowMs();
+  std::vector<std::string> moving;
+  for (const auto& [since, uid] : unschedulable_) {
+    if ((pods_.at(uid).blockers & freed) != 0) {
+      moving.push_back(uid);
+    }
+  }
+  for (const auto& uid : moving) {
+    ToActive(pods_.at(uid), now);
+  }
+  for (const auto& uid : in_flight_) {
+    pods_.at(uid).freed_in_flight |= freed;
+  }
+  return moving.size();
+}
+
+std::optional<int64_t> SchedulingQueue::NextWakeMs() const {
+  std::lock_guard lock(mu_);
+  std::optional<int64_t> wake;
+  if (!backoff_.empty()) {
+    wake = backoff_.begin()->first;
+  }
+  if (!unschedulable_.empty()) {
+    const int64_t flush = unschedulable_.begin()->first + options_.flush_after_ms;
+    wake = wake ? std::min(*wake, flush) : flush;
+  }
+  return wake;
+}
+
+SchedulingQueue::Counts SchedulingQueue::counts() const {
+  std::lock_guard lock(mu_);
+  return Counts{.active = active_.size(),
+                .backoff = backoff_.size(),
+                .unschedulable = unschedulable_.size(),
+                .in_flight = in_flight_.size()};
+}
+
+int SchedulingQueue::attempts(const std::string& uid) const {
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(uid);
+  return it == pods_.end() ? -1 : it->second.attempts;
+}
+
+}  // namespace gpusched::sched

@@ -1,0 +1,127 @@
+#pragma once
+
+// SchedulingQueue: the pending pods of a scheduler and the order it tries them in, with kube-scheduler's three
+// sets and rules, on an injected Clock (tests and the simulator move time by hand):
+//
+//   active         ready to be tried; Pop() returns the highest priority first, then the earliest created, then
+//                  by key (namespace/name), so the order is total and stable.
+//   backoff        failed with an error (a bind that did not land, an API error): waits 1 s doubling per attempt
+//                  up to 10 s, then goes back to active by itself (Pop and NextWakeMs see to it).
+//   unschedulable  tried and found no place: waits for a cluster event that can make it fit, never for a timer.
+//                  Each such pod records what blocked it (Blockers: GPU capacity, CPU/memory/pods, node
+//                  constraints, quota); an event names what it may have freed, and only the pods blocked by that
+//                  move, straight to active (a pod blocked only by GPU capacity is tried again in the same
+//                  cycle that released the capacity). A pod that sat there `flush_after_ms` (5 min) goes back
+//                  anyway: a safety net against an event the scheduler missed, as kube-scheduler has.
+//
+// An event that arrives while a pod is being tried (popped, not yet requeued) is remembered: if it could have
+// unblocked the pod, Requeue(kUnschedulable) sends the pod to active instead of parking it (kube-scheduler's
+// "moveRequestCycle"), so a release racing with a failed attempt is never lost.
+//
+// Thread-safety: all methods may be called from any thread (one mutex).
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gpusched/common/clock.h"
+
+namespace gpusched::sched {
+
+// What kept a pod from fitting, and what an event may have freed: bits, so one event can name several.
+enum Blocker : uint32_t {
+  kBlockedByGpu = 1U << 0,        // GPU compute or memory, or whole GPUs
+  kBlockedByResources = 1U << 1,  // CPU, memory, pods count, other resources of the node
+  kBlockedByNodeSpec = 1U << 2,   // labels, taints, unschedulable, affinity (a node changed or was added)
+  kBlockedByQuota = 1U << 3,      // a queue's quota
+  kBlockedByPods = 1U << 4,       // inter-pod (anti-)affinity, spread constraints, host ports
+  kBlockedByAnything = 0xffffffffU,
+};
+
+struct QueuedPod {
+  std::string uid;
+  std::string key;  // namespace/name
+  int32_t priority = 0;
+  int64_t created_ms = 0;  // creation time (any epoch; only the order matters)
+};
+
+struct QueueOptions {
+  int64_t initial_backoff_ms = 1000;
+  int64_t max_backoff_ms = 10000;
+  int64_t flush_after_ms = 5 * 60 * 1000;
+};
+
+class SchedulingQueue {
+ public:
+  enum class Outcome {
+    kUnschedulable,  // no node fits: wait for an event naming one of `blockers`
+    kError,          // something failed that may work later: backoff
+  };
+
+  explicit SchedulingQueue(const common::Clock& clock, QueueOptions options = {});
+
+  // A new pending pod, or a pending pod whose spec changed (priority, requests): it goes to active (a changed pod
+  // may fit now), keeping its attempt count. A pod being tried is updated in place and stays with its cycle.
+  void AddOrUpdate(const QueuedPod& pod);
+  // The pod is gone (deleted, or bound by someone else). False when it was not queued.
+  bool Delete(const std::string& uid);
+
+  // The next pod to try, moving due backoff and overdue unschedulable pods to active first; nullopt when none is
+  // ready. The pod is "in flight" until Requeue or Done.
+  std::optional<QueuedPod> Pop();
+  // The in-flight pod found no place (kUnschedulable, blocked by `blockers`) or failed (kError).
+  void Requeue(const std::string& uid, Outcome outcome, uint32_t blockers = kBlockedByAnything);
+  // The in-flight pod was placed (or dropped): forget it.
+  void Done(const std::string& uid);
+
+  // Something in the cluster changed that may make pods fit: every unschedulable pod blocked by any of `freed`
+  // moves to active. Returns how many moved.
+  size_t OnClusterEvent(uint32_t freed);
+
+  // When Pop may next have something new without an event: the earliest backoff or flush deadline; nullopt when
+  // nothing waits on time.
+  [[nodiscard]] std::optional<int64_t> NextWakeMs() const;
+
+  struct Counts {
+    size_t active = 0, backoff = 0, unschedulable = 0, in_flight = 0;
+  };
+  [[nodiscard]] Counts counts() const;
+  // How many times the pod was tried (0 for a new one); -1 when not queued.
+  [[nodiscard]] int attempts(const std::string& uid) const;
+
+ private:
+  enum class Where { kActive, kBackoff, kUnschedulable, kInFlight };
+  struct Entry {
+    QueuedPod pod;
+    Where where = Where::kActive;
+    int attempts = 0;
+    int64_t since_ms = 0;  // when it entered its current set
+    int64_t backoff_until_ms = 0;
+    uint32_t blockers = 0;
+    uint32_t freed_in_flight = 0;  // events seen while in flight
+  };
+  // Active order: higher priority, earlier creation, key.
+  using ActiveKey = std::tuple<int32_t, int64_t, std::string, std::string>;  // (-priority, created, key, uid)
+  static ActiveKey KeyOf(const Entry& e) { return {-e.pod.priority, e.pod.created_ms, e.pod.key, e.pod.uid}; }
+
+  void Remove(Entry& e);  // from whichever ordered set holds it
+  void ToActive(Entry& e, int64_t now);
+  void Promote(int64_t now);  // due backoff and overdue unschedulable pods to active
+  int64_t BackoffFor(int attempts) const;
+
+  const common::Clock& clock_;
+  const QueueOptions options_;
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> pods_;                        // by uid
+  std::set<ActiveKey> active_;                               // ordered
+  std::set<std::pair<int64_t, std::string>> backoff_;        // (until, uid)
+  std::set<std::pair<int64_t, std::string>> unschedulable_;  // (since, uid)
+  std::set<std::string> in_flight_;                          // popped, not yet requeued or done
+};
+
+}  // namespace gpusched::sched

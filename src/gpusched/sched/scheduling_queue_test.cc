@@ -1,0 +1,147 @@
+#include "gpusched/sched/scheduling_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "gpusched/testing/fake_clock.h"
+
+namespace gpusched::sched {
+namespace {
+
+using Outcome = SchedulingQueue::Outcome;
+
+QueuedPod P(const std::string& name, int32_t priority = 0, int64_t created = 0) {
+  return QueuedPod{.uid = "uid-" + name, .key = "default/" + name, .priority = priority, .created_ms = created};
+}
+
+std::vector<std::string> Drain(SchedulingQueue& q) {
+  std::vector<std::string> out;
+  while (auto p = q.Pop()) {
+    out.push_back(p->key.substr(8));
+    q.Done(p->uid);
+  }
+  return out;
+}
+
+TEST(SchedulingQueueTest, HigherPriorityFirstThenOlderThenByName) {
+  testing::FakeClock clock;
+  SchedulingQueue q(clock);
+  q.AddOrUpdate(P("low-old", 0, 1));
+  q.AddOrUpdate(P("high-new", 100, 9));
+  q.AddOrUpdate(P("low-new", 0, 5));
+  q.AddOrUpdate(P("high-old", 100, 2));
+  q.AddOrUpdate(P("b-tie", 0, 5));
+  q.AddOrUpdate(P("negative", -5, 0));
+  EXPECT_EQ(Drain(q), (std::vector<std::string>{"high-old", "high-new", "low-old", "b-tie", "low-new", "negative"}));
+  EXPECT_FALSE(q.Pop().has_value());
+}
+
+TEST(SchedulingQueueTest, ErrorsBackOffOneSecondDoublingToTen) {
+  testing::FakeClock clock;
+  SchedulingQueue q(clock);
+  q.AddOrUpdate(P("p"));
+  const std::vector<int64_t> waits = {1000, 2000, 4000, 8000, 10000, 10000};
+  for (int64_t wait : waits) {
+    auto p = q.Pop();
+    ASSERT_TRUE(p.has_value());
+    q.Requeue(p->uid, Outcome::kError);
+    EXPECT_EQ(q.counts().backoff, 1U);
+    EXPECT_EQ(q.NextWakeMs(), clock.NowMs() + wait);
+    clock.AdvanceMs(wait - 1);
+    EXPECT_FALSE(q.Pop().has_value()) << "out of backoff early (wait " << wait << ")";
+    clock.AdvanceMs(1);
+  }
+  EXPECT_TRUE(q.Pop().has_value());
+  EXPECT_EQ(q.attempts("uid-p"), static_cast<int>(waits.size()) + 1);
+}
+
+// An unschedulable pod waits for an event that can make it fit; time alone (short of the safety flush) does not
+// bring it back, and an event about something else does not either.
+TEST(SchedulingQueueTest, UnschedulablePodsMoveOnTheEventsThatCanHelpThem) {
+  testing::FakeClock clock;
+  SchedulingQueue q(clock);
+  q.AddOrUpdate(P("gpu"));
+  q.AddOrUpdate(P("taint"));
+  for (auto [uid, blocker] : {std::pair{"uid-gpu", kBlockedByGpu}, std::pair{"uid-taint", kBlockedByNodeSpec}}) {
+    auto p = q.Pop();
+    ASSERT_TRUE(p.has_value());
+    EXPECT_EQ(p->uid, uid);
+    q.Requeue(p->uid, Outcome::kUnschedulable, blocker);
+  }
+  EXPECT_EQ(q.counts().unschedulable, 2U);
+  clock.AdvanceMs(60'000);
+  EXPECT_FALSE(q.Pop().has_value()) << "an unschedulable pod came back on a timer";
+  EXPECT_EQ(q.OnClusterEvent(kBlockedByQuota), 0U);
+  EXPECT_FALSE(q.Pop().has_value());
+  // GPU capacity freed: the GPU-blocked pod at once, not the tainted one.
+  EXPECT_EQ(q.OnClusterEvent(kBlockedByGpu | kBlockedByResources), 1U);
+  auto p = q.Pop();
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->uid, "uid-gpu");
+  q.Done(p->uid);
+  EXPECT_FALSE(q.Pop().has_value());
+  EXPECT_EQ(q.OnClusterEvent(kBlockedByNodeSpec), 1U);
+  EXPECT_EQ(q.Pop()->uid, "uid-taint");
+}
+
+TEST(SchedulingQueueTest, AnEventDuringTheAttemptIsNotLost) {
+  testing::FakeClock clock;
+  SchedulingQueue q(clock);
+  q.AddOrUpdate(P("p"));
+  auto p = q.Pop();
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(q.counts().in_flight, 1U);
+  q.OnClusterEvent(kBlockedByGpu);  // a release while the cycle found no GPU
+  q.Requeue(p->uid, Outcome::kUnschedulable, kBlockedByGpu);
+  EXPECT_EQ(q.counts().active, 1U);
+  p = q.Pop();
+  ASSERT_TRUE(p.has_value());
+  q.OnClusterEvent(kBlockedByNodeSpec);  // unrelated to what blocks it
+  q.Requeue(p->uid, Outcome::kUnschedulable, kBlockedByGpu);
+  EXPECT_EQ(q.counts().unschedulable, 1U);
+}
+
+TEST(SchedulingQueueTest, UpdatesReorderAndWakePodsAndDeletesForgetThem) {
+  testing::FakeClock clock;
+  SchedulingQueue q(clock);
+  q.AddOrUpdate(P("a", 0, 1));
+  q.AddOrUpdate(P("b", 0, 2));
+  q.AddOrUpdate(P("b", 50, 2));  // its priority went up
+  auto first = q.Pop();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->uid, "uid-b");
+  EXPECT_EQ(first->priority, 50);
+  q.Requeue(first->uid, Outcome::kUnschedulable, kBlockedByGpu);
+  q.AddOrUpdate(P("b", 50, 2));  // a changed pod may fit now
+  EXPECT_EQ(q.counts().unschedulable, 0U);
+  EXPECT_EQ(q.Pop()->uid, "uid-b");
+  // Updated while in flight: its requeue as unschedulable goes to active instead.
+  q.AddOrUpdate(P("b", 60, 2));
+  q.Requeue("uid-b", Outcome::kUnschedulable, kBlockedByGpu);
+  EXPECT_EQ(q.attempts("uid-b"), 2);
+  EXPECT_TRUE(q.Delete("uid-b"));
+  EXPECT_FALSE(q.Delete("uid-b"));
+  EXPECT_EQ(q.attempts("uid-b"), -1);
+  auto a = q.Pop();
+  ASSERT_TRUE(a.has_value());
+  EXPECT_TRUE(q.Delete(a->uid));       // deleted while in flight
+  q.Requeue(a->uid, Outcome::kError);  // the cycle's late requeue is ignored
+  EXPECT_EQ(q.counts().backoff + q.counts().active + q.counts().unschedulable + q.counts().in_flight, 0U);
+}
+
+TEST(SchedulingQueueTest, TheSafetyFlushBringsBackPodsAfterFiveMinutes) {
+  testing::FakeClock clock;
+  SchedulingQueue q(clock);
+  q.AddOrUpdate(P("p"));
+  q.Requeue(q.Pop()->uid, Outcome::kUnschedulable, kBlockedByGpu);
+  EXPECT_EQ(q.NextWakeMs(), clock.NowMs() + 300'000);
+  clock.AdvanceMs(299'999);
+  EXPECT_FALSE(q.Pop().has_value());
+  clock.AdvanceMs(1);
+  EXPECT_TRUE(q.Pop().has_value());
+}
+
+}  // namespace
+}  // namespace gpusched::sched
