@@ -73,7 +73,8 @@ void SchedulingQueue::Promote(int64_t now) {
     Entry& e = pods_.at(backoff_.begin()->second);
     ToActive(e, now);
   }
-  while (!unschedulable_.empty() && now - unschedulable_.begin()->first >= options_.flush_after_ms) {
+  while (options_.flush_after_ms > 0 && !unschedulable_.empty() &&
+         now - unschedulable_.begin()->first >= options_.flush_after_ms) {
     Entry& e = pods_.at(unschedulable_.begin()->second);
     ToActive(e, now);
   }
@@ -155,7 +156,7 @@ std::optional<int64_t> SchedulingQueue::NextWakeMs() const {
   if (!backoff_.empty()) {
     wake = backoff_.begin()->first;
   }
-  if (!unschedulable_.empty()) {
+  if (options_.flush_after_ms > 0 && !unschedulable_.empty()) {
     const int64_t flush = unschedulable_.begin()->first + options_.flush_after_ms;
     wake = wake ? std::min(*wake, flush) : flush;
   }

@@ -53,7 +53,7 @@ struct QueuedPod {
 struct QueueOptions {
   int64_t initial_backoff_ms = 1000;
   int64_t max_backoff_ms = 10000;
-  int64_t flush_after_ms = 5 * 60 * 1000;
+  int64_t flush_after_ms = 5 * 60 * 1000;  // 0 or less: never (the simulator, where every event is known)
 };
 
 class SchedulingQueue {

@@ -141,6 +141,16 @@ TEST(SchedulingQueueTest, TheSafetyFlushBringsBackPodsAfterFiveMinutes) {
   EXPECT_FALSE(q.Pop().has_value());
   clock.AdvanceMs(1);
   EXPECT_TRUE(q.Pop().has_value());
+
+  // Without the flush (the simulator) only events bring pods back.
+  SchedulingQueue never(clock, QueueOptions{.flush_after_ms = 0});
+  never.AddOrUpdate(P("p"));
+  never.Requeue(never.Pop()->uid, Outcome::kUnschedulable, kBlockedByGpu);
+  EXPECT_EQ(never.NextWakeMs(), std::nullopt);
+  clock.AdvanceMs(int64_t{1} << 40);
+  EXPECT_FALSE(never.Pop().has_value());
+  EXPECT_EQ(never.OnClusterEvent(kBlockedByGpu), 1U);
+  EXPECT_TRUE(never.Pop().has_value());
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "gpusched/core/cluster_state.h"
 #include "gpusched/sched/cycle_runner.h"
 #include "gpusched/sched/interference_forecast.h"
+#include "gpusched/sched/scheduling_queue.h"
 
 namespace gpusched::sim {
 namespace {
@@ -64,9 +65,15 @@ struct JobRun {
   double updated_at = 0;  // when `remaining` was last brought up to date
   double start = -1;      // first (successful) start
   double end = -1;
-  bool blocked = false;  // ran out of memory; not offered again until the next completion
   std::vector<GpuKey> gpus;
   std::string gpu_model;
+};
+
+// Simulated time for the scheduling queue.
+class SimClock final : public common::Clock {
+ public:
+  [[nodiscard]] int64_t NowMs() const override { return now_ms; }
+  int64_t now_ms = 0;
 };
 
 // The event loop of one run (see the header for the algorithm).
@@ -80,7 +87,9 @@ class Simulation {
         predictor_(predictor),
         policy_(policy),
         runner_(policy, sched::CycleOptions{.collect_reasons = false}),
-        rng_(spec.seed ^ kPolicyStream) {}
+        rng_(spec.seed ^ kPolicyStream),
+        // No safety flush: a job waits for a completion, whatever the simulated time.
+        queue_(clock_, sched::QueueOptions{.flush_after_ms = 0}) {}
 
   common::Result<ColocationOutcome> Run() {
     for (core::Node& n : ColocationNodes(spec_)) {
@@ -110,18 +119,27 @@ class Simulation {
       }
       const double next_arrival_at = next_arrival < jobs_.size() ? jobs_[next_arrival].arrival_s : kInf;
       if (first == jobs_.size() && next_arrival == jobs_.size()) {
-        const size_t stuck = queue_.front();
+        queue_.OnClusterEvent(sched::kBlockedByAnything);
+        const std::optional<sched::QueuedPod> head = queue_.Pop();
+        const size_t stuck = head.has_value() ? job_of_.at(common::PodUid(head->uid)) : 0;
         return common::FailedPrecondition(
             fmt::format("policy {} placed job {} ({}) nowhere on an empty cluster of {} nodes", policy_.Name(), stuck,
                         jobs_[stuck].app, spec_.nodes));
       }
       if (first != jobs_.size() && first_end <= next_arrival_at) {
         now_ = first_end;
+        clock_.now_ms = std::max<int64_t>(clock_.now_ms, static_cast<int64_t>(std::llround(now_ * 1000)));
         GPUSCHED_RETURN_IF_ERROR(Complete(first));
         ++done;
       } else {
         now_ = next_arrival_at;
-        queue_.push_back(next_arrival++);
+        clock_.now_ms = std::max<int64_t>(clock_.now_ms, static_cast<int64_t>(std::llround(now_ * 1000)));
+        const size_t j = next_arrival++;
+        // Arrival order: every job has the same priority, and its index for creation time.
+        queue_.AddOrUpdate(sched::QueuedPod{.uid = runs_[j].pod.uid.str(),
+                                            .key = runs_[j].pod.name,
+                                            .priority = 0,
+                                            .created_ms = static_cast<int64_t>(j)});
       }
       // Every event of this instant first, so that a job is never placed next to one that is ending now.
       if (NextEventTime(next_arrival) > now_) {
@@ -214,9 +232,7 @@ class Simulation {
     }
     GPUSCHED_RETURN_IF_ERROR(RerateOn(r.gpus));
     GPUSCHED_RETURN_IF_ERROR(state_.Release(r.pod.uid));
-    for (JobRun& q : runs_) {
-      q.blocked = false;
-    }
+    queue_.OnClusterEvent(sched::kBlockedByGpu);  // every waiting job may fit now
     return common::Status::Ok();
   }
 
@@ -242,7 +258,6 @@ class Simulation {
       if (!truth_.Pair(r.pod.app, runs_[other].pod.app, model).feasible) {
         GPUSCHED_RETURN_IF_ERROR(state_.Release(r.pod.uid));
         ++oom_retries_;
-        r.blocked = true;
         return false;
       }
     }
@@ -263,21 +278,20 @@ class Simulation {
     return true;
   }
 
-  // Offers the queue, in order, to the cycle (no head-of-line blocking).
+  // Offers the queue's active jobs, in order, to the cycle (no head-of-line blocking). A job that fits nowhere, or
+  // ran out of memory where it was placed, waits in the queue for the next completion (a GPU released): until then
+  // nothing it could use is freed, and a deterministic policy would choose the same GPU again.
   common::Status SchedulePass() {
     const sched::AppOfPod app_of = [this](const common::PodUid& uid) -> std::string {
       auto it = job_of_.find(uid);
       return it == job_of_.end() ? std::string() : jobs_[it->second].app;
     };
-    for (size_t qi = 0; qi < queue_.size();) {
-      if (state_.AllocatedMilli() >= state_.CapacityMilli()) {
-        break;  // every job needs compute: nothing more fits until something ends
+    while (state_.AllocatedMilli() < state_.CapacityMilli()) {  // every job needs compute: else nothing fits
+      const std::optional<sched::QueuedPod> next = queue_.Pop();
+      if (!next.has_value()) {
+        break;
       }
-      const size_t j = queue_[qi];
-      if (runs_[j].blocked) {
-        ++qi;
-        continue;
-      }
+      const size_t j = job_of_.at(common::PodUid(next->uid));
       policy::InterferenceForecast forecast;
       policy::Snapshot snapshot{.now_ms = std::llround(now_ * 1000)};
       if (predictor_ != nullptr) {
@@ -289,18 +303,18 @@ class Simulation {
       if (!cycle.ok()) {
         return cycle.status();
       }
-      if (!cycle->allocation.has_value()) {
-        ++qi;
-        continue;
+      bool started = false;
+      if (cycle->allocation.has_value()) {
+        auto ran = Start(j, *cycle->allocation);
+        if (!ran.ok()) {
+          return ran.status();
+        }
+        started = *ran;
       }
-      auto started = Start(j, *cycle->allocation);
-      if (!started.ok()) {
-        return started.status();
-      }
-      if (*started) {
-        queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(qi));
+      if (started) {
+        queue_.Done(next->uid);
       } else {
-        ++qi;
+        queue_.Requeue(next->uid, sched::SchedulingQueue::Outcome::kUnschedulable, sched::kBlockedByGpu);
       }
     }
     return common::Status::Ok();
@@ -349,8 +363,9 @@ class Simulation {
   double now_ = 0;
   std::vector<JobRun> runs_;
   std::unordered_map<common::PodUid, size_t> job_of_;
-  std::vector<size_t> queue_;    // arrived, not started, in arrival order
-  std::vector<size_t> running_;  // started, not ended
+  SimClock clock_;
+  sched::SchedulingQueue queue_;  // arrived, not started: the production queue on simulated time
+  std::vector<size_t> running_;   // started, not ended
   std::map<GpuKey, std::vector<size_t>> residents_;
   int64_t oom_retries_ = 0;
   uint64_t forecast_generation_ = 0;

@@ -20,8 +20,10 @@
 //      times (now + w·s) always reflect the current co-residents.
 //   2. The next event is the earlier of the next arrival and the earliest completion (a completion first on a
 //      tie). A completion releases the job's allocation (ClusterState::Release) and records JCT = end − arrival.
-//   3. After every event the FIFO queue is offered to the production path in order, without head-of-line
-//      blocking (a job that does not fit stays queued and later jobs are still tried): per job a Snapshot whose
+//   3. After every event the queue (sched::SchedulingQueue, the production queue, on simulated time; every job has
+//      the same priority, so arrival order) offers its active jobs to the production path in order, without
+//      head-of-line blocking (a job that does not fit waits in the queue until the next completion, and later jobs
+//      are still tried; nothing else can free what it needs): per job a Snapshot whose
 //      interference forecast comes from sched::ForecastInterference(app, state, app_of, *predictor) when a
 //      predictor is given (interference_generation is fresh per call), then sched::CycleRunner::Schedule, then
 //      ClusterState::Confirm.
