@@ -77,7 +77,12 @@ common::Result<std::vector<Allocation>> ClusterState::UpdateNode(Node node) {
   }
   Slot& slot = slots_[*slot_of];
   const Node& old = *slot.view.node;
-  if (old.cpu == node.cpu && old.memory == node.memory && old.gpus == node.gpus) {
+  if (old.SameCapacity(node)) {
+    // Labels, taints or cordon changed (or nothing): the new description, the same charges.
+    if (old.labels != node.labels || old.taints != node.taints || old.unschedulable != node.unschedulable) {
+      slot.view.node = std::make_shared<const Node>(std::move(node));
+      Touch(slot);
+    }
     return std::vector<Allocation>{};
   }
   if (node.cpu.value() < 0 || node.memory.value() < 0) {

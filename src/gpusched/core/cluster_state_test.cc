@@ -236,6 +236,31 @@ TEST_F(ClusterStateTest, ChargeRefusesOnlyWhatCannotBeChargedAtAll) {
 
 // The node's description always wins: less GPU memory overcommits the pods already there (they stay charged), a
 // GPU that is gone hands its holders back to the caller.
+// Labels, taints and cordon change without touching the charges (and a view shows the new description).
+TEST_F(ClusterStateTest, UpdateNodeTakesNewLabelsTaintsAndCordonKeepingCharges) {
+  ASSERT_TRUE(state_.Charge(Share("p0", "n1", 0, 500, 30000)).ok());
+  const uint64_t before = state_.Find(common::NodeName("n1"))->generation;
+  Node relabelled = testing::Node("n1").Gpus(2, "A100", 40960).Cpu(8000).Memory(16384).Build();
+  relabelled.labels = {{"zone", "b"}};
+  relabelled.taints = {Taint{.key = "team", .value = "a", .effect = TaintEffect::kNoSchedule}};
+  relabelled.unschedulable = true;
+  auto orphaned = state_.UpdateNode(relabelled);
+  ASSERT_TRUE(orphaned.ok()) << orphaned.status();
+  EXPECT_TRUE(orphaned->empty());
+  const NodeView* view = state_.Find(common::NodeName("n1"));
+  ASSERT_NE(view, nullptr);
+  EXPECT_EQ(view->node->labels.at("zone"), "b");
+  EXPECT_EQ(view->node->taints.size(), 1U);
+  EXPECT_TRUE(view->node->unschedulable);
+  EXPECT_GT(view->generation, before);
+  EXPECT_EQ(state_.AllocatedMilli().value(), 500);
+  EXPECT_TRUE(state_.CheckInvariants().ok());
+  // The same description again changes nothing.
+  const uint64_t after = view->generation;
+  EXPECT_TRUE(state_.UpdateNode(relabelled).ok());
+  EXPECT_EQ(state_.Find(common::NodeName("n1"))->generation, after);
+}
+
 TEST_F(ClusterStateTest, UpdateNodeKeepsBoundPodsChargedAndHandsBackThoseOnAVanishedGpu) {
   ASSERT_TRUE(state_.Charge(Share("p0", "n1", 0, 500, 30000)).ok());
   ASSERT_TRUE(state_.Charge(Share("p1", "n1", 1, 300, 4096)).ok());

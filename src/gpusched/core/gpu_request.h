@@ -4,12 +4,14 @@
 // the GpuRequests of its containers that want GPUs (containers without GPUs are folded into cpu/memory).
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "gpusched/common/ids.h"
 #include "gpusched/common/units.h"
+#include "gpusched/core/constraints.h"
 #include "gpusched/core/gpu.h"
 
 namespace gpusched::core {
@@ -43,6 +45,11 @@ struct PodRequest {
   // The application class (annotation gpusched.io/app or a configured label): what the interference model knows
   // the workload as. Empty = unknown.
   std::string app;
+  // Placement constraints (sched/node_predicates.h). node_name: spec.nodeName of a pod that names its node.
+  std::string node_name;
+  std::map<std::string, std::string> node_selector;
+  std::vector<NodeSelectorTerm> required_node_affinity;  // ORed; empty = no requirement
+  std::vector<Toleration> tolerations;
 
   [[nodiscard]] bool RequestsGpu() const { return !containers.empty(); }
   // Σ count over containers.

@@ -2,11 +2,13 @@
 
 // A node's fixed description: capacity and GPUs. What is allocated on it lives in ClusterState / NodeView.
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "gpusched/common/ids.h"
 #include "gpusched/common/units.h"
+#include "gpusched/core/constraints.h"
 #include "gpusched/core/gpu.h"
 
 namespace gpusched::core {
@@ -16,6 +18,15 @@ struct Node {
   common::MilliCpu cpu{0};  // allocatable CPU
   common::MiB memory{0};    // allocatable memory
   std::vector<Gpu> gpus;    // gpus[i].index == i
+  // What the node's pods must match or tolerate (sched/node_predicates.h).
+  std::map<std::string, std::string> labels;
+  std::vector<Taint> taints;
+  bool unschedulable = false;  // spec.unschedulable (cordoned)
+
+  // Whether `other` differs from this node only in labels, taints or unschedulable (not in capacity).
+  [[nodiscard]] bool SameCapacity(const Node& other) const {
+    return cpu == other.cpu && memory == other.memory && gpus == other.gpus;
+  }
 };
 
 }  // namespace gpusched::core

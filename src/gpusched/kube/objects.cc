@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpusched/kube/annotations.h"
+#include "gpusched/kube/constraints.h"
 #include "gpusched/kube/quantity.h"
 
 namespace gpusched::kube {
@@ -124,6 +125,22 @@ common::Result<core::Node> DecodeNode(const json& node) {
   std::map<std::string, std::string> labels;
   StringMap(metadata, "annotations", annotations);
   StringMap(metadata, "labels", labels);
+  out.labels = labels;
+  if (const json* spec = Find(node, "spec"); spec != nullptr) {
+    if (const json* taints = Find(*spec, "taints"); taints != nullptr) {
+      auto decoded = DecodeTaints(*taints);
+      if (!decoded.ok()) {
+        return common::InvalidArgument(who + decoded.status().message());
+      }
+      out.taints = std::move(decoded).value();
+    }
+    if (const json* cordoned = Find(*spec, "unschedulable"); cordoned != nullptr) {
+      if (!cordoned->is_boolean()) {
+        return common::InvalidArgument(who + "spec.unschedulable is not a boolean");
+      }
+      out.unschedulable = cordoned->get<bool>();
+    }
+  }
   if (auto it = annotations.find(std::string(kAnnotationGpus)); it != annotations.end()) {
     auto gpus = DecodeGpuInventory(it->second);
     if (!gpus.ok()) {

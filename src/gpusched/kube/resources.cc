@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpusched/kube/constraints.h"
 #include "gpusched/kube/quantity.h"
 
 namespace gpusched::kube {
@@ -304,6 +305,24 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
     out.uid = common::PodUid(uid->get<std::string>());
   }
   const std::string who = "pod " + out.name + ": ";
+  if (const json* node_name = Find(*spec, "nodeName"); node_name != nullptr && node_name->is_string()) {
+    out.node_name = node_name->get<std::string>();
+  }
+  {
+    const json* selector = Find(*spec, "nodeSelector");
+    const json* tolerations = Find(*spec, "tolerations");
+    auto s = DecodeNodeSelector(selector != nullptr ? *selector : json());
+    auto t = DecodeTolerations(tolerations != nullptr ? *tolerations : json());
+    auto a = DecodeRequiredNodeAffinity(*spec);
+    for (const common::Status& st : {s.status(), t.status(), a.status()}) {
+      if (!st.ok()) {
+        return common::InvalidArgument(who + st.message());
+      }
+    }
+    out.node_selector = std::move(s).value();
+    out.tolerations = std::move(t).value();
+    out.required_node_affinity = std::move(a).value();
+  }
 
   auto containers = [&](std::string_view key,
                         std::string_view kind) -> common::Result<std::vector<ContainerResources>> {

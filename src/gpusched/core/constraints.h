@@ -1,0 +1,47 @@
+#pragma once
+
+// What a pod may demand of a node beyond resources, and what a node imposes, as Kubernetes defines them (the
+// scheduler's node predicates, sched/node_predicates.h, evaluate them): node labels against a pod's nodeSelector and
+// required node affinity; node taints against a pod's tolerations.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpusched::core {
+
+enum class TaintEffect { kNoSchedule, kPreferNoSchedule, kNoExecute };
+
+struct Taint {
+  std::string key;
+  std::string value;
+  TaintEffect effect = TaintEffect::kNoSchedule;
+  bool operator==(const Taint&) const = default;
+};
+
+struct Toleration {
+  std::string key;  // "" with kExists: every key
+  enum class Operator { kEqual, kExists } op = Operator::kEqual;
+  std::string value;
+  std::optional<TaintEffect> effect;  // none: every effect
+  bool operator==(const Toleration&) const = default;
+};
+
+// One requirement of a node selector term: on a label (match_expressions) or a field (match_fields; Kubernetes
+// supports only metadata.name there).
+struct NodeSelectorRequirement {
+  std::string key;
+  enum class Operator { kIn, kNotIn, kExists, kDoesNotExist, kGt, kLt } op = Operator::kIn;
+  std::vector<std::string> values;
+  bool operator==(const NodeSelectorRequirement&) const = default;
+};
+
+// Requirements ANDed; a term with none matches no node.
+struct NodeSelectorTerm {
+  std::vector<NodeSelectorRequirement> match_expressions;
+  std::vector<NodeSelectorRequirement> match_fields;
+  bool operator==(const NodeSelectorTerm&) const = default;
+};
+
+}  // namespace gpusched::core

@@ -1,0 +1,90 @@
+#include "gpusched/kube/constraints.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "gpusched/kube/objects.h"
+#include "gpusched/kube/resources.h"
+
+namespace gpusched::kube {
+namespace {
+
+using nlohmann::json;
+
+TEST(ConstraintsTest, PodConstraintsDecodeAsTheApiWritesThem) {
+  const json pod = json::parse(R"({
+    "metadata": {"name": "p", "namespace": "ml", "uid": "u1"},
+    "spec": {
+      "nodeName": "gpu-3",
+      "nodeSelector": {"zone": "a"},
+      "tolerations": [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "team", "value": "ml"},
+        {"operator": "Exists"}
+      ],
+      "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gpus", "operator": "Gt", "values": ["4"]}],
+         "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["bad-node"]}]}
+      ]}}},
+      "containers": [{"name": "c"}]
+    }})");
+  auto r = DecodePodRequest(pod, ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->node_name, "gpu-3");
+  EXPECT_EQ(r->node_selector, (std::map<std::string, std::string>{{"zone", "a"}}));
+  ASSERT_EQ(r->tolerations.size(), 3U);
+  EXPECT_EQ(r->tolerations[0].op, core::Toleration::Operator::kExists);
+  EXPECT_EQ(r->tolerations[0].effect, core::TaintEffect::kNoSchedule);
+  EXPECT_EQ(r->tolerations[1].op, core::Toleration::Operator::kEqual);  // the default operator
+  EXPECT_EQ(r->tolerations[1].value, "ml");
+  EXPECT_FALSE(r->tolerations[1].effect.has_value());
+  EXPECT_EQ(r->tolerations[2].key, "");
+  ASSERT_EQ(r->required_node_affinity.size(), 1U);
+  EXPECT_EQ(r->required_node_affinity[0].match_expressions[0].op, core::NodeSelectorRequirement::Operator::kGt);
+  EXPECT_EQ(r->required_node_affinity[0].match_fields[0].values, std::vector<std::string>{"bad-node"});
+}
+
+TEST(ConstraintsTest, NodeLabelsTaintsAndCordon) {
+  const json node = json::parse(R"({
+    "metadata": {"name": "n1", "labels": {"zone": "a"}},
+    "spec": {"unschedulable": true, "taints": [{"key": "team", "value": "a", "effect": "NoExecute"}]},
+    "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}, "capacity": {"nvidia.com/gpu": "1"}}})");
+  auto n = DecodeNode(node);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(n->labels.at("zone"), "a");
+  EXPECT_TRUE(n->unschedulable);
+  ASSERT_EQ(n->taints.size(), 1U);
+  EXPECT_EQ(n->taints[0], (core::Taint{.key = "team", .value = "a", .effect = core::TaintEffect::kNoExecute}));
+}
+
+TEST(ConstraintsTest, MalformedConstraintsAreErrorsNamingTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"tolerations": [{"key": "k", "operator": "Maybe"}]})", "spec.tolerations[0].operator \"Maybe\""},
+      {R"({"tolerations": [{"value": "v"}]})", "operator Equal needs a key"},
+      {R"({"tolerations": [{"key": "k", "effect": "Sometimes"}]})", "spec.tolerations[0].effect \"Sometimes\""},
+      {R"({"tolerations": {"key": "k"}})", "spec.tolerations is not a list"},
+      {R"({"nodeSelector": {"zone": 1}})", "spec.nodeSelector.zone is not a string"},
+      {R"({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}}})",
+       "nodeSelectorTerms must be a non-empty list"},
+      {R"({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+          {"matchExpressions": [{"key": "k", "operator": "Near"}]}]}}}})",
+       "nodeSelectorTerms[0].matchExpressions[0].operator \"Near\""},
+  };
+  for (const auto& [spec, want] : cases) {
+    json pod = {{"metadata", {{"name", "p"}}}, {"spec", json::parse(spec)}};
+    auto r = DecodePodRequest(pod, ResourceConfig{});
+    ASSERT_FALSE(r.ok()) << spec;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("pod default/p"), std::string::npos) << r.status().message();
+  }
+  const json bad_taint = {{"metadata", {{"name", "n"}}},
+                          {"spec", {{"taints", json::array({{{"key", "k"}, {"effect", "Never"}}})}}}};
+  auto n = DecodeNode(bad_taint);
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.status().message().find("node n: spec.taints[0].effect \"Never\""), std::string::npos)
+      << n.status().message();
+}
+
+}  // namespace
+}  // namespace gpusched::kube
