@@ -6,7 +6,8 @@
 // Built on Boost.Beast over Asio (docs/dependencies.md); Beast stays inside http_server.cc, so this header is cheap.
 // Connections are served asynchronously by a few I/O threads (min(threads, cores, 4)): a slow or idle client holds
 // a socket and a timer, never a thread. Handlers run on a separate pool of `threads` and may block (an API call at
-// bind); size `threads` for the number of handlers that may block at once. A body of declared length is read
+// bind); size `threads` for the number of handlers that may block at once. A handler declared kInlineIfSmall runs
+// on the I/O thread for bodies up to kInlineBodyBytes instead (HandlerRuns). A body of declared length is read
 // straight into the request in large pieces, growing with the bytes that arrived.
 //
 // What is enforced, per connection and request (HttpLimits):
