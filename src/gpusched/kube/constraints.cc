@@ -28,128 +28,124 @@ common::Result<core::TaintEffect> Effect(const std::string& text, const std::str
   return Bad(where + ".effect \"" + text + "\" is not NoSchedule, PreferNoSchedule or NoExecute");
 }
 
-common::Result<std::vector<core::NodeSelectorRequirement>> Requirements(const json& term, const char* key,
-                                                                        const std::string& where) {
-  std::vector<core::NodeSelectorRequirement> out;
-  auto it = term.find(key);
-  if (it == term.end() || it->is_null()) {
+// `list` (null: empty) as a list of objects, each decoded by `one(object, "<where>[i]")`.
+template <typename T, typename Decode>
+common::Result<std::vector<T>> ObjectList(const json& list, const std::string& where, Decode one) {
+  std::vector<T> out;
+  if (list.is_null()) {
     return out;
   }
-  if (!it->is_array()) {
-    return Bad(where + "." + key + " is not a list");
+  if (!list.is_array()) {
+    return Bad(where + " is not a list");
   }
-  for (size_t i = 0; i < it->size(); ++i) {
-    const json& r = (*it)[i];
-    const std::string at = where + "." + key + "[" + std::to_string(i) + "]";
-    if (!r.is_object()) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    if (!list[i].is_object()) {
       return Bad(at + " is not an object");
     }
-    core::NodeSelectorRequirement req;
-    GPUSCHED_ASSIGN_OR_RETURN(k, OptionalString(r, "key", at));
-    GPUSCHED_ASSIGN_OR_RETURN(op, OptionalString(r, "operator", at));
-    req.key = k;
-    using Op = core::NodeSelectorRequirement::Operator;
-    if (op == "In") {
-      req.op = Op::kIn;
-    } else if (op == "NotIn") {
-      req.op = Op::kNotIn;
-    } else if (op == "Exists") {
-      req.op = Op::kExists;
-    } else if (op == "DoesNotExist") {
-      req.op = Op::kDoesNotExist;
-    } else if (op == "Gt") {
-      req.op = Op::kGt;
-    } else if (op == "Lt") {
-      req.op = Op::kLt;
-    } else {
-      return Bad(at + ".operator \"" + op + "\" is not In, NotIn, Exists, DoesNotExist, Gt or Lt");
-    }
-    if (auto v = r.find("values"); v != r.end() && !v->is_null()) {
-      if (!v->is_array()) {
-        return Bad(at + ".values is not a list");
-      }
-      for (const json& s : *v) {
-        if (!s.is_string()) {
-          return Bad(at + ".values holds a non-string");
-        }
-        req.values.push_back(s.get<std::string>());
-      }
-    }
-    out.push_back(std::move(req));
+    GPUSCHED_ASSIGN_OR_RETURN(item, one(list[i], at));
+    out.push_back(std::move(item));
   }
   return out;
+}
+
+const json& Member(const json& j, const char* key) {
+  static const json kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+common::Result<core::NodeSelectorRequirement> Requirement(const json& r, const std::string& at) {
+  core::NodeSelectorRequirement req;
+  GPUSCHED_ASSIGN_OR_RETURN(k, OptionalString(r, "key", at));
+  GPUSCHED_ASSIGN_OR_RETURN(op, OptionalString(r, "operator", at));
+  req.key = k;
+  using Op = core::NodeSelectorRequirement::Operator;
+  if (op == "In") {
+    req.op = Op::kIn;
+  } else if (op == "NotIn") {
+    req.op = Op::kNotIn;
+  } else if (op == "Exists") {
+    req.op = Op::kExists;
+  } else if (op == "DoesNotExist") {
+    req.op = Op::kDoesNotExist;
+  } else if (op == "Gt") {
+    req.op = Op::kGt;
+  } else if (op == "Lt") {
+    req.op = Op::kLt;
+  } else {
+    return Bad(at + ".operator \"" + op + "\" is not In, NotIn, Exists, DoesNotExist, Gt or Lt");
+  }
+  const json& values = Member(r, "values");
+  if (!values.is_null()) {
+    if (!values.is_array()) {
+      return Bad(at + ".values is not a list");
+    }
+    for (const json& v : values) {
+      if (!v.is_string()) {
+        return Bad(at + ".values holds a non-string");
+      }
+      req.values.push_back(v.get<std::string>());
+    }
+  }
+  return req;
+}
+
+common::Result<core::NodeSelectorTerm> Term(const json& t, const std::string& at) {
+  core::NodeSelectorTerm term;
+  GPUSCHED_ASSIGN_OR_RETURN(exprs, ObjectList<core::NodeSelectorRequirement>(Member(t, "matchExpressions"),
+                                                                             at + ".matchExpressions", Requirement));
+  GPUSCHED_ASSIGN_OR_RETURN(
+      fields, ObjectList<core::NodeSelectorRequirement>(Member(t, "matchFields"), at + ".matchFields", Requirement));
+  term.match_expressions = std::move(exprs);
+  term.match_fields = std::move(fields);
+  return term;
+}
+
+common::Result<core::Taint> TaintOf(const json& t, const std::string& at) {
+  GPUSCHED_ASSIGN_OR_RETURN(key, OptionalString(t, "key", at));
+  GPUSCHED_ASSIGN_OR_RETURN(value, OptionalString(t, "value", at));
+  GPUSCHED_ASSIGN_OR_RETURN(effect, OptionalString(t, "effect", at));
+  if (key.empty()) {
+    return Bad(at + " has no key");
+  }
+  GPUSCHED_ASSIGN_OR_RETURN(e, Effect(effect, at));
+  return core::Taint{.key = key, .value = value, .effect = e};
+}
+
+common::Result<core::Toleration> TolerationOf(const json& t, const std::string& at) {
+  core::Toleration tol;
+  GPUSCHED_ASSIGN_OR_RETURN(key, OptionalString(t, "key", at));
+  GPUSCHED_ASSIGN_OR_RETURN(op, OptionalString(t, "operator", at));
+  GPUSCHED_ASSIGN_OR_RETURN(value, OptionalString(t, "value", at));
+  GPUSCHED_ASSIGN_OR_RETURN(effect, OptionalString(t, "effect", at));
+  tol.key = key;
+  tol.value = value;
+  if (op.empty() || op == "Equal") {
+    tol.op = core::Toleration::Operator::kEqual;
+    if (key.empty()) {
+      return Bad(at + ": operator Equal needs a key (only Exists may leave it empty)");
+    }
+  } else if (op == "Exists") {
+    tol.op = core::Toleration::Operator::kExists;
+  } else {
+    return Bad(at + ".operator \"" + op + "\" is not Equal or Exists");
+  }
+  if (!effect.empty()) {
+    GPUSCHED_ASSIGN_OR_RETURN(e, Effect(effect, at));
+    tol.effect = e;
+  }
+  return tol;
 }
 
 }  // namespace
 
 common::Result<std::vector<core::Taint>> DecodeTaints(const json& taints) {
-  std::vector<core::Taint> out;
-  if (taints.is_null()) {
-    return out;
-  }
-  if (!taints.is_array()) {
-    return Bad("spec.taints is not a list");
-  }
-  for (size_t i = 0; i < taints.size(); ++i) {
-    const std::string at = "spec.taints[" + std::to_string(i) + "]";
-    const json& t = taints[i];
-    if (!t.is_object()) {
-      return Bad(at + " is not an object");
-    }
-    core::Taint taint;
-    GPUSCHED_ASSIGN_OR_RETURN(key, OptionalString(t, "key", at));
-    GPUSCHED_ASSIGN_OR_RETURN(value, OptionalString(t, "value", at));
-    GPUSCHED_ASSIGN_OR_RETURN(effect, OptionalString(t, "effect", at));
-    if (key.empty()) {
-      return Bad(at + " has no key");
-    }
-    GPUSCHED_ASSIGN_OR_RETURN(e, Effect(effect, at));
-    taint.key = key;
-    taint.value = value;
-    taint.effect = e;
-    out.push_back(std::move(taint));
-  }
-  return out;
+  return ObjectList<core::Taint>(taints, "spec.taints", TaintOf);
 }
 
 common::Result<std::vector<core::Toleration>> DecodeTolerations(const json& tolerations) {
-  std::vector<core::Toleration> out;
-  if (tolerations.is_null()) {
-    return out;
-  }
-  if (!tolerations.is_array()) {
-    return Bad("spec.tolerations is not a list");
-  }
-  for (size_t i = 0; i < tolerations.size(); ++i) {
-    const std::string at = "spec.tolerations[" + std::to_string(i) + "]";
-    const json& t = tolerations[i];
-    if (!t.is_object()) {
-      return Bad(at + " is not an object");
-    }
-    core::Toleration tol;
-    GPUSCHED_ASSIGN_OR_RETURN(key, OptionalString(t, "key", at));
-    GPUSCHED_ASSIGN_OR_RETURN(op, OptionalString(t, "operator", at));
-    GPUSCHED_ASSIGN_OR_RETURN(value, OptionalString(t, "value", at));
-    GPUSCHED_ASSIGN_OR_RETURN(effect, OptionalString(t, "effect", at));
-    tol.key = key;
-    tol.value = value;
-    if (op.empty() || op == "Equal") {
-      tol.op = core::Toleration::Operator::kEqual;
-      if (key.empty()) {
-        return Bad(at + ": operator Equal needs a key (only Exists may leave it empty)");
-      }
-    } else if (op == "Exists") {
-      tol.op = core::Toleration::Operator::kExists;
-    } else {
-      return Bad(at + ".operator \"" + op + "\" is not Equal or Exists");
-    }
-    if (!effect.empty()) {
-      GPUSCHED_ASSIGN_OR_RETURN(e, Effect(effect, at));
-      tol.effect = e;
-    }
-    out.push_back(std::move(tol));
-  }
-  return out;
+  return ObjectList<core::Toleration>(tolerations, "spec.tolerations", TolerationOf);
 }
 
 common::Result<std::map<std::string, std::string>> DecodeNodeSelector(const json& selector) {
@@ -191,20 +187,7 @@ common::Result<std::vector<core::NodeSelectorTerm>> DecodeRequiredNodeAffinity(c
     // The API requires at least one term; a selector without terms would match no node.
     return Bad(base + ".nodeSelectorTerms must be a non-empty list");
   }
-  for (size_t i = 0; i < terms->size(); ++i) {
-    const std::string at = base + ".nodeSelectorTerms[" + std::to_string(i) + "]";
-    const json& t = (*terms)[i];
-    if (!t.is_object()) {
-      return Bad(at + " is not an object");
-    }
-    core::NodeSelectorTerm term;
-    GPUSCHED_ASSIGN_OR_RETURN(exprs, Requirements(t, "matchExpressions", at));
-    GPUSCHED_ASSIGN_OR_RETURN(fields, Requirements(t, "matchFields", at));
-    term.match_expressions = std::move(exprs);
-    term.match_fields = std::move(fields);
-    out.push_back(std::move(term));
-  }
-  return out;
+  return ObjectList<core::NodeSelectorTerm>(*terms, base + ".nodeSelectorTerms", Term);
 }
 
 }  // namespace gpusched::kube

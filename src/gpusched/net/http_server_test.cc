@@ -142,8 +142,36 @@ class HttpServerTest : public ::testing::Test {
     return o;
   }
 
-  std::unique_ptr<HttpServer> server_;
+  // Serves GET /block with a handler that holds its pool thread until release_ is set.
+  void HandleBlock() {
+    server_->Handle("GET", "/block", [this](HttpRequest&) {
+      entered_ = true;
+      while (!release_.load()) {
+        std::this_thread::sleep_for(5ms);
+      }
+      return HttpResponse{.body = "released"};
+    });
+  }
+  // Sends GET /block on a new connection and waits until its handler holds a pool thread; the connection, or -1.
+  int StartBlocked() {
+    const int fd = Connect(server_->port());
+    if (fd < 0 || !SendAll(fd, "GET /block HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")) {
+      return -1;
+    }
+    for (int i = 0; i < 400 && !entered_.load(); ++i) {
+      std::this_thread::sleep_for(5ms);
+    }
+    return entered_.load() ? fd : -1;
+  }
+
+  // A failed test must not leave /block holding the thread the server's destructor joins.
+  void TearDown() override { release_ = true; }
+
+  // Before server_: its handlers use them until it is destroyed.
+  std::atomic<bool> release_{false};
+  std::atomic<bool> entered_{false};
   std::atomic<int> calls_{0};
+  std::unique_ptr<HttpServer> server_;
 };
 
 TEST_F(HttpServerTest, RoutesAndMethods) {
@@ -243,30 +271,17 @@ TEST_F(HttpServerTest, ABlockedHandlerDoesNotHoldUpOtherConnections) {
   auto made = HttpServer::Create(Small());
   ASSERT_TRUE(made.ok()) << made.status().message();
   server_ = std::move(made).value();
-  std::atomic<bool> release{false};
-  std::atomic<bool> entered{false};
-  server_->Handle("GET", "/block", [&](HttpRequest&) {
-    entered = true;
-    while (!release.load()) {
-      std::this_thread::sleep_for(5ms);
-    }
-    return HttpResponse{.body = "released"};
-  });
+  HandleBlock();
   server_->Handle("GET", "/ping", [](HttpRequest&) { return HttpResponse{.body = "pong"}; });
   ASSERT_TRUE(server_->Start().ok());
 
-  const int blocked = Connect(server_->port());
-  ASSERT_GE(blocked, 0);
-  ASSERT_TRUE(SendAll(blocked, "GET /block HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
-  for (int i = 0; i < 400 && !entered.load(); ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
-  ASSERT_TRUE(entered.load());
+  const int blocked = StartBlocked();
+  ASSERT_GE(blocked, 0) << "GET /block never reached its handler";
   // Served while /block still holds its handler thread.
   const std::string pong = Exchange(server_->port(), "GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(StatusOf(pong), 200) << pong;
   EXPECT_NE(pong.find("pong"), std::string::npos);
-  release = true;
+  release_ = true;
   const std::string released = ReadUntilClose(blocked);
   close(blocked);
   EXPECT_NE(released.find("released"), std::string::npos) << released;
@@ -281,15 +296,7 @@ TEST_F(HttpServerTest, InlineHandlersServeSmallBodiesWithoutThePool) {
   auto made = HttpServer::Create(o);
   ASSERT_TRUE(made.ok()) << made.status().message();
   server_ = std::move(made).value();
-  std::atomic<bool> release{false};
-  std::atomic<bool> entered{false};
-  server_->Handle("GET", "/block", [&](HttpRequest&) {
-    entered = true;
-    while (!release.load()) {
-      std::this_thread::sleep_for(5ms);
-    }
-    return HttpResponse{.body = "released"};
-  });
+  HandleBlock();
   server_->Handle(
       "POST", "/size", [](HttpRequest& req) { return HttpResponse{.body = std::to_string(req.body.size())}; },
       HandlerRuns::kInlineIfSmall);
@@ -298,13 +305,8 @@ TEST_F(HttpServerTest, InlineHandlersServeSmallBodiesWithoutThePool) {
       HandlerRuns::kInlineIfSmall);
   ASSERT_TRUE(server_->Start().ok());
 
-  const int blocked = Connect(server_->port());
-  ASSERT_GE(blocked, 0);
-  ASSERT_TRUE(SendAll(blocked, "GET /block HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
-  for (int i = 0; i < 400 && !entered.load(); ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
-  ASSERT_TRUE(entered.load());
+  const int blocked = StartBlocked();
+  ASSERT_GE(blocked, 0) << "GET /block never reached its handler";
   // The pool's only thread is held: a small body is still answered, inline; an inline handler that throws is a 500
   // and the server goes on.
   const std::string small = Exchange(
@@ -322,7 +324,7 @@ TEST_F(HttpServerTest, InlineHandlersServeSmallBodiesWithoutThePool) {
   std::this_thread::sleep_for(200ms);
   char byte = 0;
   EXPECT_EQ(recv(large, &byte, 1, MSG_DONTWAIT), -1) << "answered while the pool was blocked";
-  release = true;
+  release_ = true;
   const std::string answer = ReadUntilClose(large);
   close(large);
   EXPECT_TRUE(answer.ends_with("\r\n\r\n" + std::to_string(big))) << answer.substr(0, 200);

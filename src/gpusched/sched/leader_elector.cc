@@ -48,23 +48,7 @@ bool LeaderElector::TryAcquireOrRenew(int64_t now) {
       last_error_ = "reading " + lock_.Describe() + ": " + current.status().message();
       return false;
     }
-    common::Status created = lock_.Create(fresh);
-    std::lock_guard lock(mu_);
-    if (!created.ok()) {
-      last_error_ = "creating " + lock_.Describe() + ": " + created.message();
-      return false;
-    }
-    observed_ = fresh;
-    have_observed_ = true;
-    observed_ms_ = now;
-    if (!holding_) {
-      acquired_ms_ = now;
-      ++became_leader_;
-    }
-    holding_ = true;
-    last_renew_ms_ = now;
-    last_error_.clear();
-    return true;
+    return Wrote(lock_.Create(fresh), "creating", fresh, now);
   }
   const ports::LeaderRecord& record = *current;
   {
@@ -90,13 +74,18 @@ bool LeaderElector::TryAcquireOrRenew(int64_t now) {
       fresh.transitions = record.transitions + 1;
     }
   }
-  common::Status updated = lock_.Update(fresh);
+  return Wrote(lock_.Update(fresh), "updating", fresh, now);
+}
+
+bool LeaderElector::Wrote(const common::Status& status, const char* verb, const ports::LeaderRecord& written,
+                          int64_t now) {
   std::lock_guard lock(mu_);
-  if (!updated.ok()) {
-    last_error_ = "updating " + lock_.Describe() + ": " + updated.message();
+  if (!status.ok()) {
+    last_error_ = std::string(verb) + " " + lock_.Describe() + ": " + status.message();
     return false;
   }
-  observed_ = fresh;
+  observed_ = written;
+  have_observed_ = true;
   observed_ms_ = now;
   if (!holding_) {
     acquired_ms_ = now;

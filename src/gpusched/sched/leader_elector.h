@@ -58,6 +58,8 @@ class LeaderElector {
 
  private:
   bool TryAcquireOrRenew(int64_t now);
+  // Records the outcome of writing `written` (create or update): on success this replica holds the lock.
+  bool Wrote(const common::Status& status, const char* verb, const ports::LeaderRecord& written, int64_t now);
 
   ports::LeaderLock& lock_;
   const common::Clock& clock_;
