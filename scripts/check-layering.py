@@ -42,6 +42,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "monitor": ("adapters/*", "kube", "ports", "plot", "core", "common"),
     "agent": ("adapters/*", "net", "kube", "ports", "plot", "core", "common"),
     "webhook": ("adapters/*", "net", "kube", "ports", "core", "common"),
+    "scheduler": ("adapters/*", "sched", "policy", "net", "kube", "ports", "core", "common"),
     "cli": ("*",),
     "testing": ("ports", "core", "common"),
 }

@@ -1,4 +1,5 @@
 """A real Kubernetes control plane on loopback for end-to-end tests: etcd, kube-apiserver and kube-scheduler.
+With kube_scheduler=False, etcd and kube-apiserver only (for gpusched's own scheduler, test_scheduler.py).
 
 No kubelet and no controller-manager: nodes are Node objects made through the API (see kube.py). Facts behind
 every flag: ../../../shared/design/real-kubernetes.md (front-proxy flags, node taints, default ServiceAccount,
@@ -10,6 +11,7 @@ Binaries: kube-apiserver and kube-scheduler from $GPUSCHED_K8S_BIN, else from th
 Usage:
     with ControlPlane(extender_url="http://127.0.0.1:PORT/scheduler") as cp:
     # or over TLS: extender_url="https://...", extender_tls=lambda pki: {"certFile": ..., "keyFile": ..., "caFile": ...}
+    # or without kube-scheduler: ControlPlane(kube_scheduler=False)
         kube = cp.kube()        # admin client (O=system:masters)
         cp.kubeconfig           # path of a kubeconfig for that client
 
@@ -277,10 +279,15 @@ def write_kubeconfig(path, server, ca_crt, client_crt, client_key, inline=True):
 
 
 class ControlPlane:
-    """etcd + kube-apiserver + kube-scheduler on 127.0.0.1 in a temporary directory."""
+    """etcd + kube-apiserver + kube-scheduler on 127.0.0.1 in a temporary directory (kube_scheduler=False: no
+    kube-scheduler; pods then wait for another scheduler)."""
 
-    def __init__(self, extender_url=None, k8s_bin=None, etcd=None, keep_dir=None, log=print, extender_tls=None):
+    def __init__(self, extender_url=None, k8s_bin=None, etcd=None, keep_dir=None, log=print, extender_tls=None,
+                 kube_scheduler=True):
+        if extender_url and not kube_scheduler:
+            raise ValueError("an extender URL needs kube-scheduler (kube_scheduler=True)")
         self.extender_url = extender_url
+        self.kube_scheduler = kube_scheduler
         # kube-scheduler's tlsConfig for the extender (ExtenderTLSConfig: certFile, keyFile, caFile, serverName, ...):
         # a dict, or a function of the Pki returning one (certificates are made once the Pki exists).
         self.extender_tls = extender_tls
@@ -318,7 +325,8 @@ class ControlPlane:
                 raise ControlPlaneError(why)
         self.apiserver_bin = os.path.join(self.k8s_bin, "kube-apiserver")
         self.scheduler_bin = os.path.join(self.k8s_bin, "kube-scheduler")
-        self.version = binary_version(self.scheduler_bin)
+        # Both binaries come from one release; without kube-scheduler, ask kube-apiserver.
+        self.version = binary_version(self.scheduler_bin if self.kube_scheduler else self.apiserver_bin)
         base = os.environ.get("GPUSCHED_E2E_TMPDIR")  # default: $TMPDIR or /tmp; /dev/shm is faster for etcd
         self.dir = tempfile.mkdtemp(prefix="gpusched-e2e-", dir=base)
         self.pki = Pki(os.path.join(self.dir, "pki"))
@@ -326,10 +334,11 @@ class ControlPlane:
         self._start_etcd()
         self._start_apiserver()
         self.timings["apiserver_ready_s"] = time.monotonic() - t0
-        self._start_scheduler()
+        if self.kube_scheduler:
+            self._start_scheduler()
         self.timings["startup_s"] = time.monotonic() - t0
         self.log(f"control plane v{self.version[0]}.{self.version[1]} up in {self.timings['startup_s']:.1f}s "
-                 f"(apiserver {self.server}, dir {self.dir})")
+                 f"(apiserver {self.server}, {'' if self.kube_scheduler else 'no kube-scheduler, '}dir {self.dir})")
 
     def stop(self):
         for p in reversed(self.processes):

@@ -40,6 +40,7 @@ class Component:
 
 EXTENDER = Component("gpusched-extender", "kube-system", "deploy/rbac.yaml")
 AGENT = Component("gpusched-agent", "kube-system", "deploy/agent.yaml")
+SCHEDULER = Component("gpusched-scheduler", "kube-system", "deploy/scheduler.yaml")
 
 # Grants a suite may leave unused: (ServiceAccount, apiGroup, resource, verb) -> why the suite cannot use it.
 ALLOWED_UNUSED = {

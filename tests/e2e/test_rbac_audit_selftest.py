@@ -74,6 +74,7 @@ def event(user, verb, resource, code=200, sub=None, group="", ns=None, name=None
 
 EXT = rbac_audit.EXTENDER.user
 AGENT = rbac_audit.AGENT.user
+SCHED = rbac_audit.SCHEDULER.user
 
 
 def extender_run():
@@ -91,6 +92,24 @@ def extender_run():
         event(EXT, "update", "leases", group="coordination.k8s.io", ns="kube-system", name="gpusched-extender"),
         event("system:kube-scheduler", "get", "leases", group="coordination.k8s.io", ns="kube-system", name="x"),
         event("gpusched-e2e-admin", "delete", "pods", ns="default", name="p"),
+    ]
+
+
+def scheduler_run():
+    """What `gpusched scheduler` does in its suite: informers on pods and nodes, a bind, the Unschedulable condition
+    on a pod's status, events, its Lease."""
+    lease = dict(group="coordination.k8s.io", ns="kube-system")
+    return [
+        event(SCHED, "list", "pods", uri="/api/v1/pods?limit=500"),
+        event(SCHED, "watch", "pods", uri="/api/v1/pods?watch=1"),
+        event(SCHED, "list", "nodes", uri="/api/v1/nodes?limit=500"),
+        event(SCHED, "watch", "nodes", uri="/api/v1/nodes?watch=1"),
+        event(SCHED, "create", "pods", sub="binding", ns="default", name="p", code=201),
+        event(SCHED, "patch", "pods", sub="status", ns="default", name="q"),
+        event(SCHED, "create", "events", ns="default", code=201),
+        event(SCHED, "get", "leases", name="gpusched-scheduler", code=404, **lease),
+        event(SCHED, "create", "leases", code=201, **lease),
+        event(SCHED, "update", "leases", name="gpusched-scheduler", **lease),
     ]
 
 
@@ -130,6 +149,12 @@ class CompareTest(unittest.TestCase):
                                "Role gpusched-extender-leader (bound by RoleBinding kube-system/gpusched-extender-leader)"])
         agent = roles_from(deploy_docs("agent.yaml"), rbac_audit.AGENT)
         self.assertEqual(len(agent), 1)
+        sched = roles_from(deploy_docs("scheduler.yaml"), rbac_audit.SCHEDULER)
+        self.assertCountEqual([r["source"] for r in sched],
+                              ["ClusterRole gpusched-scheduler (bound by ClusterRoleBinding gpusched-scheduler)",
+                               "Role gpusched-scheduler-leader (bound by RoleBinding "
+                               "kube-system/gpusched-scheduler-leader)"])
+        self.assertEqual(roles_from(deploy_docs("scheduler.yaml"), rbac_audit.EXTENDER), [])
         self.assertEqual(roles_from(deploy_docs("agent.yaml"), rbac_audit.EXTENDER), [])
         self.assertEqual(roles_from(deploy_docs("webhook.yaml"),
                                     rbac_audit.Component("gpusched-webhook", "kube-system", "deploy/webhook.yaml")),
@@ -137,7 +162,7 @@ class CompareTest(unittest.TestCase):
 
     def test_allow_list_names_grants_of_deploy(self):
         grants = {}
-        for component in (rbac_audit.EXTENDER, rbac_audit.AGENT):
+        for component in (rbac_audit.EXTENDER, rbac_audit.AGENT, rbac_audit.SCHEDULER):
             docs = deploy_docs(os.path.basename(component.manifest))
             grants[component.name] = {g.key for g in rbac_audit.grants_of(roles_from(docs, component))}
         for (name, *key), why in rbac_audit.ALLOWED_UNUSED.items():
@@ -155,6 +180,21 @@ class CompareTest(unittest.TestCase):
                                      ("coordination.k8s.io", "leases", "update")})
         text = rbac_audit.summary(rbac_audit.EXTENDER, used, notes)
         self.assertIn("pods/binding: create x1", text)
+
+    def test_the_scheduler_run_matches_deploy_scheduler(self):
+        roles = roles_from(deploy_docs("scheduler.yaml"), rbac_audit.SCHEDULER)
+        problems, _, used = self.compare(scheduler_run(), roles, rbac_audit.SCHEDULER)
+        self.assertEqual(problems, [])
+        self.assertEqual(len(used), 10)
+        # Its Lease only; nothing of pods but the status and bindings written; no events of other API groups.
+        for bad in (event(SCHED, "update", "leases", group="coordination.k8s.io", ns="kube-system",
+                          name="gpusched-extender"),
+                    event(SCHED, "patch", "pods", ns="default", name="p"),
+                    event(SCHED, "create", "events", group="events.k8s.io", ns="default", code=201,
+                          uri="/apis/events.k8s.io/v1/namespaces/default/events")):
+            problems, _, _ = self.compare(scheduler_run() + [bad], roles, rbac_audit.SCHEDULER)
+            self.assertEqual(len(problems), 1, problems)
+            self.assertIn("not granted by its own role", problems[0])
 
     def test_a_grant_the_code_does_not_use_fails(self):
         roles = roles_from(deploy_docs("rbac.yaml"), rbac_audit.EXTENDER)

@@ -1,18 +1,12 @@
 #include "gpusched/cli/extender_command.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
 #include <memory>
-#include <mutex>
-#include <random>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +22,7 @@
 #include "gpusched/adapters/k8s/lease_lock.h"
 #include "gpusched/adapters/k8s/pod_binder.h"
 #include "gpusched/adapters/prometheus/prometheus_source.h"
+#include "gpusched/cli/election_loop.h"
 #include "gpusched/common/log.h"
 #include "gpusched/sched/leader_elector.h"
 #include "gpusched/sched/metrics_cache.h"
@@ -125,73 +120,6 @@ policy::LoadAwareOptions LoadAware(const ext::ExtenderConfig& config) {
   return o;
 }
 
-// hostname_<8 hex digits>: unique per process, readable in the Lease.
-std::string LeaderIdentity() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') {
-    std::snprintf(host, sizeof host, "gpusched-extender");
-  }
-  std::random_device rd;
-  char suffix[16];
-  std::snprintf(suffix, sizeof suffix, "%08x", rd());
-  return std::string(host) + "_" + suffix;
-}
-
-// Ticks the elector every retry period on its own thread and mirrors its state into the metrics and the log.
-class ElectionLoop {
- public:
-  ElectionLoop(sched::LeaderElector& elector, ext::ExtenderMetrics& metrics) : elector_(elector), metrics_(metrics) {
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~ElectionLoop() { Stop(); }
-  ElectionLoop(const ElectionLoop&) = delete;
-  ElectionLoop& operator=(const ElectionLoop&) = delete;
-  // Stops ticking (the caller then releases the lease).
-  void Stop() {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) {
-      thread_.join();
-    }
-  }
-
- private:
-  void Run() {
-    bool was_leader = false;
-    std::string last_error;
-    std::unique_lock lock(mu_);
-    while (!stop_) {
-      lock.unlock();
-      const bool leads = elector_.Tick();
-      metrics_.SetLeader(leads, elector_.transitions_seen());
-      if (leads != was_leader) {
-        common::Log(common::LogLevel::kInfo,
-                    leads ? "gpusched extender: became leader (" + elector_.options().identity + ")"
-                          : "gpusched extender: not leader any more; the leader is \"" + elector_.Holder() + "\"");
-        was_leader = leads;
-      }
-      if (std::string e = elector_.LastError(); e != last_error) {
-        if (!e.empty()) {
-          common::Log(common::LogLevel::kWarn, "gpusched extender: leader election: " + e);
-        }
-        last_error = e;
-      }
-      lock.lock();
-      cv_.wait_for(lock, std::chrono::milliseconds(elector_.options().retry_period_ms), [this] { return stop_; });
-    }
-  }
-
-  sched::LeaderElector& elector_;
-  ext::ExtenderMetrics& metrics_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // GUARDED_BY(mu_)
-  std::thread thread_;
-};
-
 int Fail(const std::string& message) {
   std::cerr << "gpusched extender: " << message << "\n";
   return 1;
@@ -287,31 +215,15 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
   // Leader election: only the Lease holder binds and reports ready.
   std::unique_ptr<k8s::LeaseLock> lease;
   std::unique_ptr<sched::LeaderElector> elector;
-  if (config.leader_elect) {
-    std::string ns = config.lease_namespace;
-    if (ns.empty()) {
-      const char* pod_ns = std::getenv("POD_NAMESPACE");
-      ns = pod_ns != nullptr && pod_ns[0] != '\0' ? pod_ns : "kube-system";
+  if (config.leader_election.enabled) {
+    auto made = MakeElection(**client, config.leader_election, "gpusched-extender");
+    if (!made.ok()) {
+      return Fail(made.status().message());
     }
-    lease = std::make_unique<k8s::LeaseLock>(**client, ns, config.lease_name);
-    sched::LeaderElectionOptions options{.identity = LeaderIdentity(),
-                                         .lease_duration_ms = int64_t{config.lease_duration_seconds} * 1000,
-                                         .renew_deadline_ms = int64_t{config.renew_deadline_seconds} * 1000,
-                                         .retry_period_ms = int64_t{config.retry_period_seconds} * 1000,
-                                         .settle_ms = int64_t{config.retry_period_seconds} * 1000};
-    if (auto s = sched::ValidateLeaderElection(options); !s.ok()) {
-      return Fail(s.message());
-    }
-    elector = std::make_unique<sched::LeaderElector>(
-        *lease, common::SystemClock::Instance(),
-        [] {
-          return std::chrono::duration_cast<std::chrono::milliseconds>(
-                     std::chrono::system_clock::now().time_since_epoch())
-              .count();
-        },
-        options);
+    lease = std::move(made->lease);
+    elector = std::move(made->elector);
     common::Log(common::LogLevel::kInfo,
-                "gpusched extender: leader election on " + lease->Describe() + " as " + options.identity);
+                "gpusched extender: leader election on " + lease->Describe() + " as " + elector->options().identity);
   }
   auto bind_gate = [&elector]() -> std::string {
     if (elector == nullptr || elector->CanAct()) {
@@ -370,7 +282,8 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
   }
   std::unique_ptr<ElectionLoop> election;
   if (elector != nullptr) {
-    election = std::make_unique<ElectionLoop>(*elector, metrics);
+    election = std::make_unique<ElectionLoop>(
+        *elector, "gpusched extender", [&metrics](bool leads, uint64_t became) { metrics.SetLeader(leads, became); });
   }
   common::Log(common::LogLevel::kInfo, "gpusched extender: serving on " + config.host + ":" +
                                            std::to_string(server.port()) + config.path_prefix + " (policy " +

@@ -5,15 +5,14 @@
 #include "gpusched/cli/agent_command.h"
 #include "gpusched/cli/extender_command.h"
 #include "gpusched/cli/interference_command.h"
+#include "gpusched/cli/scheduler_command.h"
 #include "gpusched/cli/simulate_command.h"
 #include "gpusched/cli/webhook_command.h"
 #include "gpusched/interference/slowdown_models.h"
 #include "gpusched/policy/registry.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{
-      "gpusched: a Kubernetes GPU scheduler (simulate, extender, agent, webhook, interference; the standalone "
-      "scheduler comes next)"};
+  CLI::App app{"gpusched: a Kubernetes GPU scheduler (scheduler, extender, agent, webhook, simulate, interference)"};
   app.require_subcommand(1);
   int exit_code = 0;
   gpusched::cli::SimulateFlags simulate;
@@ -70,6 +69,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   ag->add_flag("-v,--verbose", agent.verbose, "Debug logging");
   ag->callback([&agent, &exit_code] { exit_code = gpusched::cli::RunAgent(agent); });
+
+  gpusched::cli::SchedulerFlags scheduler;
+  gpusched::cli::AddSchedulerCommand(app, scheduler, exit_code);
 
   gpusched::cli::WebhookFlags webhook;
   gpusched::cli::AddWebhookCommand(app, webhook, exit_code);

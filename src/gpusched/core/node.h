@@ -17,6 +17,7 @@ struct Node {
   common::NodeName name;
   common::MilliCpu cpu{0};  // allocatable CPU
   common::MiB memory{0};    // allocatable memory
+  int32_t max_pods = 0;     // allocatable pods; 0 = not limited (the simulator's nodes)
   std::vector<Gpu> gpus;    // gpus[i].index == i
   // What the node's pods must match or tolerate (sched/node_predicates.h).
   std::map<std::string, std::string> labels;
@@ -25,7 +26,7 @@ struct Node {
 
   // Whether `other` differs from this node only in labels, taints or unschedulable (not in capacity).
   [[nodiscard]] bool SameCapacity(const Node& other) const {
-    return cpu == other.cpu && memory == other.memory && gpus == other.gpus;
+    return cpu == other.cpu && memory == other.memory && max_pods == other.max_pods && gpus == other.gpus;
   }
 };
 

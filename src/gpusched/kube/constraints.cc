@@ -1,6 +1,11 @@
 #include "gpusched/kube/constraints.h"
 
+#include <set>
+#include <string>
+
 #include <nlohmann/json.hpp>
+
+#include "gpusched/kube/resources.h"
 
 namespace gpusched::kube {
 namespace {
@@ -188,6 +193,104 @@ common::Result<std::vector<core::NodeSelectorTerm>> DecodeRequiredNodeAffinity(c
     return Bad(base + ".nodeSelectorTerms must be a non-empty list");
   }
   return ObjectList<core::NodeSelectorTerm>(*terms, base + ".nodeSelectorTerms", Term);
+}
+
+UnevaluatedFields FindUnevaluatedFields(const json& pod) {
+  UnevaluatedFields out;
+  const json& spec = Member(pod, "spec");
+  if (!spec.is_object()) {
+    return out;
+  }
+  const json& affinity = Member(spec, "affinity");
+  if (affinity.is_object()) {
+    for (const char* kind : {"podAffinity", "podAntiAffinity"}) {
+      const json& a = Member(affinity, kind);
+      if (!a.is_object()) {
+        continue;
+      }
+      const json& required = Member(a, "requiredDuringSchedulingIgnoredDuringExecution");
+      if (required.is_array() && !required.empty()) {
+        out.hard.push_back(std::string("spec.affinity.") + kind + ".requiredDuringSchedulingIgnoredDuringExecution");
+      }
+      const json& preferred = Member(a, "preferredDuringSchedulingIgnoredDuringExecution");
+      if (preferred.is_array() && !preferred.empty()) {
+        out.soft.push_back(std::string("spec.affinity.") + kind + ".preferredDuringSchedulingIgnoredDuringExecution");
+      }
+    }
+    const json& node = Member(affinity, "nodeAffinity");
+    if (node.is_object()) {
+      const json& preferred = Member(node, "preferredDuringSchedulingIgnoredDuringExecution");
+      if (preferred.is_array() && !preferred.empty()) {
+        out.soft.push_back("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution");
+      }
+    }
+  }
+  const json& spread = Member(spec, "topologySpreadConstraints");
+  if (spread.is_array()) {
+    bool hard = false;
+    bool soft = false;
+    for (const json& c : spread) {
+      const json& when = c.is_object() ? Member(c, "whenUnsatisfiable") : json();
+      (when.is_string() && when.get<std::string>() == "ScheduleAnyway" ? soft : hard) = true;
+    }
+    if (hard) {
+      out.hard.push_back("spec.topologySpreadConstraints (whenUnsatisfiable: DoNotSchedule)");
+    }
+    if (soft) {
+      out.soft.push_back("spec.topologySpreadConstraints (whenUnsatisfiable: ScheduleAnyway)");
+    }
+  }
+  std::set<std::string> hard_resources;
+  std::set<std::string> soft_resources;
+  bool host_port = false;
+  for (const char* list : {"initContainers", "containers"}) {
+    const json& containers = Member(spec, list);
+    if (!containers.is_array()) {
+      continue;
+    }
+    for (const json& c : containers) {
+      if (!c.is_object()) {
+        continue;
+      }
+      const json& ports = Member(c, "ports");
+      if (ports.is_array()) {
+        for (const json& p : ports) {
+          const json& hp = p.is_object() ? Member(p, "hostPort") : json();
+          host_port = host_port || (hp.is_number_integer() && hp.get<int64_t>() != 0);
+        }
+      }
+      const json& resources = Member(c, "resources");
+      if (!resources.is_object()) {
+        continue;
+      }
+      for (const char* part : {"requests", "limits"}) {
+        const json& amounts = Member(resources, part);
+        if (!amounts.is_object()) {
+          continue;
+        }
+        for (const auto& [name, value] : amounts.items()) {
+          if (name == "cpu" || name == "memory" || AllGpuResourceNames().contains(name)) {
+            continue;
+          }
+          if (name == "ephemeral-storage" || name.starts_with("hugepages-")) {
+            soft_resources.insert(name);
+          } else {
+            hard_resources.insert(name);
+          }
+        }
+      }
+    }
+  }
+  if (host_port) {
+    out.hard.push_back("spec.containers[].ports[].hostPort");
+  }
+  for (const std::string& r : hard_resources) {
+    out.hard.push_back("resources " + r);
+  }
+  for (const std::string& r : soft_resources) {
+    out.soft.push_back("resources " + r);
+  }
+  return out;
 }
 
 }  // namespace gpusched::kube

@@ -25,4 +25,17 @@ common::Result<std::map<std::string, std::string>> DecodeNodeSelector(const nloh
 // `spec`: the pod's spec; its required node affinity terms (empty when none).
 common::Result<std::vector<core::NodeSelectorTerm>> DecodeRequiredNodeAffinity(const nlohmann::json& spec);
 
+// Scheduling fields of a pod that gpusched's scheduler does not evaluate, as paths naming them. A pod is never
+// placed as if they were absent without saying so:
+//   hard  the scheduler refuses to place the pod (it could break the constraint): required pod affinity and
+//         anti-affinity, topology spread constraints with whenUnsatisfiable DoNotSchedule (the default), host ports,
+//         and requests of extended resources other than CPU, memory, ephemeral storage, hugepages and GPU names
+//         (the node may not have them)
+//   soft  the pod is placed, with a warning naming them: preferred pod and node affinity, ScheduleAnyway spread
+//         constraints, ephemeral-storage and hugepages requests
+struct UnevaluatedFields {
+  std::vector<std::string> hard, soft;
+};
+[[nodiscard]] UnevaluatedFields FindUnevaluatedFields(const nlohmann::json& pod);
+
 }  // namespace gpusched::kube

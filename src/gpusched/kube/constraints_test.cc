@@ -56,6 +56,44 @@ TEST(ConstraintsTest, NodeLabelsTaintsAndCordon) {
   EXPECT_TRUE(n->unschedulable);
   ASSERT_EQ(n->taints.size(), 1U);
   EXPECT_EQ(n->taints[0], (core::Taint{.key = "team", .value = "a", .effect = core::TaintEffect::kNoExecute}));
+  EXPECT_EQ(n->max_pods, 0) << "no allocatable pods: not limited";
+  json limited = node;
+  limited["status"]["allocatable"]["pods"] = "110";
+  EXPECT_EQ(DecodeNode(limited)->max_pods, 110);
+  limited["status"]["allocatable"]["pods"] = "-1";
+  EXPECT_FALSE(DecodeNode(limited).ok());
+}
+
+TEST(ConstraintsTest, FieldsTheSchedulerDoesNotEvaluateAreNamed) {
+  const json plain = json::parse(R"({"spec": {"containers": [{"name": "c", "resources": {"limits": {
+      "cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1", "gpusched.io/gpu-memory": "100"}}}],
+      "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}},
+      "tolerations": [{"operator": "Exists"}]}})");
+  UnevaluatedFields none = FindUnevaluatedFields(plain);
+  EXPECT_TRUE(none.hard.empty());
+  EXPECT_TRUE(none.soft.empty());
+
+  const json pod = json::parse(R"({"spec": {
+      "affinity": {
+        "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]},
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]},
+        "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}},
+      "topologySpreadConstraints": [{"maxSkew": 1}, {"maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}],
+      "initContainers": [{"name": "i", "resources": {"requests": {"ephemeral-storage": "1Gi"}}}],
+      "containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}],
+                      "resources": {"limits": {"rdma/hca": "1", "hugepages-2Mi": "2Mi"}}}]}})");
+  UnevaluatedFields f = FindUnevaluatedFields(pod);
+  EXPECT_EQ(f.hard,
+            (std::vector<std::string>{"spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+                                      "spec.topologySpreadConstraints (whenUnsatisfiable: DoNotSchedule)",
+                                      "spec.containers[].ports[].hostPort", "resources rdma/hca"}));
+  EXPECT_EQ(f.soft,
+            (std::vector<std::string>{"spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+                                      "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+                                      "spec.topologySpreadConstraints (whenUnsatisfiable: ScheduleAnyway)",
+                                      "resources ephemeral-storage", "resources hugepages-2Mi"}));
+  EXPECT_TRUE(FindUnevaluatedFields(json()).hard.empty());
+  EXPECT_TRUE(FindUnevaluatedFields(json::parse(R"({"spec": {"containers": 3, "affinity": []}})")).hard.empty());
 }
 
 TEST(ConstraintsTest, MalformedConstraintsAreErrorsNamingTheField) {

@@ -1,5 +1,6 @@
 #include "gpusched/kube/objects.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,7 @@ common::Result<PodMeta> DecodePodMeta(const json& pod) {
   }
   m.uid = common::PodUid(String(metadata, "uid"));
   m.resource_version = String(metadata, "resourceVersion");
+  m.creation_timestamp = String(metadata, "creationTimestamp");
   m.deleting = Find(*metadata, "deletionTimestamp") != nullptr;
   StringMap(metadata, "annotations", m.annotations);
   StringMap(metadata, "labels", m.labels);
@@ -120,6 +122,12 @@ common::Result<core::Node> DecodeNode(const json& node) {
   }
   out.cpu = common::MilliCpu{*cpu};
   out.memory = common::MiB{*memory >> 20};
+  auto pods = Quantity(allocatable, "pods", false);
+  if (!pods.ok() || *pods < 0 || *pods > INT32_MAX) {
+    return common::InvalidArgument(who + "bad allocatable: pods: " +
+                                   (pods.ok() ? std::to_string(*pods) + " is out of range" : pods.status().message()));
+  }
+  out.max_pods = static_cast<int32_t>(*pods);
 
   std::map<std::string, std::string> annotations;
   std::map<std::string, std::string> labels;

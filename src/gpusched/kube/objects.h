@@ -30,10 +30,11 @@ struct PodMeta {
   std::string name;
   common::PodUid uid;
   std::string resource_version;
-  std::string node_name;       // spec.nodeName; empty while unscheduled
-  std::string scheduler_name;  // spec.schedulerName
-  std::string phase;           // status.phase
-  bool deleting = false;       // metadata.deletionTimestamp is set
+  std::string creation_timestamp;  // metadata.creationTimestamp, RFC 3339 as the API server wrote it
+  std::string node_name;           // spec.nodeName; empty while unscheduled
+  std::string scheduler_name;      // spec.schedulerName
+  std::string phase;               // status.phase
+  bool deleting = false;           // metadata.deletionTimestamp is set
   std::map<std::string, std::string> annotations;
   std::map<std::string, std::string> labels;
 
@@ -45,8 +46,8 @@ struct PodMeta {
 
 common::Result<PodMeta> DecodePodMeta(const nlohmann::json& pod);
 
-// The node's name, allocatable CPU and memory, and GPUs (see above). A malformed gpusched.io/gpus annotation is an
-// error naming the node.
+// The node's name, allocatable CPU, memory and pods, and GPUs (see above). A malformed gpusched.io/gpus annotation is
+// an error naming the node.
 common::Result<core::Node> DecodeNode(const nlohmann::json& node);
 
 }  // namespace gpusched::kube

@@ -82,4 +82,22 @@ double NodeFragmentation(const TargetWorkload& m, const core::NodeView& node) {
   return Fragmentation(m, node, node.cpu_free, free);
 }
 
+std::shared_ptr<const TargetWorkload> DefaultTargetWorkload() {
+  std::vector<core::PodRequest> pods;
+  auto add = [&](int32_t count, int64_t milli, bool exclusive) {
+    core::PodRequest p;
+    p.cpu = common::MilliCpu{1000};
+    p.containers.push_back(core::GpuRequest{
+        .container = "main", .count = count, .milli_per_gpu = common::MilliGpu{milli}, .exclusive = exclusive});
+    pods.push_back(std::move(p));
+  };
+  add(1, 250, false);
+  add(1, 500, false);
+  add(1, 1000, true);
+  add(2, 1000, true);
+  add(4, 1000, true);
+  add(8, 1000, true);
+  return std::make_shared<const TargetWorkload>(TypicalPods(pods, TypicalPodsOptions{.coverage = 1.0}));
+}
+
 }  // namespace gpusched::policy

@@ -14,6 +14,7 @@
 // F_n(M) = Σ_m p_m · frag_n(m), in milli-GPU. Cost: O(|M| · GPUs) per node.
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,6 +47,10 @@ struct TypicalPodsOptions {
 
 [[nodiscard]] TargetWorkload TypicalPods(std::span<const core::PodRequest> pods,
                                          const TypicalPodsOptions& options = {});
+
+// The workload fgd assumes for a live cluster until it has seen its own pods: one pod each of a quarter GPU, half a
+// GPU, and 1, 2, 4 and 8 whole GPUs (1 CPU each), equally likely.
+[[nodiscard]] std::shared_ptr<const TargetWorkload> DefaultTargetWorkload();
 
 // F_n(M) of a node in the given (possibly hypothetical) state: cpu_free and the free milli of each GPU
 // (free_milli[i] for node.node->gpus[i]).

@@ -4,9 +4,15 @@
 #include <limits>
 #include <map>
 
+#include "gpusched/sched/node_predicates.h"
+
 namespace gpusched::sched {
 
 policy::Fit FitNodeResources(const core::PodRequest& pod, const core::NodeView& node) {
+  if (node.node->max_pods > 0 && node.pods >= node.node->max_pods) {
+    return policy::Fit::Unschedulable("Too many pods, " + std::to_string(node.pods) + " of " +
+                                      std::to_string(node.node->max_pods) + " allowed");
+  }
   if (pod.cpu > node.cpu_free) {
     const std::string msg = "Insufficient cpu: needs " + std::to_string(pod.cpu.value()) + "m, " +
                             std::to_string(node.cpu_free.value()) + "m free";
@@ -38,15 +44,31 @@ void NormalizeScores(std::span<int64_t> scores) {
   }
 }
 
-std::string CycleResult::Summary() const {
-  std::map<std::string, int> counts;
+std::string_view ReasonGroup(std::string_view reason) {
+  const size_t cut = std::min(reason.find("; "), reason.find(", "));
+  return cut == std::string_view::npos ? reason : reason.substr(0, cut);
+}
+
+std::string CycleResult::Summary(size_t max_bytes) const {
+  std::map<std::string_view, size_t> counts;
   for (const auto& [node, fit] : rejections) {
-    counts[fit.reason] += 1;
+    counts[ReasonGroup(fit.reason)] += 1;
   }
+  std::vector<std::pair<std::string_view, size_t>> groups(counts.begin(), counts.end());
+  std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   std::string s = std::to_string(feasible_nodes) + "/" + std::to_string(considered_nodes) + " nodes are available";
   std::string sep = ": ";
-  for (const auto& [reason, n] : counts) {
-    s += sep + std::to_string(n) + " x " + reason;
+  size_t left = rejections.size();  // nodes in the groups not written yet
+  for (size_t i = 0; i < groups.size(); ++i) {
+    std::string item = sep + std::to_string(groups[i].second) + " x " + std::string(groups[i].first);
+    // Room for this group and, when more follow, for the line that counts them.
+    const size_t tail = i + 1 < groups.size() ? 48 : 0;
+    if (s.size() + item.size() + tail > max_bytes) {
+      s += sep + std::to_string(left) + " x " + std::to_string(groups.size() - i) + " other reason(s)";
+      break;
+    }
+    s += item;
+    left -= groups[i].second;
     sep = ", ";
   }
   return s;
@@ -61,6 +83,11 @@ policy::Fit CycleRunner::Filter(const core::PodRequest& pod, const core::NodeVie
 
 policy::Fit CycleRunner::Filter(const core::PodRequest& pod, const core::NodeView& node,
                                 const policy::Snapshot& snapshot) const {
+  if (options_.check_node_constraints) {
+    if (std::string why = CheckNodeConstraints(pod, *node.node); !why.empty()) {
+      return policy::Fit::Unresolvable(std::move(why));
+    }
+  }
   if (options_.check_node_resources) {
     policy::Fit fit = FitNodeResources(pod, node);
     if (!fit.fits()) {
@@ -166,7 +193,8 @@ void CycleRunner::Evaluate(const core::PodRequest& pod, const core::ClusterState
 }
 
 common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, core::ClusterState& state,
-                                                  const policy::Snapshot& snapshot, common::Rng& rng) {
+                                                  const policy::Snapshot& snapshot, common::Rng& rng,
+                                                  uint64_t allocation_id) {
   CycleResult result;
   const size_t slots = state.SlotCount();
   const uint32_t sig = options_.use_score_cache ? Signature(pod) : 0;
@@ -181,6 +209,9 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
     }
     ++result.considered_nodes;
     const core::NodeView& view = state.View(slot);
+    if (options_.check_node_constraints && !CheckNodeConstraints(pod, *view.node).empty()) {
+      continue;
+    }
     const Entry e =
         options_.use_score_cache ? Cached(pod, slot, sig, epoch, view, snapshot) : Evaluate(pod, view, snapshot);
     if (e.fits) {
@@ -238,7 +269,8 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
                               .node = view.name(),
                               .cpu = pod.cpu,
                               .memory = pod.memory,
-                              .containers = policy_.SelectGpusWithSnapshot(pod, view, snapshot, rng)};
+                              .containers = policy_.SelectGpusWithSnapshot(pod, view, snapshot, rng),
+                              .id = allocation_id};
   common::Status reserved = state.Assume(allocation);
   if (!reserved.ok()) {
     return common::Internal("policy " + std::string(policy_.Name()) +

@@ -2,7 +2,8 @@
 
 // The scheduling cycle every front end runs (simulator, extender, standalone scheduler), with the Kubernetes
 // phase names:
-//   Filter          node predicates (CPU and memory fit, as kube-scheduler's NodeResourcesFit) + policy Filter
+//   Filter          node predicates (nodeName, cordon, node affinity, taints when asked; CPU, memory and pods count as
+//                   kube-scheduler's NodeResourcesFit) + policy Filter
 //   Score           policy Score on the feasible nodes
 //   NormalizeScore  min-max to 0..100 when the policy asks (KSS's integer formula)
 //   pick            the highest score; ties broken uniformly at random with the injected generator, or, when a
@@ -34,6 +35,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -47,8 +49,11 @@
 namespace gpusched::sched {
 
 struct CycleOptions {
-  bool check_node_resources = true;  // CPU and memory predicates; off when kube-scheduler already checked them
-  bool collect_reasons = true;       // per-node reasons when a pod fits nowhere (the simulator turns this off)
+  bool check_node_resources = true;  // CPU, memory and pods count; off when kube-scheduler already checked them
+  // nodeName, cordon, nodeSelector, required node affinity, taints (node_predicates.h); off when kube-scheduler
+  // already checked them. Evaluated before the score cache (its key is the request's resources only).
+  bool check_node_constraints = false;
+  bool collect_reasons = true;  // per-node reasons when a pod fits nowhere (the simulator turns this off)
   bool use_score_cache = true;
   // Optional rank per node slot for breaking ties (lowest wins); empty = uniformly random ties.
   std::span<const uint32_t> tie_rank;
@@ -61,11 +66,18 @@ struct CycleResult {
   // Why each node was rejected, when the pod fits nowhere and reasons are collected.
   std::vector<std::pair<common::NodeName, policy::Fit>> rejections;
 
-  // "0/5 nodes are available: 3 x <reason>, 2 x <reason>" (grouped like kube-scheduler's message).
-  [[nodiscard]] std::string Summary() const;
+  // "0/5 nodes are available: 3 x <reason>, 2 x <reason>", grouped like kube-scheduler's message and useful at
+  // thousands of nodes: reasons are grouped by their text up to the first "; " or ", " (what the pod needs; the
+  // node-specific numbers that follow are dropped), largest groups first, and the message stays within max_bytes
+  // (the groups that do not fit are counted in a last "N x K other reasons").
+  static constexpr size_t kMaxSummaryBytes = 1024;
+  [[nodiscard]] std::string Summary(size_t max_bytes = kMaxSummaryBytes) const;
 };
 
-// kube-scheduler's NodeResourcesFit for CPU and memory.
+// The part of a rejection reason that a summary groups by (see CycleResult::Summary).
+[[nodiscard]] std::string_view ReasonGroup(std::string_view reason);
+
+// kube-scheduler's NodeResourcesFit for the pods count (when the node limits it), CPU and memory.
 [[nodiscard]] policy::Fit FitNodeResources(const core::PodRequest& pod, const core::NodeView& node);
 
 // KSS's NormalizeScore: (s − min) · 100 / (max − min) with integer division; when all are equal, all become 100.
@@ -89,8 +101,10 @@ class CycleRunner {
 
   // One whole cycle over every live node of `state`, ending with Reserve. Errors only for broken state
   // (a policy choosing GPUs that do not fit); "fits nowhere" is a result without allocation.
+  // The reserved allocation carries allocation_id.
   [[nodiscard]] common::Result<CycleResult> Schedule(const core::PodRequest& pod, core::ClusterState& state,
-                                                     const policy::Snapshot& snapshot, common::Rng& rng);
+                                                     const policy::Snapshot& snapshot, common::Rng& rng,
+                                                     uint64_t allocation_id = 0);
 
   // Filter and raw Score (not normalised) of the given node slots of `state`, cached like Schedule; out[i] is
   // for slots[i]. For front ends that are handed the candidate nodes (the extender).

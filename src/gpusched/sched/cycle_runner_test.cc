@@ -83,6 +83,68 @@ TEST(CycleRunnerTest, NowhereToFitReportsReasons) {
   EXPECT_EQ(state.AllocationCount(), 0U);
 }
 
+TEST(CycleRunnerTest, SummaryGroupsByWhatThePodNeedsLargestFirstWithinTheLimit) {
+  CycleResult r;
+  r.considered_nodes = 5000;
+  for (int i = 0; i < 3012; ++i) {
+    r.rejections.emplace_back(common::NodeName("n" + std::to_string(i)),
+                              policy::Fit::Unschedulable("container main: needs 300 milli and 20000 MiB on 1 GPU(s); "
+                                                         "most free is GPU 0 (A100) with " +
+                                                         std::to_string(i % 300) + " milli and 100 MiB free"));
+  }
+  for (int i = 0; i < 1988; ++i) {
+    r.rejections.emplace_back(common::NodeName("t" + std::to_string(i)),
+                              policy::Fit::Unresolvable("node(s) had untolerated taint {team: a}"));
+  }
+  EXPECT_EQ(r.Summary(),
+            "0/5000 nodes are available: 3012 x container main: needs 300 milli and 20000 MiB on 1 "
+            "GPU(s), 1988 x node(s) had untolerated taint {team: a}");
+  // Too many distinct reasons for the limit: the rest is counted, and the message stays within it.
+  CycleResult many;
+  many.considered_nodes = 400;
+  for (int i = 0; i < 400; ++i) {
+    many.rejections.emplace_back(common::NodeName("n" + std::to_string(i)),
+                                 policy::Fit::Unresolvable("node(s) had untolerated taint {key-" + std::to_string(i) +
+                                                           ": " + std::string(i < 10 ? 1 : 0, 'x') + "}"));
+  }
+  many.rejections.emplace_back(common::NodeName("z"),
+                               policy::Fit::Unresolvable("node(s) had untolerated taint {key-0: x}"));
+  const std::string s = many.Summary();
+  EXPECT_LE(s.size(), CycleResult::kMaxSummaryBytes);
+  EXPECT_THAT(s,
+              ::testing::StartsWith("0/400 nodes are available: 2 x node(s) had untolerated taint {key-0: x}, 1 x "));
+  EXPECT_THAT(s, ::testing::MatchesRegex(".*, [0-9]+ x [0-9]+ other reason\\(s\\)$"));
+}
+
+TEST(CycleRunnerTest, NodeConstraintsWhenAsked) {
+  core::ClusterState state;
+  core::Node tainted = testing::Node("tainted").Gpus(8).Cpu(64000).Build();
+  tainted.taints.push_back(core::Taint{.key = "team", .value = "a", .effect = core::TaintEffect::kNoSchedule});
+  ASSERT_TRUE(state.AddNode(tainted).ok());
+  core::Node full = testing::Node("full").Gpus(8).Cpu(64000).Build();
+  full.max_pods = 1;
+  ASSERT_TRUE(state.AddNode(full).ok());
+  ASSERT_TRUE(state.Assume(core::Allocation{.pod = common::PodUid("x"), .node = common::NodeName("full")}).ok());
+  ASSERT_TRUE(state.AddNode(testing::Node("ok").Gpus(1).Cpu(64000).Build()).ok());
+  auto pol = Make("binpack");
+  CycleRunner runner(*pol, CycleOptions{.check_node_constraints = true});
+  common::Rng rng(1);
+  auto r = runner.Schedule(testing::Pod("p").Cpu(1000).Gpus(1).Build(), state, {}, rng);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->allocation.has_value());
+  EXPECT_EQ(r->allocation->node.str(), "ok") << "binpack would prefer the fuller nodes, but they are excluded";
+  auto again = runner.Schedule(testing::Pod("q").Cpu(1000).Gpus(1).Build(), state, {}, rng);
+  ASSERT_TRUE(again.ok());
+  ASSERT_FALSE(again->allocation.has_value());
+  EXPECT_EQ(again->Summary(),
+            "0/3 nodes are available: 1 x Too many pods, 1 x container main: needs 1 fully free GPU(s), "
+            "1 x node(s) had untolerated taint {team: a}");
+  // Without the option (the extender: kube-scheduler checked them), taints are not this runner's business.
+  CycleRunner plain(*pol, {});
+  EXPECT_TRUE(
+      plain.Filter(testing::Pod("p").Cpu(1000).Gpus(1).Build(), *state.Find(common::NodeName("tainted"))).fits());
+}
+
 TEST(CycleRunnerTest, CacheGivesTheSameDecisionsAsNoCache) {
   for (const auto& name : std::vector<std::string>{"binpack", "spread", "dotprod", "bestfit", "gpupacking"}) {
     SCOPED_TRACE(name);

@@ -67,6 +67,43 @@ common::Status ParseListen(const std::string& listen, std::string& host, int& po
   return common::Status::Ok();
 }
 
+common::Status ParseLeaderElection(const YAML::Node& node, const std::string& source, LeaderElectionConfig& out) {
+  if (!node.IsMap()) {
+    return Bad(source, "\"leaderElection\" must be a mapping");
+  }
+  for (const auto& l : node) {
+    const std::string lk = l.first.as<std::string>();
+    const std::string where = "leaderElection." + lk;
+    if (lk == "enabled") {
+      GPUSCHED_ASSIGN_OR_RETURN(enabled, As<bool>(l.second, source, where));
+      out.enabled = enabled;
+    } else if (lk == "namespace" || lk == "name") {
+      GPUSCHED_ASSIGN_OR_RETURN(text, As<std::string>(l.second, source, where));
+      if (text.empty()) {
+        return Bad(source, "\"" + where + "\" is empty");
+      }
+      (lk == "namespace" ? out.namespace_ : out.name) = text;
+    } else if (lk == "leaseDurationSeconds" || lk == "renewDeadlineSeconds" || lk == "retryPeriodSeconds") {
+      GPUSCHED_ASSIGN_OR_RETURN(seconds, As<int>(l.second, source, where));
+      if (seconds < 1 || seconds > 3600) {
+        return Bad(source, "\"" + where + "\" must be 1..3600");
+      }
+      (lk == "leaseDurationSeconds"   ? out.lease_duration_seconds
+       : lk == "renewDeadlineSeconds" ? out.renew_deadline_seconds
+                                      : out.retry_period_seconds) = seconds;
+    } else {
+      return Bad(source, "unknown key \"" + where + "\"");
+    }
+  }
+  if (!(out.retry_period_seconds < out.renew_deadline_seconds &&
+        out.renew_deadline_seconds < out.lease_duration_seconds)) {
+    return Bad(source,
+               "leaderElection needs retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds (a leader "
+               "that cannot renew must stop before another may take over)");
+  }
+  return common::Status::Ok();
+}
+
 common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, const std::string& source) {
   YAML::Node root;
   try {
@@ -207,37 +244,8 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
       }
       (key == "idleTimeoutSeconds" ? c.idle_timeout_seconds : c.bind_filter_window_seconds) = seconds;
     } else if (key == "leaderElection") {
-      if (!v.IsMap()) {
-        return Bad(source, "\"leaderElection\" must be a mapping");
-      }
-      for (const auto& l : v) {
-        const std::string lk = l.first.as<std::string>();
-        const std::string where = "leaderElection." + lk;
-        if (lk == "enabled") {
-          GPUSCHED_ASSIGN_OR_RETURN(enabled, As<bool>(l.second, source, where));
-          c.leader_elect = enabled;
-        } else if (lk == "namespace" || lk == "name") {
-          GPUSCHED_ASSIGN_OR_RETURN(text, As<std::string>(l.second, source, where));
-          if (text.empty()) {
-            return Bad(source, "\"" + where + "\" is empty");
-          }
-          (lk == "namespace" ? c.lease_namespace : c.lease_name) = text;
-        } else if (lk == "leaseDurationSeconds" || lk == "renewDeadlineSeconds" || lk == "retryPeriodSeconds") {
-          GPUSCHED_ASSIGN_OR_RETURN(seconds, As<int>(l.second, source, where));
-          if (seconds < 1 || seconds > 3600) {
-            return Bad(source, "\"" + where + "\" must be 1..3600");
-          }
-          (lk == "leaseDurationSeconds"   ? c.lease_duration_seconds
-           : lk == "renewDeadlineSeconds" ? c.renew_deadline_seconds
-                                          : c.retry_period_seconds) = seconds;
-        } else {
-          return Bad(source, "unknown key \"" + where + "\"");
-        }
-      }
-      if (!(c.retry_period_seconds < c.renew_deadline_seconds && c.renew_deadline_seconds < c.lease_duration_seconds)) {
-        return Bad(source,
-                   "leaderElection needs retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds (a leader "
-                   "that cannot renew must stop before another may take over)");
+      if (auto st = ParseLeaderElection(v, source, c.leader_election); !st.ok()) {
+        return st;
       }
     } else if (key == "schedulerNames") {
       GPUSCHED_ASSIGN_OR_RETURN(names, NameList(v, source, key, "scheduler names"));

@@ -75,6 +75,10 @@
 #include "gpusched/kube/resources.h"
 #include "gpusched/policy/policy_options.h"
 
+namespace YAML {
+class Node;
+}  // namespace YAML
+
 namespace gpusched::adapters::extender {
 
 struct MetricsSourceConfig {
@@ -94,6 +98,20 @@ struct GpuModelConfig {
   double fp32_tflops = 0;
   int64_t tdp_w = 0;
 };
+
+// The `leaderElection` mapping of a daemon's config file (the extender's and the scheduler's):
+//   enabled, namespace ("" = $POD_NAMESPACE, else kube-system), name (the Lease), leaseDurationSeconds,
+//   renewDeadlineSeconds, retryPeriodSeconds (each 1..3600, retry < renew < lease).
+struct LeaderElectionConfig {
+  bool enabled = false;
+  std::string namespace_;
+  std::string name;
+  int lease_duration_seconds = 15;
+  int renew_deadline_seconds = 10;
+  int retry_period_seconds = 2;
+};
+// Reads `node` (the value of the leaderElection key) over `out`'s defaults; errors name `source` and the key.
+common::Status ParseLeaderElection(const YAML::Node& node, const std::string& source, LeaderElectionConfig& out);
 
 struct ExtenderConfig {
   std::string host = "127.0.0.1";
@@ -122,12 +140,7 @@ struct ExtenderConfig {
   bool interference_enabled = false;                  // the application-class label is resources.app_label
   policy::InterferenceAwareOptions interference_aware;
   // leaderElection: only the replica holding the Lease binds (and reports ready).
-  bool leader_elect = false;
-  std::string lease_namespace;  // "" = $POD_NAMESPACE, else kube-system
-  std::string lease_name = "gpusched-extender";
-  int lease_duration_seconds = 15;
-  int renew_deadline_seconds = 10;
-  int retry_period_seconds = 2;
+  LeaderElectionConfig leader_election{.enabled = false, .name = "gpusched-extender"};
 };
 
 // Parses YAML text and validates the result (ValidateExtenderConfig); `source` names the file in errors.

@@ -177,19 +177,19 @@ TEST(ConfigTest, InterferenceSection) {
 TEST(ConfigTest, LeaderElection) {
   auto off = ParseExtenderConfig("policy: binpack\n", "c.yaml");
   ASSERT_TRUE(off.ok()) << off.status();
-  EXPECT_FALSE(off->leader_elect);
-  EXPECT_EQ(off->lease_name, "gpusched-extender");
+  EXPECT_FALSE(off->leader_election.enabled);
+  EXPECT_EQ(off->leader_election.name, "gpusched-extender");
   auto on = ParseExtenderConfig(
       "leaderElection: {enabled: true, namespace: gpusched, name: ext, leaseDurationSeconds: 6, "
       "renewDeadlineSeconds: 4, retryPeriodSeconds: 1}\n",
       "c.yaml");
   ASSERT_TRUE(on.ok()) << on.status();
-  EXPECT_TRUE(on->leader_elect);
-  EXPECT_EQ(on->lease_namespace, "gpusched");
-  EXPECT_EQ(on->lease_name, "ext");
-  EXPECT_EQ(on->lease_duration_seconds, 6);
-  EXPECT_EQ(on->renew_deadline_seconds, 4);
-  EXPECT_EQ(on->retry_period_seconds, 1);
+  EXPECT_TRUE(on->leader_election.enabled);
+  EXPECT_EQ(on->leader_election.namespace_, "gpusched");
+  EXPECT_EQ(on->leader_election.name, "ext");
+  EXPECT_EQ(on->leader_election.lease_duration_seconds, 6);
+  EXPECT_EQ(on->leader_election.renew_deadline_seconds, 4);
+  EXPECT_EQ(on->leader_election.retry_period_seconds, 1);
 }
 
 TEST(ConfigTest, ErrorsNameTheFileAndTheKey) {

@@ -29,25 +29,6 @@ Reply BadRequest(const common::Status& s) { return Reply{.status = 400, .body = 
 
 // A default target workload for fgd in a live cluster (the trace's typical pods are not known here): shares of a
 // quarter and half a GPU, and 1, 2, 4 and 8 whole GPUs, equally likely.
-std::shared_ptr<const policy::TargetWorkload> DefaultTargetWorkload() {
-  std::vector<core::PodRequest> pods;
-  auto add = [&](int32_t count, int64_t milli, bool exclusive) {
-    core::PodRequest p;
-    p.cpu = common::MilliCpu{1000};
-    p.containers.push_back(core::GpuRequest{
-        .container = "main", .count = count, .milli_per_gpu = common::MilliGpu{milli}, .exclusive = exclusive});
-    pods.push_back(std::move(p));
-  };
-  add(1, 250, false);
-  add(1, 500, false);
-  add(1, 1000, true);
-  add(2, 1000, true);
-  add(4, 1000, true);
-  add(8, 1000, true);
-  return std::make_shared<const policy::TargetWorkload>(
-      policy::TypicalPods(pods, policy::TypicalPodsOptions{.coverage = 1.0}));
-}
-
 // The CycleRunner of this thread for (service, policy): runners own a score cache and are single-threaded.
 sched::CycleRunner& RunnerFor(uint64_t service, const policy::PlacementPolicy& p) {
   thread_local std::map<std::pair<uint64_t, const policy::PlacementPolicy*>, std::unique_ptr<sched::CycleRunner>>
@@ -119,7 +100,7 @@ common::Result<std::unique_ptr<ExtenderService>> ExtenderService::Create(Cluster
   }
   std::unique_ptr<ExtenderService> s(
       new ExtenderService(mirror, binder, std::move(lookup), std::move(options), metrics));
-  const policy::PolicyOptions policy_options{.target_workload = DefaultTargetWorkload(),
+  const policy::PolicyOptions policy_options{.target_workload = policy::DefaultTargetWorkload(),
                                              .load_aware = s->options_.load_aware,
                                              .interference_aware = s->options_.interference_aware};
   for (const auto& name : policy::PolicyNames()) {

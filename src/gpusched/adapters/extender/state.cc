@@ -45,6 +45,7 @@ uint16_t RandomNonce() {
 
 ClusterMirror::ClusterMirror(MirrorOptions options)
     : app_label_(std::move(options.app_label)),
+      charge_every_pod_(options.charge_every_pod),
       clock_(options.clock != nullptr ? options.clock : &common::SystemClock::Instance()),
       wall_ms_(options.wall_ms ? std::move(options.wall_ms) : std::function<int64_t()>(SystemWallMs)),
       id_nonce_(options.id_nonce != 0 ? options.id_nonce : RandomNonce()) {}
@@ -213,19 +214,27 @@ void ClusterMirror::OnPod(EventType type, const nlohmann::json& pod) {
     return;
   }
   const std::string* annotation = meta->Annotation(kube::kAnnotationAllocation);
-  if (!meta->node_name.empty() && annotation == nullptr && state_.FindAllocation(uid) != nullptr &&
-      !state_.IsConfirmed(uid)) {
+  if (!meta->node_name.empty() && annotation == nullptr && !charge_every_pod_ &&
+      state_.FindAllocation(uid) != nullptr && !state_.IsConfirmed(uid)) {
     // This extender assumed GPUs for the pod, but it was bound without them (another binder won): they are free.
     (void)state_.Forget(uid);
     assumed_deadline_.erase(uid);
     return;
   }
-  if (meta->node_name.empty() || annotation == nullptr) {
-    return;  // not bound yet, or not a pod whose GPUs gpusched placed
+  if (meta->node_name.empty()) {
+    return;  // not bound yet
   }
   if (const auto* spec = pod.contains("spec") ? &pod["spec"] : nullptr;
       spec != nullptr && spec->is_object() && spec->contains("priority") && (*spec)["priority"].is_number_integer()) {
     priorities_[uid] = (*spec)["priority"].get<int32_t>();
+  }
+  if (annotation == nullptr) {
+    if (charge_every_pod_) {
+      ChargeUnannotated(pod, uid, meta->node_name, meta->Key());
+    } else {
+      priorities_.erase(uid);  // not a pod whose GPUs gpusched placed
+    }
+    return;
   }
   SetApp(uid, kube::DecodePodApp(pod, app_label_));
   if (const core::Allocation* held = state_.FindAllocation(uid); held != nullptr) {
@@ -254,6 +263,34 @@ void ClusterMirror::OnPod(EventType type, const nlohmann::json& pod) {
   SeeId(allocation->id);
   ++stats_.rebuilt_allocations;
   ApplyAllocation(std::move(allocation).value());
+}
+
+void ClusterMirror::ChargeUnannotated(const nlohmann::json& pod, const common::PodUid& uid, const std::string& node,
+                                      const std::string& key) {
+  if (const core::Allocation* held = state_.FindAllocation(uid); held != nullptr) {
+    if (held->node.str() == node && held->containers.empty()) {
+      if (!state_.IsConfirmed(uid)) {
+        (void)state_.Confirm(uid);  // this scheduler's bind of a pod without GPUs landed
+      }
+      assumed_deadline_.erase(uid);
+      return;
+    }
+    (void)state_.Release(uid);  // bound elsewhere, or without the GPUs we assumed: what the cluster shows wins
+    assumed_deadline_.erase(uid);
+  }
+  pending_.erase(uid);
+  // CPU and memory only: no GPU resource name is enabled, so GPU requests are neither decoded nor refused.
+  static const kube::ResourceConfig kNoGpus{.enabled = {}};
+  core::Allocation allocation{.pod = uid, .node = common::NodeName(node)};
+  if (auto request = kube::DecodePodRequest(pod, kNoGpus); request.ok()) {
+    allocation.cpu = request->cpu;
+    allocation.memory = request->memory;
+  } else {
+    ++stats_.rejected_events;
+    LogWarn("extender: bound pod " + key +
+            " is charged as one pod without CPU and memory: " + request.status().message());
+  }
+  ApplyAllocation(std::move(allocation));
 }
 
 void ClusterMirror::ApplyAllocation(core::Allocation allocation) {

@@ -12,6 +12,8 @@
 // What is bound is charged, always (ClusterState::Charge): a bound pod that does not fit, or a node update that
 // shrinks under its pods, overcommits the node, and that is logged and counted (gpusched_extender_overcommitted_*),
 // never hidden. Only an allocation naming a GPU the node does not list waits, like one whose node is unknown.
+//   pod bound without the annotation -> with MirrorOptions::charge_every_pod, charged its CPU, memory and one pod
+//                           slot (no GPUs); else not charged
 //   pod DELETED, Succeeded or Failed -> Release
 // For every pod it charges it also remembers the application class (annotation gpusched.io/app, else the label the
 // mirror was built with): the interference forecast needs what runs on each GPU.
@@ -71,6 +73,10 @@ struct MirrorOptions {
   std::function<int64_t()> wall_ms;
   // The low 16 bits of every allocation id; 0 = random.
   uint16_t id_nonce = 0;
+  // Charge every bound pod, not only those with gpusched.io/allocation: a pod without the annotation is charged
+  // its CPU and memory requests and one pod on its node (no GPUs: what it holds of them is not known). The
+  // standalone scheduler checks CPU, memory and pods count itself; the extender leaves them to kube-scheduler.
+  bool charge_every_pod = false;
 };
 
 class ClusterMirror {
@@ -118,12 +124,16 @@ class ClusterMirror {
 
  private:
   void ApplyAllocation(core::Allocation allocation);  // mu_ held
-  void RecomputeLargest();                            // mu_ held
+  // A bound pod without the annotation, under charge_every_pod. mu_ held.
+  void ChargeUnannotated(const nlohmann::json& pod, const common::PodUid& uid, const std::string& node,
+                         const std::string& key);
+  void RecomputeLargest();  // mu_ held
   void SeeId(uint64_t id);
 
   mutable std::shared_mutex mu_;
   core::ClusterState state_;
   std::string app_label_;
+  bool charge_every_pod_ = false;
   std::unordered_map<common::PodUid, int32_t> priorities_;
   std::unordered_map<common::PodUid, std::string> apps_;          // only pods with a known class
   std::unordered_map<common::PodUid, core::Allocation> pending_;  // node not known yet

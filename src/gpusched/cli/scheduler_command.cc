@@ -1,0 +1,248 @@
+#include "gpusched/cli/scheduler_command.h"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "gpusched/adapters/extender/config.h"
+#include "gpusched/adapters/extender/state.h"
+#include "gpusched/adapters/k8s/api_client.h"
+#include "gpusched/adapters/k8s/client_config.h"
+#include "gpusched/adapters/k8s/informer.h"
+#include "gpusched/adapters/k8s/lease_lock.h"
+#include "gpusched/adapters/k8s/pod_binder.h"
+#include "gpusched/cli/election_loop.h"
+#include "gpusched/common/log.h"
+#include "gpusched/net/http_server.h"
+#include "gpusched/policy/registry.h"
+#include "gpusched/sched/leader_elector.h"
+#include "gpusched/scheduler/config.h"
+#include "gpusched/scheduler/event_writer.h"
+#include "gpusched/scheduler/scheduler.h"
+
+namespace gpusched::cli {
+namespace {
+
+namespace k8s = adapters::k8s;
+namespace ext = adapters::extender;
+
+constexpr const char* kWho = "gpusched scheduler";
+
+int Fail(const std::string& message) {
+  std::cerr << kWho << ": " << message << "\n";
+  return 1;
+}
+
+ext::EventType ToEvent(k8s::WatchEvent::Type t) {
+  switch (t) {
+    case k8s::WatchEvent::Type::kAdded:
+      return ext::EventType::kAdded;
+    case k8s::WatchEvent::Type::kModified:
+      return ext::EventType::kModified;
+    case k8s::WatchEvent::Type::kDeleted:
+      return ext::EventType::kDeleted;
+  }
+  return ext::EventType::kModified;
+}
+
+}  // namespace
+
+void AddSchedulerCommand(CLI::App& app, SchedulerFlags& flags, int& exit_code) {
+  std::string policies;
+  for (const auto& n : policy::PolicyNames()) {
+    policies += (policies.empty() ? "" : ", ") + n;
+  }
+  CLI::App* cmd = app.add_subcommand(
+      "scheduler",
+      "A Kubernetes scheduler of its own for pods with spec.schedulerName gpusched (or the config's names): GPU "
+      "sharing, node predicates, priority queue, leader election");
+  cmd->add_option("--config", flags.config,
+                  "YAML config (schedulerNames, policy, listen, leaderElection, backoff and bind settings)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--kubeconfig", flags.kubeconfig,
+                  "kubeconfig (default: the config's, then $KUBECONFIG, in-cluster, ~/.kube/config)");
+  cmd->add_option("--listen", flags.listen, "host:port of /healthz, /readyz and /metrics; overrides the config");
+  cmd->add_option("--policy", flags.policy, "Placement policy, overrides the config. Known: " + policies);
+  cmd->add_flag("-v,--verbose", flags.verbose, "Debug logging");
+  cmd->callback([&flags, &exit_code] { exit_code = RunScheduler(flags); });
+}
+
+int RunScheduler(const SchedulerFlags& flags) {
+  common::SetLogLevel(flags.verbose ? common::LogLevel::kDebug : common::LogLevel::kInfo);
+  scheduler::SchedulerConfig config;
+  if (!flags.config.empty()) {
+    auto loaded = scheduler::LoadSchedulerConfig(flags.config);
+    if (!loaded.ok()) {
+      return Fail(loaded.status().message());
+    }
+    config = std::move(loaded).value();
+  }
+  if (!flags.listen.empty()) {
+    if (auto s = ext::ParseListen(flags.listen, config.host, config.port); !s.ok()) {
+      return Fail("--listen: " + s.message());
+    }
+  }
+  if (!flags.policy.empty()) {
+    config.policy = flags.policy;
+  }
+  auto client_config = k8s::ResolveClientConfig(!flags.kubeconfig.empty() ? flags.kubeconfig : config.kubeconfig);
+  if (!client_config.ok()) {
+    return Fail(client_config.status().message());
+  }
+  auto client = k8s::ApiClient::Create(std::move(client_config).value());
+  if (!client.ok()) {
+    return Fail(client.status().message());
+  }
+
+  // Leader election first: its settings are checked before anything starts.
+  std::unique_ptr<k8s::LeaseLock> lease;
+  std::unique_ptr<sched::LeaderElector> elector;
+  if (config.leader_election.enabled) {
+    auto election = MakeElection(**client, config.leader_election, "gpusched-scheduler");
+    if (!election.ok()) {
+      return Fail(election.status().message());
+    }
+    lease = std::move(election->lease);
+    elector = std::move(election->elector);
+  }
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  ext::ClusterMirror mirror(ext::MirrorOptions{.charge_every_pod = true});
+  k8s::PodBinder binder(**client);
+  scheduler::EventWriter events(**client, "gpusched");
+  auto made = scheduler::Scheduler::Create(
+      mirror, binder, [&events](scheduler::PodEvent e) { events.Push(std::move(e)); },
+      scheduler::SchedulerOptions{
+          .scheduler_names = config.scheduler_names,
+          .policy = config.policy,
+          .queue = sched::QueueOptions{.initial_backoff_ms = int64_t{config.initial_backoff_seconds} * 1000,
+                                       .max_backoff_ms = int64_t{config.max_backoff_seconds} * 1000},
+          .bind_workers = static_cast<size_t>(config.bind_workers),
+          .assumed_ttl_ms = int64_t{config.assumed_ttl_seconds} * 1000,
+          .may_bind = elector ? std::function<bool()>([&elector] { return elector->CanAct(); }) : nullptr});
+  if (!made.ok()) {
+    return Fail(made.status().message());
+  }
+  scheduler::Scheduler& sched = **made;
+
+  k8s::Informer nodes(**client, k8s::InformerOptions{.path = "/api/v1/nodes", .transform = k8s::StripForScheduling},
+                      [&sched](const k8s::WatchEvent& e) { sched.OnNode(ToEvent(e.type), e.object); });
+  k8s::Informer pods(**client, k8s::InformerOptions{.path = "/api/v1/pods", .transform = k8s::StripForScheduling},
+                     [&sched](const k8s::WatchEvent& e) { sched.OnPod(ToEvent(e.type), e.object); });
+  nodes.Start();
+  pods.Start();
+
+  std::atomic<bool> leading{elector == nullptr};
+  // Ready = the caches are synced and the watches live: a standby is ready too (it takes over with warm caches);
+  // who leads is in the body and in gpusched_scheduler_leader.
+  auto role = [&]() -> std::string {
+    if (elector == nullptr) {
+      return "no leader election";
+    }
+    if (elector->CanAct()) {
+      return "leader";
+    }
+    const std::string holder = elector->Holder();
+    return elector->IsLeader() ? "leader since moments ago, catching up"
+                               : "standby (leader: " + (holder.empty() ? std::string("none yet") : holder) + ")";
+  };
+  auto not_ready = [&]() -> std::string {
+    std::string why;
+    if (!nodes.HasSynced()) {
+      why += "node cache not synced" + (nodes.last_error().empty() ? "" : " (" + nodes.last_error() + ")") + "; ";
+    }
+    if (!pods.HasSynced()) {
+      why += "pod cache not synced" + (pods.last_error().empty() ? "" : " (" + pods.last_error() + ")") + "; ";
+    }
+    for (const k8s::Informer* informer : {&nodes, &pods}) {
+      if (std::string stale = informer->Staleness(); !stale.empty()) {
+        why += stale + "; ";
+      }
+    }
+    return why;
+  };
+
+  auto server_made = net::HttpServer::Create(net::HttpServerOptions{
+      .host = config.host,
+      .port = config.port,
+      .threads = 1,
+      .limits =
+          net::HttpLimits{
+              .max_header_bytes = 8 * 1024, .max_header_fields = 32, .max_body_bytes = 4 * 1024, .max_connections = 64},
+      .name = "scheduler"});
+  if (!server_made.ok()) {
+    return Fail(server_made.status().message());
+  }
+  std::unique_ptr<net::HttpServer> server = std::move(server_made).value();
+  server->Handle("GET", "/healthz", [](net::HttpRequest&) { return net::HttpResponse{.body = "ok\n"}; });
+  server->Handle("GET", "/readyz", [&not_ready, &role](net::HttpRequest&) {
+    const std::string why = not_ready();
+    return why.empty() ? net::HttpResponse{.body = "ok: " + role() + "\n"}
+                       : net::HttpResponse{.status = 503, .body = "not ready: " + why + role() + "\n"};
+  });
+  server->Handle("GET", "/metrics", [&](net::HttpRequest&) {
+    std::string body = sched.Metrics();
+    body +=
+        "# HELP gpusched_scheduler_leader 1 while this replica schedules (leads, or runs without election)\n"
+        "# TYPE gpusched_scheduler_leader gauge\ngpusched_scheduler_leader " +
+        std::string(leading.load() ? "1" : "0") + "\n";
+    const auto es = events.stats();
+    body +=
+        "# HELP gpusched_scheduler_events_total Pod events by outcome (dropped: the queue was full; repeat: the "
+        "same as the pod's last one, not written again)\n# TYPE gpusched_scheduler_events_total counter\n";
+    for (const auto& [result, n] : {std::pair{"written", es.written}, std::pair{"failed", es.failed},
+                                    std::pair{"dropped", es.dropped}, std::pair{"repeat", es.repeats}}) {
+      body += std::string("gpusched_scheduler_events_total{result=\"") + result + "\"} " + std::to_string(n) + "\n";
+    }
+    body += net::RenderStats(server->stats(), "gpusched_scheduler");
+    return net::HttpResponse{.content_type = "text/plain; version=0.0.4; charset=utf-8", .body = std::move(body)};
+  });
+  if (auto s = server->Start(); !s.ok()) {
+    return Fail("cannot listen on " + config.host + ":" + std::to_string(config.port) + ": " + s.message());
+  }
+  std::unique_ptr<ElectionLoop> election;
+  if (elector != nullptr) {
+    common::Log(common::LogLevel::kInfo,
+                std::string(kWho) + ": leader election on " + lease->Describe() + " as " + elector->options().identity);
+    election =
+        std::make_unique<ElectionLoop>(*elector, kWho, [&leading](bool leads, uint64_t) { leading.store(leads); });
+  }
+  sched.Start();
+  std::string names;
+  for (const auto& n : config.scheduler_names) {
+    names += (names.empty() ? "" : ", ") + n;
+  }
+  common::Log(common::LogLevel::kInfo, std::string(kWho) + ": scheduling pods of " + names + " (policy " +
+                                           config.policy + "); /healthz /readyz /metrics on " + config.host + ":" +
+                                           std::to_string(server->port()));
+  int sig = 0;
+  while ((sig = sigwaitinfo(&signals, nullptr)) < 0) {
+  }
+  common::Log(common::LogLevel::kInfo, std::string(kWho) + ": stopping on " + strsignal(sig));
+  if (election != nullptr) {
+    election->Stop();
+  }
+  sched.Stop();  // binds in flight finish first
+  if (elector != nullptr) {
+    elector->Release();
+  }
+  server->Stop();
+  pods.Stop();
+  nodes.Stop();
+  events.Stop();
+  return 0;
+}
+
+}  // namespace gpusched::cli

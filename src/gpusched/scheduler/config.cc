@@ -1,0 +1,125 @@
+#include "gpusched/scheduler/config.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <type_traits>
+
+#include <yaml-cpp/yaml.h>
+
+#include "gpusched/adapters/extender/config.h"
+#include "gpusched/policy/registry.h"
+
+namespace gpusched::scheduler {
+namespace {
+
+common::Status Bad(const std::string& source, const std::string& what) {
+  return common::InvalidArgument(source + ": " + what);
+}
+
+template <typename T>
+common::Result<T> As(const YAML::Node& node, const std::string& source, const std::string& key) {
+  if (!node.IsScalar() && !std::is_same_v<T, std::vector<std::string>>) {
+    return Bad(source, "\"" + key + "\" has the wrong type");
+  }
+  try {
+    return node.as<T>();
+  } catch (const YAML::Exception&) {
+    return Bad(source, "\"" + key + "\" has the wrong type");
+  }
+}
+
+common::Result<int> Seconds(const YAML::Node& node, const std::string& source, const std::string& key, int lo, int hi) {
+  GPUSCHED_ASSIGN_OR_RETURN(v, As<int>(node, source, key));
+  if (v < lo || v > hi) {
+    return Bad(source, "\"" + key + "\" must be " + std::to_string(lo) + ".." + std::to_string(hi));
+  }
+  return v;
+}
+
+}  // namespace
+
+common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    return Bad(source, std::string("not valid YAML: ") + e.what());
+  }
+  SchedulerConfig c;
+  if (root.IsNull()) {
+    return c;
+  }
+  if (!root.IsMap()) {
+    return Bad(source, "the top level must be a mapping");
+  }
+  for (const auto& kv : root) {
+    const std::string key = kv.first.as<std::string>();
+    const YAML::Node& v = kv.second;
+    if (key == "schedulerNames") {
+      if (!v.IsSequence() || v.size() == 0) {
+        return Bad(source, "\"schedulerNames\" must be a non-empty list of names");
+      }
+      GPUSCHED_ASSIGN_OR_RETURN(names, As<std::vector<std::string>>(v, source, key));
+      for (const auto& n : names) {
+        if (n.empty()) {
+          return Bad(source, "\"schedulerNames\" has an empty name");
+        }
+      }
+      c.scheduler_names = std::move(names);
+    } else if (key == "policy") {
+      GPUSCHED_ASSIGN_OR_RETURN(p, As<std::string>(v, source, key));
+      const auto known = policy::PolicyNames();
+      if (std::find(known.begin(), known.end(), p) == known.end()) {
+        std::string names;
+        for (const auto& n : known) {
+          names += (names.empty() ? "" : ", ") + n;
+        }
+        return Bad(source, "unknown policy \"" + p + "\" (known: " + names + ")");
+      }
+      c.policy = std::move(p);
+    } else if (key == "listen") {
+      GPUSCHED_ASSIGN_OR_RETURN(listen, As<std::string>(v, source, key));
+      if (auto s = adapters::extender::ParseListen(listen, c.host, c.port); !s.ok()) {
+        return Bad(source, s.message());
+      }
+    } else if (key == "kubeconfig") {
+      GPUSCHED_ASSIGN_OR_RETURN(path, As<std::string>(v, source, key));
+      c.kubeconfig = std::move(path);
+    } else if (key == "bindWorkers") {
+      GPUSCHED_ASSIGN_OR_RETURN(n, Seconds(v, source, key, 1, 64));
+      c.bind_workers = n;
+    } else if (key == "podInitialBackoffSeconds") {
+      GPUSCHED_ASSIGN_OR_RETURN(n, Seconds(v, source, key, 1, 3600));
+      c.initial_backoff_seconds = n;
+    } else if (key == "podMaxBackoffSeconds") {
+      GPUSCHED_ASSIGN_OR_RETURN(n, Seconds(v, source, key, 1, 3600));
+      c.max_backoff_seconds = n;
+    } else if (key == "assumedPodTtlSeconds") {
+      GPUSCHED_ASSIGN_OR_RETURN(n, Seconds(v, source, key, 1, 3600));
+      c.assumed_ttl_seconds = n;
+    } else if (key == "leaderElection") {
+      if (auto st = adapters::extender::ParseLeaderElection(v, source, c.leader_election); !st.ok()) {
+        return st;
+      }
+    } else {
+      return Bad(source, "unknown key \"" + key + "\"");
+    }
+  }
+  if (c.max_backoff_seconds < c.initial_backoff_seconds) {
+    return Bad(source, "\"podMaxBackoffSeconds\" is below \"podInitialBackoffSeconds\"");
+  }
+  return c;
+}
+
+common::Result<SchedulerConfig> LoadSchedulerConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return common::InvalidArgument("cannot read the config file " + path);
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseSchedulerConfig(text.str(), path);
+}
+
+}  // namespace gpusched::scheduler

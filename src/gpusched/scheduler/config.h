@@ -1,0 +1,48 @@
+#pragma once
+
+// `gpusched scheduler`'s config file (YAML). Every key is optional; an unknown key, a wrong type or a value out of
+// range is an error naming the key (the scheduler does not start with a config it would misread).
+//
+//   schedulerNames: [gpusched]        pods whose spec.schedulerName is one of these are scheduled
+//   policy: binpack                   placement policy (gpusched simulate --help lists them)
+//   listen: "0.0.0.0:10261"           /healthz, /readyz, /metrics (GET only; nothing there changes state)
+//   kubeconfig: ""                    default: $KUBECONFIG, in-cluster, ~/.kube/config
+//   bindWorkers: 4                    Bindings written at once
+//   podInitialBackoffSeconds: 1       a pod whose attempt failed with an error waits this long, doubling
+//   podMaxBackoffSeconds: 10          up to this
+//   assumedPodTtlSeconds: 30          GPUs of a bind with an unknown outcome stay taken this long unless the watch
+//                                     shows the pod
+//   leaderElection:
+//     enabled: true
+//     namespace: ""                   default: $POD_NAMESPACE, else kube-system
+//     name: gpusched-scheduler
+//     leaseDurationSeconds: 15
+//     renewDeadlineSeconds: 10
+//     retryPeriodSeconds: 2
+
+#include <string>
+#include <vector>
+
+#include "gpusched/adapters/extender/config.h"
+#include "gpusched/common/status.h"
+
+namespace gpusched::scheduler {
+
+struct SchedulerConfig {
+  std::vector<std::string> scheduler_names = {"gpusched"};
+  std::string policy = "binpack";
+  std::string host = "0.0.0.0";
+  int port = 10261;
+  std::string kubeconfig;
+  int bind_workers = 4;
+  int initial_backoff_seconds = 1;
+  int max_backoff_seconds = 10;
+  int assumed_ttl_seconds = 30;
+  adapters::extender::LeaderElectionConfig leader_election{.enabled = true, .name = "gpusched-scheduler"};
+};
+
+// `source` names the text in errors (the file name).
+[[nodiscard]] common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, const std::string& source);
+[[nodiscard]] common::Result<SchedulerConfig> LoadSchedulerConfig(const std::string& path);
+
+}  // namespace gpusched::scheduler

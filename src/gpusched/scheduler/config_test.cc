@@ -1,0 +1,80 @@
+#include "gpusched/scheduler/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace gpusched::scheduler {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(SchedulerConfigTest, DefaultsAreKubeSchedulersTimings) {
+  auto c = ParseSchedulerConfig("", "empty");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->scheduler_names, std::vector<std::string>{"gpusched"});
+  EXPECT_TRUE(c->leader_election.enabled);
+  EXPECT_EQ(c->leader_election.lease_duration_seconds, 15);
+  EXPECT_EQ(c->leader_election.renew_deadline_seconds, 10);
+  EXPECT_EQ(c->leader_election.retry_period_seconds, 2);
+  EXPECT_EQ(c->initial_backoff_seconds, 1);
+  EXPECT_EQ(c->max_backoff_seconds, 10);
+}
+
+TEST(SchedulerConfigTest, ReadsEveryKey) {
+  auto c = ParseSchedulerConfig(R"(
+schedulerNames: [gpusched, gpu-scheduler, genius-scheduler]
+policy: fgd
+listen: "127.0.0.1:9999"
+kubeconfig: /etc/kube.conf
+bindWorkers: 8
+podInitialBackoffSeconds: 2
+podMaxBackoffSeconds: 20
+assumedPodTtlSeconds: 60
+leaderElection: {enabled: false, namespace: gpu, name: sched, leaseDurationSeconds: 4, renewDeadlineSeconds: 3,
+                 retryPeriodSeconds: 1}
+)",
+                                "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->scheduler_names.size(), 3U);
+  EXPECT_EQ(c->policy, "fgd");
+  EXPECT_EQ(c->host, "127.0.0.1");
+  EXPECT_EQ(c->port, 9999);
+  EXPECT_EQ(c->kubeconfig, "/etc/kube.conf");
+  EXPECT_EQ(c->bind_workers, 8);
+  EXPECT_EQ(c->initial_backoff_seconds, 2);
+  EXPECT_EQ(c->max_backoff_seconds, 20);
+  EXPECT_EQ(c->assumed_ttl_seconds, 60);
+  EXPECT_FALSE(c->leader_election.enabled);
+  EXPECT_EQ(c->leader_election.namespace_, "gpu");
+  EXPECT_EQ(c->leader_election.name, "sched");
+  EXPECT_EQ(c->leader_election.lease_duration_seconds, 4);
+}
+
+TEST(SchedulerConfigTest, MistakesAreErrorsNamingTheKey) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"schedulerNames: []", "schedulerNames"},
+      {"schedulerNames: [\"\"]", "empty name"},
+      {"policy: best-guess", "unknown policy \"best-guess\""},
+      {"listen: nowhere", "not host:port"},
+      {"bindWorkers: 0", "bindWorkers"},
+      {"bindWorkers: many", "bindWorkers"},
+      {"podInitialBackoffSeconds: 5\npodMaxBackoffSeconds: 2", "podMaxBackoffSeconds"},
+      {"leaderElection: {leaseDurationSeconds: 0}", "leaderElection.leaseDurationSeconds"},
+      {"leaderElection: {nmae: x}", "unknown key \"leaderElection.nmae\""},
+      {"leaderElection: yes", "mapping"},
+      {"leaderElection: {leaseDurationSeconds: 5, renewDeadlineSeconds: 6}",
+       "retryPeriodSeconds < renewDeadlineSeconds"},
+      {"schedulerName: gpusched", "unknown key \"schedulerName\""},
+      {"[1, 2]", "top level"},
+      {"policy: [binpack]", "policy"},
+  };
+  for (const auto& [yaml, expect] : cases) {
+    auto c = ParseSchedulerConfig(yaml, "c.yaml");
+    ASSERT_FALSE(c.ok()) << yaml;
+    EXPECT_THAT(c.status().message(), HasSubstr(expect)) << yaml;
+    EXPECT_THAT(c.status().message(), HasSubstr("c.yaml")) << yaml;
+  }
+}
+
+}  // namespace
+}  // namespace gpusched::scheduler

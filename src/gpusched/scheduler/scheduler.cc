@@ -1,0 +1,571 @@
+#include "gpusched/scheduler/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+#include <nlohmann/json.hpp>
+
+#include "gpusched/adapters/k8s/lease_lock.h"
+#include "gpusched/common/log.h"
+#include "gpusched/kube/objects.h"
+#include "gpusched/policy/registry.h"
+#include "gpusched/policy/target_workload.h"
+#include "gpusched/sched/node_predicates.h"
+
+namespace gpusched::scheduler {
+
+using nlohmann::json;
+
+struct Scheduler::Telemetry {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  prometheus::Histogram& attempt =
+      prometheus::BuildHistogram()
+          .Name("gpusched_scheduler_attempt_duration_seconds")
+          .Help("One scheduling attempt: from pop to bind handed off or pod parked")
+          .Register(*registry)
+          .Add({}, prometheus::Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                           0.05, 0.1, 0.25, 0.5, 1});
+  prometheus::Histogram& e2e = prometheus::BuildHistogram()
+                                   .Name("gpusched_scheduler_e2e_scheduling_duration_seconds")
+                                   .Help("From the pod first seen pending to its Binding written")
+                                   .Register(*registry)
+                                   .Add({}, prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                                                    0.5, 1, 2.5, 5, 10, 30, 60, 300});
+};
+
+namespace {
+
+void Log(common::LogLevel level, const std::string& message) { common::Log(level, "gpusched scheduler: " + message); }
+
+// What a summary's rejections were blocked by: the queue wakes the pod only for events that can free that.
+uint32_t BlockersOf(const sched::CycleResult& result, const core::PodRequest& pod, const core::ClusterState& state) {
+  if (result.considered_nodes == 0) {
+    return sched::kBlockedByNodeSpec;  // no node at all: a node added is what helps
+  }
+  uint32_t blockers = 0;
+  for (const auto& [name, fit] : result.rejections) {
+    const core::NodeView* view = state.Find(name);
+    if (view == nullptr) {
+      continue;
+    }
+    if (!sched::CheckNodeConstraints(pod, *view->node).empty()) {
+      blockers |= sched::kBlockedByNodeSpec;
+    } else if (!sched::FitNodeResources(pod, *view).fits()) {
+      blockers |= sched::kBlockedByResources;
+    } else {
+      blockers |= sched::kBlockedByGpu;
+    }
+  }
+  return blockers == 0 ? sched::kBlockedByAnything : blockers;
+}
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string s;
+  for (const auto& i : items) {
+    s += (s.empty() ? "" : ", ") + i;
+  }
+  return s;
+}
+
+// What requeues a pending pod when it changes: its spec, labels and annotations (not its status, which this
+// scheduler itself writes).
+size_t Fingerprint(const json& pod) {
+  size_t h = 0;
+  auto mix = [&h](const json* j) {
+    const size_t v = j == nullptr ? 0 : std::hash<std::string>{}(j->dump());
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  };
+  const json* md = pod.contains("metadata") ? &pod["metadata"] : nullptr;
+  mix(pod.contains("spec") ? &pod["spec"] : nullptr);
+  mix(md != nullptr && md->is_object() && md->contains("labels") ? &(*md)["labels"] : nullptr);
+  mix(md != nullptr && md->is_object() && md->contains("annotations") ? &(*md)["annotations"] : nullptr);
+  return h;
+}
+
+}  // namespace
+
+common::Result<std::unique_ptr<Scheduler>> Scheduler::Create(ClusterMirror& mirror, ports::Binder& binder,
+                                                             EventSink events, SchedulerOptions options) {
+  if (options.scheduler_names.empty()) {
+    return common::InvalidArgument("scheduler: no scheduler names (no pod would ever be scheduled)");
+  }
+  if (options.bind_workers == 0 || options.bind_in_flight_ms <= 0 || options.assumed_ttl_ms <= 0) {
+    return common::InvalidArgument("scheduler: bind workers and the assumption times must be positive");
+  }
+  auto policy =
+      policy::MakePolicy(options.policy, policy::PolicyOptions{.target_workload = policy::DefaultTargetWorkload()});
+  if (!policy.ok()) {
+    return common::InvalidArgument("scheduler: policy: " + policy.status().message());
+  }
+  return std::unique_ptr<Scheduler>(
+      new Scheduler(mirror, binder, std::move(events), std::move(options), std::move(policy).value()));
+}
+
+Scheduler::Scheduler(ClusterMirror& mirror, ports::Binder& binder, EventSink events, SchedulerOptions options,
+                     std::unique_ptr<policy::PlacementPolicy> policy)
+    : mirror_(mirror),
+      binder_(binder),
+      events_(std::move(events)),
+      options_(std::move(options)),
+      clock_(options_.clock != nullptr ? *options_.clock : common::SystemClock::Instance()),
+      policy_(std::move(policy)),
+      queue_(clock_, options_.queue),
+      telemetry_(std::make_unique<Telemetry>()),
+      runner_(*policy_, sched::CycleOptions{.check_node_resources = true, .check_node_constraints = true}),
+      rng_(options_.seed != 0 ? options_.seed
+                              : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {}
+
+Scheduler::~Scheduler() { Stop(); }
+
+bool Scheduler::Ours(const std::string& scheduler_name) const {
+  const std::string& name = scheduler_name.empty() ? std::string("default-scheduler") : scheduler_name;
+  return std::find(options_.scheduler_names.begin(), options_.scheduler_names.end(), name) !=
+         options_.scheduler_names.end();
+}
+
+void Scheduler::Emit(PodEvent event) const {
+  if (events_) {
+    events_(std::move(event));
+  }
+}
+
+void Scheduler::Wake() {
+  {
+    std::lock_guard lock(loop_mu_);
+    wake_ = true;
+  }
+  loop_cv_.notify_all();
+}
+
+void Scheduler::OnNode(EventType type, const json& node) {
+  const std::string name = node.is_object() && node.contains("metadata") && node["metadata"].is_object() &&
+                                   node["metadata"].contains("name") && node["metadata"]["name"].is_string()
+                               ? node["metadata"]["name"].get<std::string>()
+                               : std::string();
+  std::shared_ptr<const core::Node> before;
+  {
+    auto lock = mirror_.ReadLock();
+    if (const core::NodeView* v = mirror_.state().Find(common::NodeName(name)); v != nullptr) {
+      before = v->node;
+    }
+  }
+  mirror_.OnNode(type, node);
+  if (type == EventType::kDeleted) {
+    return;  // less room: nothing that waits can fit now
+  }
+  std::shared_ptr<const core::Node> after;
+  {
+    auto lock = mirror_.ReadLock();
+    if (const core::NodeView* v = mirror_.state().Find(common::NodeName(name)); v != nullptr) {
+      after = v->node;
+    }
+  }
+  const bool changed =
+      after != nullptr && (before == nullptr || !before->SameCapacity(*after) || before->labels != after->labels ||
+                           before->taints != after->taints || before->unschedulable != after->unschedulable);
+  if (changed && queue_.OnClusterEvent(sched::kBlockedByAnything) > 0) {
+    Wake();
+  }
+}
+
+void Scheduler::OnPod(EventType type, const json& pod) {
+  auto meta = kube::DecodePodMeta(pod);
+  if (!meta.ok() || meta->uid.empty()) {
+    mirror_.OnPod(type, pod);  // counts it as rejected
+    return;
+  }
+  const std::string uid = meta->uid.str();
+  bool held = false;
+  {
+    auto lock = mirror_.ReadLock();
+    held = mirror_.state().FindAllocation(meta->uid) != nullptr;
+  }
+  mirror_.OnPod(type, pod);
+  const bool gone = type == EventType::kDeleted || meta->Terminal();
+  if (gone && held &&
+      queue_.OnClusterEvent(sched::kBlockedByGpu | sched::kBlockedByResources | sched::kBlockedByPods) > 0) {
+    Wake();
+  }
+  if (gone || !meta->node_name.empty() || meta->deleting || !Ours(meta->scheduler_name)) {
+    bool was_pending = false;
+    {
+      std::lock_guard lock(mu_);
+      was_pending = pending_.erase(uid) > 0;
+    }
+    if (was_pending) {
+      queue_.Delete(uid);
+    }
+    return;
+  }
+  // A pending pod of ours.
+  {
+    auto lock = mirror_.ReadLock();
+    if (mirror_.state().FindAllocation(meta->uid) != nullptr && mirror_.state().IsConfirmed(meta->uid)) {
+      return;  // this scheduler bound it; the watch has not shown the binding yet
+    }
+  }
+  const size_t fingerprint = Fingerprint(pod);
+  int64_t created_ms = 0;
+  if (auto t = adapters::k8s::ParseMicroTime(meta->creation_timestamp); t.ok()) {
+    created_ms = *t;
+  }
+  Pending entry{.namespace_ = meta->namespace_,
+                .name = meta->name,
+                .request = kube::DecodePodRequest(pod, options_.resources),
+                .unevaluated = kube::FindUnevaluatedFields(pod),
+                .fingerprint = fingerprint,
+                .first_seen_ms = clock_.NowMs()};
+  const int32_t priority = entry.request.ok() ? entry.request->priority : 0;
+  {
+    std::lock_guard lock(mu_);
+    auto it = pending_.find(uid);
+    if (it != pending_.end()) {
+      if (it->second.fingerprint == fingerprint) {
+        return;  // a status update (our own condition, say): nothing that scheduling reads changed
+      }
+      entry.first_seen_ms = it->second.first_seen_ms;
+      it->second = std::move(entry);
+    } else {
+      pending_.emplace(uid, std::move(entry));
+    }
+  }
+  queue_.AddOrUpdate(sched::QueuedPod{.uid = uid, .key = meta->Key(), .priority = priority, .created_ms = created_ms});
+  Wake();
+}
+
+void Scheduler::Unschedulable(const std::string& uid, const Pending& pod, std::string message, uint32_t blockers) {
+  queue_.Requeue(uid, sched::SchedulingQueue::Outcome::kUnschedulable, blockers);
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.unschedulable;
+  }
+  Emit(PodEvent{.namespace_ = pod.namespace_,
+                .name = pod.name,
+                .uid = uid,
+                .type = "Warning",
+                .reason = "FailedScheduling",
+                .message = std::move(message),
+                .unschedulable_condition = true});
+}
+
+bool Scheduler::ScheduleOne() {
+  if (options_.may_bind && !options_.may_bind()) {
+    return false;
+  }
+  auto popped = queue_.Pop();
+  if (!popped.has_value()) {
+    return false;
+  }
+  const auto started = std::chrono::steady_clock::now();
+  const std::string& uid = popped->uid;
+  Pending pod;
+  {
+    std::lock_guard lock(mu_);
+    auto it = pending_.find(uid);
+    if (it == pending_.end()) {
+      queue_.Done(uid);  // gone meanwhile
+      return true;
+    }
+    pod = it->second;
+  }
+  if (!pod.request.ok()) {
+    Unschedulable(uid, pod, "the pod's resource request is invalid: " + pod.request.status().message(), 0);
+    return true;
+  }
+  if (!pod.unevaluated.hard.empty()) {
+    Unschedulable(uid, pod,
+                  "gpusched does not evaluate " + Join(pod.unevaluated.hard) +
+                      "; the pod is not placed rather than placed without it (use a scheduler that evaluates it, "
+                      "or remove it)",
+                  0);
+    return true;
+  }
+  const core::PodRequest& request = *pod.request;
+  BindTask task{.request = request,
+                .namespace_ = pod.namespace_,
+                .name = pod.name,
+                .first_seen_ms = pod.first_seen_ms,
+                .soft_fields = pod.unevaluated.soft};
+  {
+    auto lock = mirror_.WriteLock();
+    core::ClusterState& state = mirror_.state();
+    if (const core::Allocation* held = state.FindAllocation(request.uid); held != nullptr) {
+      if (state.IsConfirmed(request.uid)) {
+        lock.unlock();
+        queue_.Done(uid);  // bound; the watch will show it
+        return true;
+      }
+      if (!mirror_.AwaitsBindOutcome(request.uid)) {
+        lock.unlock();
+        queue_.Requeue(uid, sched::SchedulingQueue::Outcome::kError);  // its bind still runs
+        return true;
+      }
+      task.allocation = *held;  // the last bind's outcome is unknown: send the same Binding again
+    } else {
+      const policy::Snapshot snapshot{.now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                    std::chrono::system_clock::now().time_since_epoch())
+                                                    .count()};
+      auto result = runner_.Schedule(request, state, snapshot, rng_, mirror_.NextAllocationId());
+      if (!result.ok()) {
+        lock.unlock();
+        Log(common::LogLevel::kError, "pod " + request.name + ": " + result.status().message());
+        queue_.Requeue(uid, sched::SchedulingQueue::Outcome::kError);
+        std::lock_guard stats_lock(mu_);
+        ++stats_.errors;
+        return true;
+      }
+      if (!result->allocation.has_value()) {
+        const uint32_t blockers = BlockersOf(*result, request, state);
+        std::string summary = result->Summary();
+        lock.unlock();
+        Log(common::LogLevel::kDebug, "pod " + request.name + " is unschedulable: " + summary);
+        Unschedulable(uid, pod, std::move(summary), blockers);
+        telemetry_->attempt.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        return true;
+      }
+      task.allocation = std::move(*result->allocation);
+    }
+    mirror_.SetPriority(request.uid, request.priority);
+    mirror_.SetApp(request.uid, request.app);
+    mirror_.ExpireAssumedAfter(request.uid, options_.bind_in_flight_ms, /*bind_running=*/true);
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.scheduled;
+  }
+  telemetry_->attempt.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  Dispatch(std::move(task));
+  return true;
+}
+
+void Scheduler::Dispatch(BindTask task) {
+  {
+    std::lock_guard lock(loop_mu_);
+    if (started_ && !stop_) {
+      binds_.push_back(std::move(task));
+      bind_cv_.notify_one();
+      return;
+    }
+  }
+  Bind(std::move(task));
+}
+
+void Scheduler::Bind(BindTask task) {
+  const common::PodUid& uid = task.request.uid;
+  common::Status bound = options_.may_bind && !options_.may_bind()
+                             ? common::FailedPrecondition("this replica lost the leader lease before the bind")
+                             : binder_.Bind(task.request, task.allocation);
+  const bool unknown = !bound.ok() && ports::BindOutcomeUnknown(bound);
+  {
+    auto lock = mirror_.WriteLock();
+    core::ClusterState& state = mirror_.state();
+    const core::Allocation* held = state.FindAllocation(uid);
+    const bool assumed = held != nullptr && !state.IsConfirmed(uid) && held->node == task.allocation.node;
+    if (bound.ok()) {
+      if (assumed) {
+        (void)state.Confirm(uid);  // the watch may have confirmed it already
+      }
+      mirror_.ExpireAssumedAfter(uid, 0);
+    } else if (unknown) {
+      mirror_.ExpireAssumedAfter(uid, options_.assumed_ttl_ms);  // the watch decides within the TTL
+    } else {
+      if (assumed) {
+        (void)state.Forget(uid);
+      }
+      mirror_.ExpireAssumedAfter(uid, 0);
+    }
+  }
+  const std::string key = task.namespace_ + "/" + task.name;
+  if (bound.ok()) {
+    queue_.Done(uid.str());
+    telemetry_->e2e.Observe(static_cast<double>(clock_.NowMs() - task.first_seen_ms) / 1000.0);
+    {
+      std::lock_guard lock(mu_);
+      ++stats_.binds_ok;
+    }
+    Log(common::LogLevel::kDebug, "pod " + key + " bound to " + task.allocation.node.str() + " (" +
+                                      std::to_string(task.allocation.GpuCount()) + " GPU share(s), allocation " +
+                                      std::to_string(task.allocation.id) + ")");
+    std::string message = "Successfully assigned " + key + " to " + task.allocation.node.str();
+    if (!task.soft_fields.empty()) {
+      message += " (not evaluated: " + Join(task.soft_fields) + ")";
+    }
+    Emit(PodEvent{.namespace_ = task.namespace_,
+                  .name = task.name,
+                  .uid = uid.str(),
+                  .type = task.soft_fields.empty() ? "Normal" : "Warning",
+                  .reason = "Scheduled",
+                  .message = std::move(message)});
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.binds_failed;
+    stats_.binds_unknown += unknown ? 1 : 0;
+  }
+  Log(common::LogLevel::kWarn, "bind of " + key + " to " + task.allocation.node.str() + " failed" +
+                                   (unknown ? " (outcome unknown; its GPUs stay assumed until the watch tells)" : "") +
+                                   ": " + bound.message());
+  queue_.Requeue(uid.str(), sched::SchedulingQueue::Outcome::kError);
+  if (!unknown) {
+    (void)queue_.OnClusterEvent(sched::kBlockedByGpu | sched::kBlockedByResources);  // what it held is free
+  }
+  Emit(PodEvent{.namespace_ = task.namespace_,
+                .name = task.name,
+                .uid = uid.str(),
+                .type = "Warning",
+                .reason = "FailedScheduling",
+                .message = "binding rejected: " + bound.message()});
+  Wake();
+}
+
+size_t Scheduler::ExpireAssumed() {
+  const size_t expired = mirror_.ExpireAssumed();
+  if (expired > 0) {
+    {
+      std::lock_guard lock(mu_);
+      stats_.expired_assumptions += expired;
+    }
+    if (queue_.OnClusterEvent(sched::kBlockedByGpu | sched::kBlockedByResources) > 0) {
+      Wake();
+    }
+  }
+  return expired;
+}
+
+void Scheduler::Start() {
+  std::lock_guard lock(loop_mu_);
+  if (started_ || stop_) {
+    return;
+  }
+  started_ = true;
+  for (size_t i = 0; i < options_.bind_workers; ++i) {
+    workers_.emplace_back([this] { Worker(); });
+  }
+  loop_ = std::thread([this] { Loop(); });
+}
+
+void Scheduler::Stop() {
+  {
+    std::lock_guard lock(loop_mu_);
+    stop_ = true;
+  }
+  loop_cv_.notify_all();
+  bind_cv_.notify_all();
+  if (loop_.joinable()) {
+    loop_.join();
+  }
+  for (auto& w : workers_) {
+    if (w.joinable()) {
+      w.join();
+    }
+  }
+  workers_.clear();
+}
+
+void Scheduler::Loop() {
+  int64_t next_expiry = clock_.NowMs() + 1000;
+  for (;;) {
+    {
+      std::lock_guard lock(loop_mu_);
+      if (stop_) {
+        return;
+      }
+      wake_ = false;
+    }
+    if (clock_.NowMs() >= next_expiry) {
+      (void)ExpireAssumed();
+      next_expiry = clock_.NowMs() + 1000;
+    }
+    if (ScheduleOne()) {
+      continue;
+    }
+    // Nothing ready: sleep until an event, the queue's next deadline, or the next expiry check.
+    int64_t wait_ms = std::max<int64_t>(1, next_expiry - clock_.NowMs());
+    if (auto at = queue_.NextWakeMs(); at.has_value()) {
+      wait_ms = std::clamp<int64_t>(*at - clock_.NowMs(), 1, wait_ms);
+    }
+    std::unique_lock lock(loop_mu_);
+    loop_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stop_ || wake_; });
+  }
+}
+
+void Scheduler::Worker() {
+  for (;;) {
+    BindTask task;
+    {
+      std::unique_lock lock(loop_mu_);
+      bind_cv_.wait(lock, [this] { return stop_ || !binds_.empty(); });
+      if (binds_.empty()) {
+        return;  // stopping, and every handed-off bind is done
+      }
+      task = std::move(binds_.front());
+      binds_.pop_front();
+    }
+    Bind(std::move(task));
+  }
+}
+
+SchedulerStats Scheduler::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+std::string Scheduler::Metrics() const {
+  const SchedulerStats s = stats();
+  const sched::SchedulingQueue::Counts q = queue_.counts();
+  std::vector<prometheus::MetricFamily> families = telemetry_->registry->Collect();
+  families.reserve(families.size() + 8);  // `family` hands out references into it
+  auto family = [&families](std::string name, std::string help, prometheus::MetricType type) -> auto& {
+    prometheus::MetricFamily f;
+    f.name = std::move(name);
+    f.help = std::move(help);
+    f.type = type;
+    families.push_back(std::move(f));
+    return families.back();
+  };
+  auto add = [](prometheus::MetricFamily& f, const char* label, const char* value, double v) {
+    prometheus::ClientMetric m;
+    if (label != nullptr) {
+      m.label.push_back(prometheus::ClientMetric::Label{label, value});
+    }
+    (f.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value) = v;
+    f.metric.push_back(std::move(m));
+  };
+  auto& pending = family("gpusched_scheduler_pending_pods", "Pods waiting to be scheduled, by queue",
+                         prometheus::MetricType::Gauge);
+  add(pending, "queue", "active", static_cast<double>(q.active));
+  add(pending, "queue", "backoff", static_cast<double>(q.backoff));
+  add(pending, "queue", "unschedulable", static_cast<double>(q.unschedulable));
+  add(pending, "queue", "in_flight", static_cast<double>(q.in_flight));
+  auto& attempts = family("gpusched_scheduler_schedule_attempts_total", "Scheduling attempts by result",
+                          prometheus::MetricType::Counter);
+  add(attempts, "result", "scheduled", static_cast<double>(s.scheduled));
+  add(attempts, "result", "unschedulable", static_cast<double>(s.unschedulable));
+  add(attempts, "result", "error", static_cast<double>(s.errors));
+  auto& binds = family("gpusched_scheduler_binds_total",
+                       "Bindings by result (unknown: failed with an outcome only the watch can tell; also counted "
+                       "as failed)",
+                       prometheus::MetricType::Counter);
+  add(binds, "result", "ok", static_cast<double>(s.binds_ok));
+  add(binds, "result", "failed", static_cast<double>(s.binds_failed));
+  add(binds, "result", "unknown", static_cast<double>(s.binds_unknown));
+  auto& expired = family("gpusched_scheduler_expired_assumptions_total",
+                         "Assumed placements forgotten because the watch never showed their binding",
+                         prometheus::MetricType::Counter);
+  add(expired, nullptr, nullptr, static_cast<double>(s.expired_assumptions));
+  const auto ms = mirror_.stats();
+  auto& over = family("gpusched_scheduler_overcommitted_charges_total",
+                      "Bound pods charged past their node's capacity (the cluster shows them bound)",
+                      prometheus::MetricType::Counter);
+  add(over, nullptr, nullptr, static_cast<double>(ms.overcommitted_charges));
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+}  // namespace gpusched::scheduler

@@ -1,0 +1,186 @@
+#pragma once
+
+// Scheduler: gpusched as a scheduler of its own (`gpusched scheduler`), for the pods whose spec.schedulerName is one
+// of SchedulerOptions::scheduler_names. Fed by the node and pod watches, it keeps
+//   - the cluster: a ClusterMirror that charges every bound pod (CPU, memory, one pod slot, and the GPUs its
+//     gpusched.io/allocation names), whoever bound it;
+//   - the pending pods: decoded once per change of their spec, labels or annotations (a status update, such as the
+//     PodScheduled condition this scheduler writes, does not requeue a pod), in a sched::SchedulingQueue.
+//
+// One attempt (ScheduleOne, on the scheduling thread):
+//   pop the next pod (highest priority, then oldest) -> the request could not be decoded, or uses a constraint
+//   this scheduler does not evaluate (kube::FindUnevaluatedFields' hard list): FailedScheduling naming it, parked
+//   until the pod changes -> else the cycle over every node under the mirror's write lock: node constraints
+//   (nodeName, cordon, nodeSelector, required node affinity, taints), pods count, CPU and memory, then the
+//   placement policy's GPU filter and score; the best node's GPUs are assumed with a fresh allocation id ->
+//   the bind is handed to a bind worker and the next attempt starts at once.
+//   Nowhere to go: FailedScheduling with the grouped reasons (CycleResult::Summary) and PodScheduled=False; the pod
+//   waits in the queue for an event that can make it fit (what blocked it: GPU capacity, CPU/memory/pods, node
+//   constraints), never for a timer.
+// A bind (worker): one POST of the Binding with the allocation in its annotations and the pod's uid as
+// precondition (ports::Binder). Bound: the assumption is confirmed, event Scheduled. Definitely not bound: the
+// assumption is forgotten (its capacity wakes the pods it blocked) and the pod backs off (1 s doubling to 10 s).
+// Outcome unknown (timeout, 5xx, 409): the GPUs stay assumed for assumed_ttl_ms while the watch decides; the pod
+// backs off and, if still pending and still assumed, its retry sends the same allocation to the same node.
+// A pod whose watch shows it bound or gone leaves the queue; a bound pod that is deleted or finishes frees what it
+// held and wakes the pods blocked by capacity. A node added or changed wakes every waiting pod. Assumptions whose
+// time ran out are forgotten once a second (ClusterMirror::ExpireAssumed), waking pods too.
+//
+// Only the leader schedules: with options.may_bind, nothing is popped while it answers false, and a bind worker
+// asks again right before its POST (a leader that lost its lease in between forgets the assumption instead).
+//
+// Thread-safety: OnNode and OnPod from the informer threads, ScheduleOne from one scheduling thread (Start runs it),
+// binds on the workers; Metrics and stats from anywhere.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "gpusched/adapters/extender/state.h"
+#include "gpusched/common/clock.h"
+#include "gpusched/common/rng.h"
+#include "gpusched/common/status.h"
+#include "gpusched/core/gpu_request.h"
+#include "gpusched/kube/constraints.h"
+#include "gpusched/kube/resources.h"
+#include "gpusched/policy/placement_policy.h"
+#include "gpusched/ports/binder.h"
+#include "gpusched/sched/cycle_runner.h"
+#include "gpusched/sched/scheduling_queue.h"
+
+namespace gpusched::scheduler {
+
+using adapters::extender::ClusterMirror;
+using adapters::extender::EventType;
+
+// What the scheduler tells about a pod: a core/v1 Event, and for FailedScheduling of a pod that fits nowhere also
+// the pod's PodScheduled=False condition (reason Unschedulable) with the same message.
+struct PodEvent {
+  std::string namespace_, name, uid;
+  std::string type;    // Normal | Warning
+  std::string reason;  // Scheduled | FailedScheduling
+  std::string message;
+  bool unschedulable_condition = false;
+};
+using EventSink = std::function<void(PodEvent)>;
+
+struct SchedulerOptions {
+  std::vector<std::string> scheduler_names = {"gpusched"};
+  std::string policy = "binpack";
+  kube::ResourceConfig resources;
+  sched::QueueOptions queue;
+  size_t bind_workers = 4;
+  int64_t bind_in_flight_ms = 300000;    // an assumption lives at most this long while its bind runs
+  int64_t assumed_ttl_ms = 30000;        // and this long after a bind whose outcome is unknown
+  uint64_t seed = 0;                     // random tie breaks; 0 = from the clock
+  const common::Clock* clock = nullptr;  // steady time of the queue and the latency figures; null = system
+  std::function<bool()> may_bind;        // null = always (no leader election)
+};
+
+struct SchedulerStats {
+  uint64_t scheduled = 0;      // attempts that chose a node
+  uint64_t unschedulable = 0;  // attempts that found none (or met a constraint not evaluated, or a bad request)
+  uint64_t errors = 0;         // attempts that failed for another reason
+  uint64_t binds_ok = 0, binds_failed = 0, binds_unknown = 0;
+  uint64_t expired_assumptions = 0;
+};
+
+class Scheduler {
+ public:
+  static common::Result<std::unique_ptr<Scheduler>> Create(ClusterMirror& mirror, ports::Binder& binder,
+                                                           EventSink events, SchedulerOptions options);
+  ~Scheduler();  // Stop
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // The watches, in event order per resource (the informers' handlers).
+  void OnNode(EventType type, const nlohmann::json& node);
+  void OnPod(EventType type, const nlohmann::json& pod);
+
+  // One attempt on the calling thread; false when no pod is ready (or this replica may not schedule). Before
+  // Start, the bind runs inline (tests); after, on a worker.
+  bool ScheduleOne();
+  // Forgets assumptions whose time ran out and wakes what they blocked; returns how many.
+  size_t ExpireAssumed();
+
+  // The scheduling thread (ScheduleOne whenever a pod is ready, ExpireAssumed every second) and the bind workers.
+  void Start();
+  // Stops scheduling; binds already handed to workers finish first. Idempotent.
+  void Stop();
+
+  [[nodiscard]] SchedulerStats stats() const;
+  [[nodiscard]] sched::SchedulingQueue::Counts queue_counts() const { return queue_.counts(); }
+  [[nodiscard]] const SchedulerOptions& options() const { return options_; }
+  // Prometheus text: gpusched_scheduler_pending_pods{queue}, _schedule_attempts_total{result},
+  // _binds_total{result}, _expired_assumptions_total, _attempt_duration_seconds, _e2e_scheduling_duration_seconds
+  // (first seen pending to bound), and the node gauges of the cluster.
+  [[nodiscard]] std::string Metrics() const;
+
+ private:
+  struct Pending {
+    std::string namespace_, name;
+    common::Result<core::PodRequest> request = common::InvalidArgument("not decoded");
+    kube::UnevaluatedFields unevaluated;
+    size_t fingerprint = 0;     // of spec, labels and annotations: a change requeues the pod
+    int64_t first_seen_ms = 0;  // steady; for the end-to-end latency
+  };
+  struct BindTask {
+    core::PodRequest request;
+    core::Allocation allocation;
+    std::string namespace_, name;
+    int64_t first_seen_ms = 0;
+    std::vector<std::string> soft_fields;  // not evaluated: told in the Scheduled event
+  };
+
+  Scheduler(ClusterMirror& mirror, ports::Binder& binder, EventSink events, SchedulerOptions options,
+            std::unique_ptr<policy::PlacementPolicy> policy);
+  bool Ours(const std::string& scheduler_name) const;
+  void Unschedulable(const std::string& uid, const Pending& pod, std::string message, uint32_t blockers);
+  void Bind(BindTask task);
+  void Dispatch(BindTask task);
+  void Wake();
+  void Loop();
+  void Worker();
+  void Emit(PodEvent event) const;
+
+  ClusterMirror& mirror_;
+  ports::Binder& binder_;
+  EventSink events_;
+  const SchedulerOptions options_;
+  const common::Clock& clock_;
+  std::unique_ptr<policy::PlacementPolicy> policy_;
+  sched::SchedulingQueue queue_;
+  struct Telemetry;
+  std::unique_ptr<Telemetry> telemetry_;
+
+  // Scheduling thread only (ScheduleOne): the runner's caches and the tie-break generator.
+  sched::CycleRunner runner_;
+  common::Rng rng_;
+
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, Pending> pending_;  // GUARDED_BY(mu_), by uid
+  SchedulerStats stats_;                              // GUARDED_BY(mu_)
+
+  // The scheduling thread's wake-ups and the bind workers' tasks.
+  std::mutex loop_mu_;
+  std::condition_variable loop_cv_;
+  bool wake_ = false;           // GUARDED_BY(loop_mu_)
+  bool stop_ = false;           // GUARDED_BY(loop_mu_)
+  std::deque<BindTask> binds_;  // GUARDED_BY(loop_mu_)
+  std::condition_variable bind_cv_;
+  bool started_ = false;
+  std::thread loop_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace gpusched::scheduler

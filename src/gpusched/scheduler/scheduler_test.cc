@@ -1,0 +1,378 @@
+#include "gpusched/scheduler/scheduler.h"
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "gpusched/testing/fake_clock.h"
+#include "gpusched/testing/fake_cluster.h"
+
+namespace gpusched::scheduler {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+json Node(const std::string& name, int gpus, const json& labels = json::object(), const json& taints = nullptr,
+          const std::string& cpu = "32", const std::string& max_pods = "110") {
+  json list = json::array();
+  for (int i = 0; i < gpus; ++i) {
+    list.push_back({{"uuid", "GPU-" + name + "-" + std::to_string(i)},
+                    {"index", i},
+                    {"model", "A100-SXM4-80GB"},
+                    {"memory_mib", 81920}});
+  }
+  json n = {{"metadata", {{"name", name}, {"labels", labels}, {"annotations", {{"gpusched.io/gpus", list.dump()}}}}},
+            {"spec", json::object()},
+            {"status", {{"allocatable", {{"cpu", cpu}, {"memory", "128Gi"}, {"pods", max_pods}}}}}};
+  if (!taints.is_null()) {
+    n["spec"]["taints"] = taints;
+  }
+  return n;
+}
+
+json Pod(const std::string& name, const json& limits, int32_t priority = 0, const std::string& created = "") {
+  return {{"metadata",
+           {{"name", name},
+            {"namespace", "default"},
+            {"uid", "uid-" + name},
+            {"creationTimestamp", created.empty() ? "2026-11-25T10:00:00Z" : created}}},
+          {"spec",
+           {{"schedulerName", "gpusched"},
+            {"priority", priority},
+            {"containers",
+             json::array({{{"name", "main"},
+                           {"resources", {{"limits", limits}, {"requests", {{"cpu", "1"}, {"memory", "1Gi"}}}}}}})}}},
+          {"status", {{"phase", "Pending"}}}};
+}
+
+json WholeGpu() { return {{"nvidia.com/gpu", "1"}}; }
+json Share(int core) {
+  return {
+      {"gpusched.io/gpu", "1"}, {"gpusched.io/gpu-core", std::to_string(core)}, {"gpusched.io/gpu-memory", "10000"}};
+}
+
+// The pod as the watch shows it once bound by `allocation` (the Binding's annotations copied onto it).
+json AsBound(json pod, const core::Allocation& allocation, const std::string& annotation) {
+  pod["spec"]["nodeName"] = allocation.node.str();
+  if (!annotation.empty()) {
+    pod["metadata"]["annotations"]["gpusched.io/allocation"] = annotation;
+  }
+  return pod;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Make(SchedulerOptions{}); }
+
+  void Make(SchedulerOptions options) {
+    scheduler_.reset();
+    mirror_ = std::make_unique<ClusterMirror>(
+        adapters::extender::MirrorOptions{.clock = &clock_,
+                                          .wall_ms = [] { return int64_t{1'700'000'000'000}; },
+                                          .id_nonce = 7,
+                                          .charge_every_pod = true});
+    options.clock = &clock_;
+    options.seed = 1;
+    auto made = Scheduler::Create(
+        *mirror_, binder_, [this](PodEvent e) { events_.push_back(std::move(e)); }, std::move(options));
+    ASSERT_TRUE(made.ok()) << made.status().message();
+    scheduler_ = std::move(made).value();
+  }
+
+  // Runs attempts until none is ready; returns how many ran.
+  int Drain() {
+    int n = 0;
+    while (scheduler_->ScheduleOne()) {
+      ++n;
+    }
+    return n;
+  }
+
+  std::vector<PodEvent> EventsFor(const std::string& name, const std::string& reason) const {
+    std::vector<PodEvent> out;
+    for (const auto& e : events_) {
+      if (e.name == name && e.reason == reason) {
+        out.push_back(e);
+      }
+    }
+    return out;
+  }
+
+  // Feeds the watch event of a bound pod back (what the API server would send after the Binding).
+  void ShowBound(const json& pod, const core::Allocation& allocation) {
+    scheduler_->OnPod(EventType::kModified, AsBound(pod, allocation, allocation.containers.empty() ? "" : "x"));
+  }
+
+  testing::FakeClock clock_;
+  testing::RecordingBinder binder_;
+  std::vector<PodEvent> events_;
+  std::unique_ptr<ClusterMirror> mirror_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_F(SchedulerTest, BindsAGpuShareWithAFreshAllocationIdAndSaysSo) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2));
+  scheduler_->OnPod(EventType::kAdded, Pod("p", Share(30)));
+  EXPECT_EQ(Drain(), 1);
+  ASSERT_EQ(binder_.bound().size(), 1U);
+  const core::Allocation& a = binder_.bound()[0];
+  EXPECT_EQ(a.node.str(), "a");
+  EXPECT_EQ(a.pod.str(), "uid-p");
+  EXPECT_EQ(a.cpu.value(), 1000);
+  EXPECT_NE(a.id, 0U);
+  EXPECT_EQ(a.id & 0xffff, 7U) << "the id carries the process nonce";
+  ASSERT_EQ(EventsFor("p", "Scheduled").size(), 1U);
+  EXPECT_EQ(EventsFor("p", "Scheduled")[0].message, "Successfully assigned default/p to a");
+  auto lock = mirror_->ReadLock();
+  EXPECT_TRUE(mirror_->state().IsConfirmed(common::PodUid("uid-p")));
+  EXPECT_EQ(scheduler_->stats().binds_ok, 1U);
+}
+
+TEST_F(SchedulerTest, IgnoresPodsOfOtherSchedulersAndBoundOrTerminatingOnes) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2));
+  json other = Pod("other", WholeGpu());
+  other["spec"]["schedulerName"] = "default-scheduler";
+  json terminating = Pod("terminating", WholeGpu());
+  terminating["metadata"]["deletionTimestamp"] = "2026-11-25T10:00:00Z";
+  json done = Pod("done", WholeGpu());
+  done["status"]["phase"] = "Succeeded";
+  for (const json& p : {other, terminating, done}) {
+    scheduler_->OnPod(EventType::kAdded, p);
+  }
+  EXPECT_EQ(Drain(), 0);
+  EXPECT_TRUE(binder_.bound().empty());
+}
+
+TEST_F(SchedulerTest, HigherPriorityFirstThenOlder) {
+  scheduler_->OnPod(EventType::kAdded, Pod("low", WholeGpu(), 10, "2026-11-25T09:00:00Z"));
+  scheduler_->OnPod(EventType::kAdded, Pod("high-new", WholeGpu(), 1000, "2026-11-25T10:00:01Z"));
+  scheduler_->OnPod(EventType::kAdded, Pod("high-old", WholeGpu(), 1000, "2026-11-25T10:00:00Z"));
+  EXPECT_EQ(Drain(), 3);  // no node yet: each is tried once and parked
+  EXPECT_EQ(EventsFor("low", "FailedScheduling").size(), 1U);
+  EXPECT_THAT(EventsFor("low", "FailedScheduling")[0].message, HasSubstr("0/0 nodes are available"));
+  EXPECT_TRUE(EventsFor("low", "FailedScheduling")[0].unschedulable_condition);
+  EXPECT_EQ(Drain(), 0) << "parked pods wait for an event, not a timer";
+
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2));  // room for two of the three
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 2U);
+  EXPECT_EQ(binder_.bound()[0].pod.str(), "uid-high-old");
+  EXPECT_EQ(binder_.bound()[1].pod.str(), "uid-high-new");
+  EXPECT_EQ(EventsFor("low", "FailedScheduling").size(), 2U);
+}
+
+TEST_F(SchedulerTest, APodBlockedByGpusRunsAgainWhenAHolderIsDeleted) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 1));
+  const json first = Pod("first", WholeGpu());
+  scheduler_->OnPod(EventType::kAdded, first);
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 1U);
+  const core::Allocation held = binder_.bound()[0];
+  ShowBound(first, held);
+  scheduler_->OnPod(EventType::kAdded, Pod("second", WholeGpu()));
+  Drain();
+  ASSERT_EQ(EventsFor("second", "FailedScheduling").size(), 1U);
+  EXPECT_THAT(EventsFor("second", "FailedScheduling")[0].message,
+              HasSubstr("0/1 nodes are available: 1 x container main: needs 1 fully free GPU(s)"));
+  EXPECT_EQ(scheduler_->queue_counts().unschedulable, 1U);
+
+  // A status-only update (the condition this scheduler wrote) does not requeue it.
+  json status_only = Pod("second", WholeGpu());
+  status_only["status"]["conditions"] = json::array({{{"type", "PodScheduled"}, {"status", "False"}}});
+  scheduler_->OnPod(EventType::kModified, status_only);
+  EXPECT_EQ(Drain(), 0);
+
+  scheduler_->OnPod(EventType::kDeleted, AsBound(first, held, "x"));
+  EXPECT_EQ(scheduler_->queue_counts().active, 1U) << "the deletion freed a GPU: straight back to active";
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 2U);
+  EXPECT_EQ(binder_.bound()[1].pod.str(), "uid-second");
+}
+
+TEST_F(SchedulerTest, ReasonsNameEachPredicate) {
+  scheduler_->OnNode(
+      EventType::kAdded,
+      Node("tainted", 8, {{"zone", "a"}}, json::array({{{"key", "team"}, {"value", "a"}, {"effect", "NoSchedule"}}})));
+  scheduler_->OnNode(EventType::kAdded, Node("small", 8, {{"zone", "b"}}, nullptr, "500m"));
+  json cordoned = Node("cordoned", 8, {{"zone", "a"}});
+  cordoned["spec"]["unschedulable"] = true;
+  scheduler_->OnNode(EventType::kAdded, cordoned);
+  scheduler_->OnNode(EventType::kAdded, Node("full", 8, {{"zone", "c"}}, nullptr, "32", "1"));
+  // One pod without GPUs fills "full" (max 1 pod); it is bound there by another scheduler.
+  json filler = Pod("filler", json::object());
+  filler["spec"]["schedulerName"] = "default-scheduler";
+  filler["spec"]["nodeName"] = "full";
+  scheduler_->OnPod(EventType::kAdded, filler);
+
+  scheduler_->OnPod(EventType::kAdded, Pod("p", Share(10)));
+  Drain();
+  ASSERT_TRUE(binder_.bound().empty());
+  ASSERT_EQ(EventsFor("p", "FailedScheduling").size(), 1U);
+  const std::string m = EventsFor("p", "FailedScheduling")[0].message;
+  EXPECT_THAT(m, HasSubstr("0/4 nodes are available"));
+  EXPECT_THAT(m, HasSubstr("untolerated taint"));
+  EXPECT_THAT(m, HasSubstr("Insufficient cpu"));
+  EXPECT_THAT(m, HasSubstr("unschedulable"));
+  EXPECT_THAT(m, HasSubstr("Too many pods"));
+
+  // A toleration opens the tainted node.
+  json tolerant = Pod("tolerant", Share(10));
+  tolerant["spec"]["tolerations"] = json::array({{{"key", "team"}, {"operator", "Equal"}, {"value", "a"}}});
+  scheduler_->OnPod(EventType::kAdded, tolerant);
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 1U);
+  EXPECT_EQ(binder_.bound()[0].node.str(), "tainted");
+
+  // A node selector that only "small" matches: it is considered only there.
+  json selective = Pod("selective", Share(10));
+  selective["spec"]["nodeSelector"] = {{"zone", "b"}};
+  scheduler_->OnPod(EventType::kAdded, selective);
+  Drain();
+  EXPECT_THAT(EventsFor("selective", "FailedScheduling").at(0).message,
+              HasSubstr("0/4 nodes are available: 2 x node(s) didn't match Pod's node affinity/selector, 1 x "
+                        "Insufficient cpu: needs 1000m, 1 x node(s) were unschedulable"));
+}
+
+TEST_F(SchedulerTest, CpuOfEveryBoundPodIsCharged) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 1, json::object(), nullptr, "1500m"));
+  json other = Pod("other", json::object());  // 1 CPU, bound by someone else, no annotation
+  other["spec"]["schedulerName"] = "default-scheduler";
+  other["spec"]["nodeName"] = "a";
+  scheduler_->OnPod(EventType::kAdded, other);
+  scheduler_->OnPod(EventType::kAdded, Pod("p", Share(10)));
+  Drain();
+  EXPECT_TRUE(binder_.bound().empty());
+  EXPECT_THAT(EventsFor("p", "FailedScheduling").at(0).message, HasSubstr("Insufficient cpu"));
+  json gone = other;
+  gone["status"]["phase"] = "Succeeded";
+  scheduler_->OnPod(EventType::kModified, gone);
+  Drain();
+  EXPECT_EQ(binder_.bound().size(), 1U) << "the finished pod's CPU is free again";
+}
+
+TEST_F(SchedulerTest, ConstraintsItDoesNotEvaluateAreNeverIgnoredSilently) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2));
+  json anti = Pod("anti", Share(10));
+  anti["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
+      json::array({{{"topologyKey", "kubernetes.io/hostname"}}});
+  scheduler_->OnPod(EventType::kAdded, anti);
+  json soft = Pod("soft", Share(10));
+  soft["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = "1Gi";
+  scheduler_->OnPod(EventType::kAdded, soft);
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 1U);
+  EXPECT_EQ(binder_.bound()[0].pod.str(), "uid-soft");
+  EXPECT_THAT(EventsFor("anti", "FailedScheduling").at(0).message, HasSubstr("podAntiAffinity"));
+  const PodEvent scheduled = EventsFor("soft", "Scheduled").at(0);
+  EXPECT_EQ(scheduled.type, "Warning");
+  EXPECT_THAT(scheduled.message, HasSubstr("not evaluated: resources ephemeral-storage"));
+}
+
+TEST_F(SchedulerTest, AnInvalidRequestIsReportedAndWaitsForAChange) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2));
+  scheduler_->OnPod(EventType::kAdded, Pod("bad", {{"gpusched.io/gpu-core", "150"}}));
+  Drain();
+  EXPECT_THAT(EventsFor("bad", "FailedScheduling").at(0).message, HasSubstr("invalid"));
+  scheduler_->OnNode(EventType::kModified, Node("a", 2, {{"new", "label"}}));
+  EXPECT_EQ(Drain(), 0) << "no cluster event can fix a bad request";
+  scheduler_->OnPod(EventType::kModified, Pod("bad", Share(50)));  // the spec changed
+  Drain();
+  EXPECT_EQ(binder_.bound().size(), 1U);
+}
+
+TEST_F(SchedulerTest, AnUnknownBindOutcomeKeepsTheGpusAndRetriesTheSameBinding) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 1));
+  binder_.FailNext(1, common::Unavailable("apiserver timed out"));
+  const json p = Pod("p", WholeGpu());
+  scheduler_->OnPod(EventType::kAdded, p);
+  Drain();
+  ASSERT_EQ(binder_.failed().size(), 1U);
+  EXPECT_EQ(scheduler_->stats().binds_unknown, 1U);
+  {
+    auto lock = mirror_->ReadLock();
+    EXPECT_NE(mirror_->state().FindAllocation(common::PodUid("uid-p")), nullptr) << "still assumed";
+  }
+  scheduler_->OnPod(EventType::kAdded, Pod("q", WholeGpu()));
+  Drain();
+  EXPECT_TRUE(binder_.bound().empty()) << "q must not get p's GPU while p's binding may have landed";
+  clock_.AdvanceMs(1000);  // p's backoff
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 1U);
+  EXPECT_EQ(binder_.bound()[0].pod.str(), "uid-p");
+  EXPECT_EQ(binder_.bound()[0].id, binder_.failed()[0].id) << "the same Binding again";
+}
+
+TEST_F(SchedulerTest, ARefusedBindFreesTheGpusAtOnce) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 1));
+  binder_.FailNext(1, common::NotFound("pod is gone"));
+  scheduler_->OnPod(EventType::kAdded, Pod("p", WholeGpu()));
+  Drain();
+  auto lock = mirror_->ReadLock();
+  EXPECT_EQ(mirror_->state().FindAllocation(common::PodUid("uid-p")), nullptr);
+  EXPECT_THAT(EventsFor("p", "FailedScheduling").at(0).message, HasSubstr("binding rejected"));
+}
+
+TEST_F(SchedulerTest, AnAssumptionThatNeverShowsUpExpires) {
+  Make(SchedulerOptions{.assumed_ttl_ms = 5000});
+  scheduler_->OnNode(EventType::kAdded, Node("a", 1));
+  binder_.FailNext(1, common::DeadlineExceeded("timeout"));
+  scheduler_->OnPod(EventType::kAdded, Pod("p", WholeGpu()));
+  Drain();
+  EXPECT_EQ(scheduler_->ExpireAssumed(), 0U);
+  clock_.AdvanceMs(5001);  // the watch never showed p bound
+  EXPECT_EQ(scheduler_->ExpireAssumed(), 1U);
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 1U) << "p is placed anew";
+  EXPECT_EQ(binder_.bound()[0].pod.str(), "uid-p");
+  EXPECT_NE(binder_.bound()[0].id, binder_.failed()[0].id);
+  EXPECT_EQ(scheduler_->stats().expired_assumptions, 1U);
+}
+
+TEST_F(SchedulerTest, OnlyTheLeaderSchedules) {
+  bool leader = false;
+  Make(SchedulerOptions{.may_bind = [&leader] { return leader; }});
+  scheduler_->OnNode(EventType::kAdded, Node("a", 1));
+  scheduler_->OnPod(EventType::kAdded, Pod("p", WholeGpu()));
+  EXPECT_FALSE(scheduler_->ScheduleOne());
+  EXPECT_EQ(scheduler_->queue_counts().active, 1U);
+  leader = true;
+  EXPECT_TRUE(scheduler_->ScheduleOne());
+  EXPECT_EQ(binder_.bound().size(), 1U);
+}
+
+TEST_F(SchedulerTest, ABoundPodIsNotScheduledAgainBeforeTheWatchShowsIt) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2));
+  json p = Pod("p", WholeGpu());
+  scheduler_->OnPod(EventType::kAdded, p);
+  Drain();
+  p["metadata"]["labels"]["changed"] = "yes";  // a late update without nodeName, after the bind succeeded
+  scheduler_->OnPod(EventType::kModified, p);
+  Drain();
+  EXPECT_EQ(binder_.bound().size(), 1U);
+}
+
+TEST_F(SchedulerTest, RunsOnItsOwnThreads) {
+  Make(SchedulerOptions{.bind_workers = 1});  // RecordingBinder is not thread-safe
+  scheduler_->Start();
+  scheduler_->OnNode(EventType::kAdded, Node("a", 4));
+  for (int i = 0; i < 8; ++i) {
+    scheduler_->OnPod(EventType::kAdded, Pod("p" + std::to_string(i), Share(40)));
+  }
+  for (int i = 0; i < 500 && scheduler_->stats().binds_ok < 8; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  scheduler_->Stop();
+  EXPECT_EQ(scheduler_->stats().binds_ok, 8U);
+  EXPECT_THAT(scheduler_->Metrics(), HasSubstr("gpusched_scheduler_binds_total{result=\"ok\"} 8"));
+}
+
+}  // namespace
+}  // namespace gpusched::scheduler

@@ -1,0 +1,1050 @@
+"""End-to-end: `gpusched scheduler`, gpusched's own scheduler, schedules GPU pods against a real kube-apiserver.
+
+Runs etcd and kube-apiserver on loopback without kube-scheduler (control_plane.py, kube_scheduler=False), fake GPU
+nodes (Node objects) and `$GPUSCHED_BIN scheduler` with deploy/scheduler.yaml's configuration (the ConfigMap's
+file, with the listen address and shorter lease timings replaced) and exactly that file's RBAC permissions (a client
+certificate for the ServiceAccount's user name; rbac_audit.py compares them with the requests it made at the end).
+Every pod has spec.schedulerName gpusched; each test has its own pool of nodes (label gpusched-e2e/pool, matched by
+the pods' nodeSelector), so tests do not depend on each other's deletions.
+
+  0. deploy/scheduler.yaml passes the apiserver's validation (server-side dry run).
+  1. fractional sharing: three 30% / 20000 MiB pods share one GPU, each with an allocation and a Scheduled event.
+  2. priority: with no node, a low- and a high-priority pod both fail (FailedScheduling, PodScheduled=False
+     Unschedulable); a node with one GPU appears: the high one binds, the low one stays pending.
+  3. node predicates: taints and tolerations, a cordoned node, nodeSelector, required node affinity (In), a cpu
+     request no node has (Insufficient cpu), a pod created with spec.nodeName left alone.
+  4. an unsupported constraint (required podAntiAffinity) is refused by name, and does not hold up other pods.
+  5. a GPU freed by a deletion goes to the pending pod within 1 s (RESULT freed_to_bound_s=...).
+  6. two replicas on one Lease: kill -9 of the leader, the standby binds new pods within lease + 10 s.
+  7. kill -9 while 20 pods are being bound, restart: all 20 end bound, no GPU overcommitted, each bound once.
+After every test, audit() checks every pod of the cluster (allocations valid and within each GPU's capacity, unique
+ids, pods that did not fit still pending); tests 6 and 7 also count the bindings in kube-apiserver's audit log.
+
+Tests 6 and 7 stop the suite's scheduler (SIGTERM) and start it again afterwards. All replicas use the Lease name of
+deploy/scheduler.yaml (gpusched-scheduler): its Role grants get and update on that name only.
+
+Environment:
+  GPUSCHED_BIN        the gpusched binary (required; the tests skip without it or without its `scheduler` verb)
+  GPUSCHED_K8S_BIN    directory with kube-apiserver (and kube-scheduler, unused here; else scripts/build-k8s.sh --check)
+  GPUSCHED_ETCD       etcd binary (else etcd on PATH)
+  GPUSCHED_E2E_KEEP   keep the temporary directory (logs, certs, configs, audit log) after the run
+  GPUSCHED_E2E_TMPDIR where to make that directory (default $TMPDIR or /tmp)
+  GPUSCHED_E2E_SCHEDULER_ADMIN  run the scheduler as cluster admin instead of with deploy/scheduler.yaml's RBAC
+  GPUSCHED_E2E_RBAC_PARTIAL     report RBAC grants left unused without failing (when running some tests only)
+
+Run: cd tests/e2e && GPUSCHED_BIN=... python3 -m unittest -v test_scheduler
+"""
+
+import collections
+import functools
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from control_plane import (REPO_ROOT, ControlPlane, Process, find_etcd, find_k8s_bin, free_port,  # noqa: E402
+                           wait_until, write_kubeconfig)
+from kube import ALLOCATION_ANNOTATION, GPU_MEMORY_MIB, GPUS_ANNOTATION, Kube, KubeError, gpu_pod  # noqa: E402
+import rbac_audit  # noqa: E402
+
+POOL_LABEL = "gpusched-e2e/pool"
+ZONE_LABEL = "gpusched-e2e/zone"
+SCHEDULER_NAME = "gpusched"  # deploy/scheduler.yaml's schedulerNames
+SHARE = {"gpusched.io/gpu": 1, "gpusched.io/gpu-memory": 20000, "gpusched.io/gpu-core": 30}
+WHOLE = {"nvidia.com/gpu": 1}
+BIND_TIMEOUT = 30
+FAIL_TIMEOUT = 30
+# Short lease timings so that a failover fits in a test (deploy/ has 15/10/2).
+LEASE_S, RENEW_S, RETRY_S = 4, 3, 1
+LEASE_NAME = "gpusched-scheduler"  # deploy/scheduler.yaml: its Role grants get and update on this name only
+LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{LEASE_NAME}"
+DEPLOY = os.path.join(REPO_ROOT, "deploy", "scheduler.yaml")
+ADMIN_ENV = "GPUSCHED_E2E_SCHEDULER_ADMIN"
+ADMIN_USER = "gpusched-e2e-admin"  # the CN of control_plane.Pki's admin certificate
+
+
+def log(msg):
+    sys.stderr.write(f"[e2e-scheduler {time.strftime('%H:%M:%S')}] {msg}\n")
+    sys.stderr.flush()
+
+
+def _skip_reason():
+    for _, why in (find_k8s_bin(), find_etcd()):
+        if why:
+            return why
+    binary = os.environ.get("GPUSCHED_BIN")
+    if not binary:
+        return "GPUSCHED_BIN is unset (ctest sets it to the gpusched target)"
+    if not os.access(binary, os.X_OK):
+        return f"GPUSCHED_BIN={binary} is not an executable file"
+    try:
+        res = subprocess.run([binary, "scheduler", "--help"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{binary} scheduler --help failed: {e}"
+    # CLI11 answers --help of the main app (exit 0) when the subcommand does not exist: look at the usage line.
+    if res.returncode != 0 or not re.search(r"(?m)^Usage: \S+ scheduler\b", res.stdout + res.stderr):
+        out = (res.stdout + res.stderr).strip().splitlines()
+        return f"{binary} has no `scheduler` subcommand yet (`scheduler --help` printed: {out[:2]})"
+    return None
+
+
+SKIP_REASON = _skip_reason()
+
+
+# -- deploy/scheduler.yaml ------------------------------------------------------------------------------------------
+
+
+def deploy_documents():
+    """deploy/scheduler.yaml's documents (text), in file order."""
+    with open(DEPLOY) as f:
+        return [d for d in re.split(r"(?m)^---[ \t]*$", f.read()) if re.search(r"(?m)^kind:", d)]
+
+
+def deploy_scheduler_config():
+    """The scheduler's config file as the ConfigMap of deploy/scheduler.yaml holds it."""
+    cm = [d for d in deploy_documents() if re.search(r"(?m)^kind:[ \t]*ConfigMap[ \t]*$", d)]
+    if len(cm) != 1:
+        raise AssertionError(f"deploy/scheduler.yaml: expected one ConfigMap, found {len(cm)}")
+    m = re.search(r"(?m)^  scheduler\.yaml: \|\n((?:    .*\n|[ \t]*\n)+)", cm[0] + "\n")
+    if not m:
+        raise AssertionError("deploy/scheduler.yaml: the ConfigMap has no `scheduler.yaml: |` block")
+    return "".join(line[4:] + "\n" for line in m.group(1).splitlines())
+
+
+def scheduler_config(port, leader_election=True):
+    """deploy/'s config with the listen address on loopback, leader election on or off and the short timings."""
+    text = deploy_scheduler_config()
+    subs = [(r'(?m)^listen:.*$', f'listen: "127.0.0.1:{port}"'),
+            (r'(?m)^(schedulerNames: \[[^\]\n]*\b' + SCHEDULER_NAME + r'\b[^\]\n]*\]).*$', r'\g<1>'),
+            (r'(?m)^([ \t]+enabled:).*$', r'\g<1> ' + ("true" if leader_election else "false")),
+            (r'(?m)^([ \t]+namespace:)[ \t]*kube-system\b.*$', r'\g<1> kube-system'),
+            (r'(?m)^([ \t]+name:)[ \t]*' + LEASE_NAME + r'\b.*$', r'\g<1> ' + LEASE_NAME),
+            (r'(?m)^([ \t]+leaseDurationSeconds:).*$', rf'\g<1> {LEASE_S}'),
+            (r'(?m)^([ \t]+renewDeadlineSeconds:).*$', rf'\g<1> {RENEW_S}'),
+            (r'(?m)^([ \t]+retryPeriodSeconds:).*$', rf'\g<1> {RETRY_S}')]
+    for pattern, repl in subs:
+        text, n = re.subn(pattern, repl, text)
+        if n != 1:
+            raise AssertionError(f"deploy/scheduler.yaml's config: expected one match of {pattern!r}, found {n}")
+    return text
+
+
+# -- talking to a scheduler -------------------------------------------------------------------------------------------
+
+
+def http_get(port, path, timeout=2):
+    """(status, body) of a plain GET on 127.0.0.1; (None, why) while nothing answers."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        r = conn.getresponse()
+        return r.status, r.read().decode(errors="replace")
+    except (OSError, http.client.HTTPException) as e:
+        return None, f"{type(e).__name__}: {e}"
+    finally:
+        conn.close()
+
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})?\s+(\S+)')
+
+
+def parse_metrics(text):
+    """[(name, {label: value}, float)] of a Prometheus text exposition."""
+    out = []
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if not m or line.startswith("#"):
+            continue
+        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+        try:
+            out.append((m.group(1), labels, float(m.group(3))))
+        except ValueError:
+            continue
+    return out
+
+
+class Scheduler:
+    """`gpusched scheduler` as a child process with its own config and loopback port (kept across restarts)."""
+
+    # Sanitizer reports (the asan build); LeakSanitizer also turns the exit status non-zero.
+    SANITIZER = re.compile(r"ERROR: (AddressSanitizer|LeakSanitizer)|ThreadSanitizer|runtime error:")
+
+    def __init__(self, binary, workdir, kubeconfig, name="scheduler", leader_election=True):
+        self.binary, self.workdir, self.kubeconfig, self.name = binary, workdir, kubeconfig, name
+        self.port = free_port()
+        self.config = os.path.join(workdir, f"{name}.yaml")
+        with open(self.config, "w") as f:
+            f.write(scheduler_config(self.port, leader_election))
+        self.proc = None
+        self.runs = []  # every Process started, for logs
+        self.killed = set()  # runs SIGKILLed on purpose
+        self.up = False  # meant to be running (tests fail fast when it dies)
+
+    def start(self, timeout=60, ready=True):
+        """Starts a new run and, with `ready`, waits for /readyz 200; returns the seconds taken."""
+        t0 = time.monotonic()
+        n = len(self.runs) + 1
+        self.proc = Process(f"gpusched-{self.name}-{n}",
+                            [self.binary, "scheduler", "--config", self.config, "--kubeconfig", self.kubeconfig, "-v"],
+                            os.path.join(self.workdir, f"{self.name}-{n}.log"))
+        self.runs.append(self.proc)
+        self.up = True
+        if ready:
+            self.wait_readyz(200, timeout)
+        return time.monotonic() - t0
+
+    def readyz(self):
+        return http_get(self.port, "/readyz")
+
+    def wait_readyz(self, status, timeout=30):
+        seen = []
+
+        def check():
+            got, body = self.readyz()
+            seen[:] = [f"{got} {body.strip()[:200]}"]
+            return got == status
+        try:
+            wait_until(check, timeout, interval=0.1, what=f"{self.name} /readyz {status}", alive=[self.proc])
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}; last answer: {seen[0] if seen else None}") from None
+        return seen[0]
+
+    def metrics(self):
+        status, body = http_get(self.port, "/metrics", timeout=5)
+        if status != 200:
+            raise AssertionError(f"{self.name} GET /metrics: {status} {body[:200]}")
+        return parse_metrics(body)
+
+    def stop(self):
+        self.up = False
+        if self.proc:
+            self.proc.stop()
+
+    def kill(self):
+        self.up = False
+        if self.proc:
+            self.killed.add(self.proc)
+            self.proc.kill()
+
+    def check_alive(self):
+        if self.up and self.proc:
+            self.proc.check_alive()
+
+    def log_text(self, proc=None):
+        try:
+            with open((proc or self.proc).log_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def shutdown_problems(self):
+        """What went wrong with this scheduler's runs, judged from exit statuses and logs after stop()."""
+        problems = []
+        for p in self.runs:
+            rc = p.proc.returncode
+            if p not in self.killed and rc not in (0, -signal.SIGTERM):
+                problems.append(f"{p.name} exited with status {rc} after SIGTERM (see {p.log_path})")
+            m = self.SANITIZER.search(self.log_text(p))
+            if m:
+                problems.append(f"{p.name}: sanitizer report '{m.group(0)}' in {p.log_path}")
+        return problems
+
+    def tails(self, lines=80):
+        return "\n".join(f"----- {p.name} ({p.log_path}), last {lines} lines -----\n{p.tail(lines)}"
+                         for p in self.runs)
+
+
+class BindWatcher:
+    """Watches the pods of a pool and calls `fire` (once, on its own thread) as soon as `threshold` of them are
+    bound: a kill at that moment lands in the middle of a burst of binds, which polling would overshoot."""
+
+    def __init__(self, kube, pool, threshold, fire):
+        self.kube, self.pool, self.threshold, self.fire = kube, pool, threshold, fire
+        self.bound = set()
+        self.fired_at = None  # (monotonic time, pods bound then)
+        self.error = None
+        selector = f"{POOL_LABEL}={pool}"
+        listing = kube.call("GET", "/api/v1/namespaces/default/pods?" +
+                            urllib.parse.urlencode({"labelSelector": selector}))
+        self.bound = {p["metadata"]["name"] for p in listing["items"] if p["spec"].get("nodeName")}
+        self.conn = http.client.HTTPSConnection(kube.host, kube.port, timeout=120, context=kube.ctx)
+        self.conn.request("GET", "/api/v1/namespaces/default/pods?" + urllib.parse.urlencode(
+            {"labelSelector": selector, "watch": "1", "resourceVersion": listing["metadata"]["resourceVersion"]}))
+        self.response = self.conn.getresponse()
+        if self.response.status != 200:
+            raise AssertionError(f"watch of pool {pool}: HTTP {self.response.status}")
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            while self.fired_at is None:
+                line = self.response.readline()
+                if not line:
+                    return
+                event = json.loads(line)
+                pod = event.get("object") or {}
+                if event.get("type") in ("ADDED", "MODIFIED") and (pod.get("spec") or {}).get("nodeName"):
+                    self.bound.add(pod["metadata"]["name"])
+                if len(self.bound) >= self.threshold:
+                    self.fired_at = (time.monotonic(), len(self.bound))
+                    self.fire()
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+
+    def close(self):
+        try:
+            if self.conn.sock:
+                self.conn.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.conn.close()
+        self.thread.join(timeout=5)
+
+
+def dump_logs_on_failure(test):
+    @functools.wraps(test)
+    def wrapper(self, *a, **kw):
+        try:
+            return test(self, *a, **kw)
+        except BaseException:
+            self.dump_logs()
+            raise
+    return wrapper
+
+
+GPU_RESOURCES = ("gpusched.io/gpu", "gpusched.io/gpu-memory", "gpusched.io/gpu-core", "nvidia.com/gpu")
+
+
+def requests_gpu(pod):
+    for c in pod["spec"].get("containers", []) + pod["spec"].get("initContainers", []):
+        res = c.get("resources", {})
+        if any(r in GPU_RESOURCES for part in ("limits", "requests") for r in res.get(part, {})):
+            return True
+    return False
+
+
+def event_order(e):
+    """Events sort by their last write (etcd's revision, global across kinds)."""
+    try:
+        return int(e["metadata"].get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+@unittest.skipIf(SKIP_REASON is not None, SKIP_REASON or "")
+class SchedulerE2E(unittest.TestCase):
+    cp = None
+    main = None
+    schedulers = []  # every Scheduler of the suite, for logs and shutdown checks
+    must_stay_pending = []  # pods that did not fit; nothing frees their pools' resources, so they never may
+
+    # -- set-up -----------------------------------------------------------------------------------------------
+
+    @classmethod
+    def setUpClass(cls):
+        cls.t_suite = time.monotonic()
+        cls.schedulers = []
+        cls.must_stay_pending = []
+        cls.cp = ControlPlane(kube_scheduler=False, log=log)
+        cls.addClassCleanup(cls._cleanup)
+        try:
+            cls.cp.start()
+            cls.kube = cls.cp.kube()
+            cls.kube.ensure_service_account("default")
+            cls.admin = bool(os.environ.get(ADMIN_ENV))
+            cls.user = ADMIN_USER if cls.admin else rbac_audit.SCHEDULER.user
+            kubeconfig = cls.cp.kubeconfig
+            if not cls.admin:
+                # Exactly deploy/scheduler.yaml's permissions: its ServiceAccount, roles and bindings, and a client
+                # certificate for the ServiceAccount's user name, which those bindings name.
+                rbac_audit.apply_rbac(cls.kube, rbac_audit.SCHEDULER.manifest)
+                crt, key = cls.cp.pki.client_cert("scheduler", f"/CN={cls.user}")
+                kubeconfig = write_kubeconfig(os.path.join(cls.cp.dir, "scheduler.kubeconfig"), cls.cp.server,
+                                              cls.cp.pki.ca_crt, crt, key)
+                cls._wait_rbac_effective()
+            cls.kubeconfig = kubeconfig
+            cls.main = cls.new_scheduler("scheduler")
+            ready_s = cls.main.start()
+            cls.startup_s = time.monotonic() - cls.t_suite
+            log(f"scheduler ready in {ready_s:.1f}s (port {cls.main.port}); suite start-up {cls.startup_s:.1f}s "
+                f"(control plane {cls.cp.timings['startup_s']:.1f}s)")
+        except BaseException:
+            cls._dump_class_logs()
+            raise
+
+    @classmethod
+    def new_scheduler(cls, name, leader_election=True):
+        s = Scheduler(os.environ["GPUSCHED_BIN"], cls.cp.dir, cls.kubeconfig, name=name,
+                      leader_election=leader_election)
+        cls.schedulers.append(s)
+        return s
+
+    @classmethod
+    def _wait_rbac_effective(cls):
+        """Waits until the API server's authorizer knows the new bindings (asked as the admin, with
+        SubjectAccessReviews, so that the scheduler's user makes no request that could be refused)."""
+        checks = [{"verb": "list", "resource": "pods"},
+                  {"verb": "create", "resource": "pods", "subresource": "binding", "namespace": "default"},
+                  {"verb": "update", "group": "coordination.k8s.io", "resource": "leases", "namespace": "kube-system",
+                   "name": LEASE_NAME}]
+
+        def allowed():
+            for attrs in checks:
+                review = cls.kube.call("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", {
+                    "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                    "spec": {"user": cls.user, "resourceAttributes": attrs}})
+                if not (review.get("status") or {}).get("allowed"):
+                    return False
+            return True
+        wait_until(allowed, 30, interval=0.2, what="deploy/scheduler.yaml's RBAC to take effect")
+
+    @classmethod
+    def tearDownClass(cls):
+        # How many Events the pods that never fit collected (each attempt writes one).
+        counts = {n: len(cls.kube.events_for(n, reason="FailedScheduling")) for n in cls.must_stay_pending}
+        log(f"FailedScheduling events of the pods still pending: {counts}")
+        # deploy/scheduler.yaml grants exactly the verbs the scheduler used in this suite (rbac_audit.py).
+        if not cls.admin:
+            try:
+                rbac_audit.check_component(cls.kube, cls.cp.audit_log, rbac_audit.SCHEDULER, log=log)
+            except AssertionError:
+                cls._dump_class_logs()
+                raise
+
+    @classmethod
+    def _cleanup(cls):
+        problems = []
+        try:
+            for s in cls.schedulers:
+                s.stop()
+                problems += s.shutdown_problems()
+            if problems:
+                cls._dump_class_logs()
+        finally:
+            if cls.cp:
+                startup = cls.cp.timings.get("startup_s", float("nan"))
+                cls.cp.stop()
+                log(f"suite wall time {time.monotonic() - cls.t_suite:.1f}s (control plane start-up {startup:.1f}s)")
+        if problems:
+            raise AssertionError("gpusched scheduler: " + "; ".join(problems))
+
+    @classmethod
+    def _dump_class_logs(cls):
+        if cls.cp:
+            cls.cp.keep_dir = True  # a failure keeps every log for a look afterwards
+        parts = []
+        if cls.cp:
+            parts.append(cls.cp.log_tails(40))
+        for s in cls.schedulers:
+            parts.append(s.tails(80))
+        sys.stderr.write("\n".join(parts) + "\n")
+
+    def dump_logs(self):
+        self._dump_class_logs()
+        try:
+            sys.stderr.write("----- pods -----\n")
+            for p in self.kube.list("pods"):
+                conditions = [(c.get("type"), c.get("status"), c.get("reason"))
+                              for c in p.get("status", {}).get("conditions") or []]
+                sys.stderr.write(f"{p['metadata']['name']}: node={p['spec'].get('nodeName')} "
+                                 f"conditions={conditions} "
+                                 f"alloc={p['metadata'].get('annotations', {}).get(ALLOCATION_ANNOTATION)}\n")
+            lease = self.lease()
+            sys.stderr.write(f"----- lease -----\n{json.dumps((lease or {}).get('spec'))}\n")
+        except Exception as e:  # noqa: BLE001 - best effort diagnostics
+            sys.stderr.write(f"(cannot list pods: {e})\n")
+
+    # -- helpers ----------------------------------------------------------------------------------------------
+
+    def make_pool(self, pool, nodes, gpus):
+        inventories = {}
+        for i in range(nodes):
+            name = f"{pool}-node-{i}"
+            inventories[name] = self.kube.create_gpu_node(name, gpus=gpus, labels={POOL_LABEL: pool})
+        return inventories
+
+    @staticmethod
+    def pod(name, limits, pool, node_selector=None, priority_class=None):
+        """A pod for gpusched's scheduler in `pool` (nodeSelector on the pool label, plus `node_selector`)."""
+        selector = {POOL_LABEL: pool}
+        selector.update(node_selector or {})
+        p = gpu_pod(name, limits, labels={POOL_LABEL: pool}, node_selector=selector, priority_class=priority_class)
+        p["spec"]["schedulerName"] = SCHEDULER_NAME
+        return p
+
+    def create_pod(self, name, limits, pool, **kw):
+        return self.kube.create("pods", self.pod(name, limits, pool, **kw))
+
+    def alive(self):
+        for s in self.schedulers:
+            s.check_alive()
+        self.cp.process("kube-apiserver").check_alive()
+
+    def lease(self):
+        status, obj = self.kube.raw("GET", LEASE_PATH)
+        return obj if status == 200 else None
+
+    def lease_holder(self):
+        return ((self.lease() or {}).get("spec") or {}).get("holderIdentity") or ""
+
+    def events(self, name, reason=None):
+        items = self.kube.events_for(name, reason=reason)
+        items.sort(key=event_order)
+        return items
+
+    def wait_bound(self, name, timeout=BIND_TIMEOUT):
+        def bound():
+            pod = self.kube.get("pods", name)
+            return pod if pod and pod["spec"].get("nodeName") else None
+        try:
+            return Kube.wait_for(bound, timeout, what=f"pod {name} to be bound", on_poll=self.alive)
+        except TimeoutError:
+            msgs = [(e.get("reason"), e.get("message")) for e in self.events(name)]
+            raise AssertionError(f"pod {name} was not bound within {timeout}s; its events: {msgs}") from None
+
+    def wait_failed(self, name, nodes=None, timeout=FAIL_TIMEOUT):
+        """Waits for a FailedScheduling event of the pod (with nodes=N, one from an attempt that saw N nodes: its
+        message starts with "0/N "), while the pod stays unbound; returns the newest such message."""
+        def decided():
+            pod = self.kube.get("pods", name)
+            if pod and pod["spec"].get("nodeName"):
+                return ("bound", pod)
+            for e in reversed(self.events(name, reason="FailedScheduling")):
+                msg = e.get("message") or ""
+                if nodes is None or msg.startswith(f"0/{nodes} "):
+                    self.assertEqual(e.get("type"), "Warning", f"FailedScheduling event of {name}: {e}")
+                    return ("failed", msg)
+            return None
+        try:
+            state, value = Kube.wait_for(decided, timeout, what=f"a FailedScheduling event of {name}",
+                                         on_poll=self.alive)
+        except TimeoutError:
+            msgs = [(e.get("reason"), e.get("message")) for e in self.events(name)]
+            which = "" if nodes is None else f" for {nodes} nodes"
+            raise AssertionError(f"pod {name}: no FailedScheduling event{which} within {timeout}s; its events: "
+                                 f"{msgs}") from None
+        if state == "bound":
+            self.fail(f"pod {name} should not fit but was bound to {value['spec']['nodeName']} with "
+                      f"{value['metadata'].get('annotations', {}).get(ALLOCATION_ANNOTATION)}")
+        log(f"{name} FailedScheduling: {value}")
+        return value
+
+    def assert_unschedulable(self, name, msg):
+        """The FailedScheduling verdict of a pod that fits no node: "0/N nodes are available: ...", and the pod's
+        condition PodScheduled=False, reason Unschedulable."""
+        self.assertTrue(msg.startswith("0/"), f"{name}: {msg!r}")
+        self.assertIn("nodes are available", msg, f"{name}: {msg!r}")
+
+        def condition():
+            pod = self.kube.get("pods", name)
+            for c in pod.get("status", {}).get("conditions") or []:
+                if c.get("type") == "PodScheduled":
+                    return c
+            return None
+        try:
+            cond = Kube.wait_for(lambda: (lambda c: c if c and c.get("status") == "False" else None)(condition()),
+                                 10, what=f"condition PodScheduled=False on {name}", on_poll=self.alive)
+        except TimeoutError:
+            self.fail(f"{name}: no PodScheduled=False condition within 10s; conditions: "
+                      f"{self.kube.get('pods', name).get('status', {}).get('conditions')}")
+        self.assertEqual(cond.get("reason"), "Unschedulable", f"{name}: {cond}")
+        self.assertFalse(self.kube.get("pods", name)["spec"].get("nodeName"))
+        type(self).must_stay_pending.append(name)
+        return cond
+
+    def allocation(self, pod):
+        name = pod["metadata"]["name"]
+        text = pod["metadata"].get("annotations", {}).get(ALLOCATION_ANNOTATION)
+        self.assertIsNotNone(text, f"bound pod {name} has no {ALLOCATION_ANNOTATION} annotation")
+        try:
+            alloc = json.loads(text)
+        except ValueError as e:
+            self.fail(f"{ALLOCATION_ANNOTATION} of {name} is not JSON ({e}): {text!r}")
+        self.assertEqual(alloc.get("node"), pod["spec"]["nodeName"],
+                         f"allocation node differs from spec.nodeName for {name}: {text}")
+        self.assertIsInstance(alloc.get("id"), int, f"allocation id missing or not an integer: {text}")
+        self.assertIsInstance(alloc.get("containers"), list, f"allocation has no containers list: {text}")
+        return alloc
+
+    def check_share_allocation(self, pod, limits):
+        alloc = self.allocation(pod)
+        name = pod["metadata"]["name"]
+        self.assertEqual([c.get("name") for c in alloc["containers"]], ["main"], f"{name}: {alloc}")
+        gpus = alloc["containers"][0].get("gpus") or []
+        self.assertEqual(len(gpus), limits["gpusched.io/gpu"], f"{name}: {alloc}")
+        for g in gpus:
+            self.assertEqual(g.get("milli"), limits["gpusched.io/gpu-core"] * 10, f"{name}: {alloc}")
+            self.assertEqual(g.get("memory_mib"), limits["gpusched.io/gpu-memory"], f"{name}: {alloc}")
+            self.assertFalse(g.get("exclusive"), f"{name}: shared request got an exclusive GPU: {alloc}")
+        return alloc
+
+    def check_whole_allocation(self, pod, count=1):
+        alloc = self.allocation(pod)
+        gpus = [g for c in alloc["containers"] for g in c.get("gpus") or []]
+        self.assertEqual(len(gpus), count, alloc)
+        self.assertTrue(all(g.get("exclusive") for g in gpus), f"nvidia.com/gpu must be exclusive: {alloc}")
+        return alloc
+
+    def audit(self, pool=None):
+        """Invariants over every pod of the cluster: valid allocations on GPUs of the node's inventory, no GPU over
+        its compute or memory, an exclusive GPU held once, unique allocation ids, unbound pods without allocation,
+        and the pods that did not fit still pending. Returns {(node, uuid): [milli, MiB, pods]} of the nodes of
+        `pool` (of all nodes without), and logs it."""
+        nodes = {n["metadata"]["name"]: json.loads(n["metadata"].get("annotations", {}).get(GPUS_ANNOTATION, "[]"))
+                 for n in self.kube.list("nodes")}
+        usage = collections.defaultdict(lambda: [0, 0, []])
+        exclusive = collections.defaultdict(list)
+        ids = collections.defaultdict(list)
+        memory = {}
+        for pod in self.kube.list("pods"):
+            name = pod["metadata"]["name"]
+            text = pod["metadata"].get("annotations", {}).get(ALLOCATION_ANNOTATION)
+            if not pod["spec"].get("nodeName"):
+                self.assertIsNone(text, f"unbound pod {name} carries an allocation: {text}")
+                continue
+            if text is None and not requests_gpu(pod):
+                continue
+            alloc = self.allocation(pod)
+            ids[alloc["id"]].append(name)
+            inventory = {g["uuid"]: g for g in nodes.get(alloc["node"], [])}
+            for c in alloc["containers"]:
+                for g in c.get("gpus") or []:
+                    inv = inventory.get(g.get("uuid"))
+                    self.assertIsNotNone(inv, f"{name}: GPU {g} is not on node {alloc['node']}")
+                    self.assertEqual(g.get("index"), inv["index"], f"{name}: index/uuid mismatch {g}")
+                    key = (alloc["node"], g["uuid"])
+                    memory[key] = inv.get("memory_mib", GPU_MEMORY_MIB)
+                    u = usage[key]
+                    u[0] += g.get("milli", 0)
+                    u[1] += g.get("memory_mib", 0)
+                    u[2].append(name)
+                    if g.get("exclusive"):
+                        exclusive[key].append(name)
+        for key, (milli, mib, pods) in usage.items():
+            self.assertLessEqual(milli, 1000, f"{key[1]} on {key[0]} overcommitted in compute: {pods}")
+            self.assertLessEqual(mib, memory[key], f"{key[1]} on {key[0]} overcommitted in memory: {pods}")
+        for key, holders in exclusive.items():
+            self.assertEqual(usage[key][2], holders[:1],
+                             f"exclusive GPU {key[1]} shared: exclusive for {holders}, used by {usage[key][2]}")
+        for name in self.must_stay_pending:
+            pod = self.kube.get("pods", name)
+            if pod is not None:
+                self.assertFalse(pod["spec"].get("nodeName"),
+                                 f"{name} did not fit earlier and nothing was freed since, yet it was bound: "
+                                 f"{pod['metadata'].get('annotations', {}).get(ALLOCATION_ANNOTATION)}")
+        dup = {i: p for i, p in ids.items() if len(p) > 1}
+        self.assertFalse(dup, f"allocation ids are not unique: {dup}")
+        mine = {k: v for k, v in usage.items() if pool is None or k[0].startswith(pool + "-node-")}
+        for (node, uuid), (milli, mib, pods) in sorted(mine.items()):
+            log(f"  {uuid}: {milli} milli, {mib} MiB, pods {sorted(pods)}")
+        return mine
+
+    def bindings(self, names):
+        """{pod: (successful bindings, refused ones)} of the scheduler's user, from kube-apiserver's audit log."""
+        counts = {n: [0, 0] for n in names}
+        for r in rbac_audit.requests_of(rbac_audit.read_audit_log(self.cp.audit_log), self.user):
+            if r.resource == "pods/binding" and r.verb == "create" and r.namespace == "default" and r.name in counts:
+                counts[r.name][0 if 200 <= r.code < 300 else 1] += 1
+        return {n: tuple(c) for n, c in counts.items()}
+
+    def assert_bound_once(self, names):
+        """Every pod is bound, by exactly one successful Binding (the audit log, blocking mode, has them all once the
+        pods show their node; wait a little for the last lines all the same)."""
+        for n in names:
+            self.assertTrue(self.kube.get("pods", n)["spec"].get("nodeName"), f"{n} is not bound")
+        counts = {}
+
+        def recorded():
+            counts.update(self.bindings(names))
+            return all(ok >= 1 for ok, _ in counts.values())
+        try:
+            wait_until(recorded, 10, interval=0.2, what="the bindings in the audit log")
+        except TimeoutError:
+            pass  # the assertion below names the pods
+        twice = {n: c for n, c in counts.items() if c[0] != 1}
+        self.assertFalse(twice, f"pods not bound exactly once (successful, refused Bindings): {twice}")
+        refused = {n: c[1] for n, c in counts.items() if c[1]}
+        log(f"{len(names)} pods bound once each" + (f"; refused Bindings: {refused}" if refused else ""))
+
+    def stop_main(self):
+        """Stops the suite's scheduler (SIGTERM: it hands the Lease back) for a test that runs its own replicas, and
+        starts it again after the test."""
+        holder = self.lease_holder()
+        self.main.stop()
+        rc = self.main.proc.proc.returncode
+        self.assertIn(rc, (0, -signal.SIGTERM), f"the scheduler exited with {rc} on SIGTERM")
+        log(f"suite scheduler stopped (exit {rc}); the Lease held by {holder!r} is now held by "
+            f"{self.lease_holder()!r}")
+        self.addCleanup(self.restart_main)
+
+    def restart_main(self):
+        ready_s = self.main.start(timeout=LEASE_S + 30)
+        log(f"suite scheduler started again, ready in {ready_s:.1f}s")
+
+    # -- tests ------------------------------------------------------------------------------------------------
+
+    @dump_logs_on_failure
+    def test_0_deploy_manifest(self):
+        """deploy/scheduler.yaml passes the apiserver's validation (server-side dry run). The ServiceAccount, roles
+        and bindings exist already (the suite applied them), so every object is dry-run under another name."""
+        kinds = []
+        for doc in deploy_documents():
+            kind = re.search(r"(?m)^kind:[ \t]*(\S+)", doc).group(1)
+            doc, n = re.subn(r"(?m)^(metadata:\n(?:[ ]{2}.*\n)*?[ ]{2}name:[ \t]*)(\S+)", r"\g<1>\g<2>-dry-run", doc,
+                             count=1)
+            self.assertEqual(n, 1, f"no metadata.name in the {kind} of deploy/scheduler.yaml")
+            if kind == "PodDisruptionBudget" and self.cp.version < (1, 21):
+                # policy/v1 came in 1.21; the same spec as policy/v1beta1.
+                doc, n = re.subn(r"(?m)^apiVersion:[ \t]*policy/v1[ \t]*$", "apiVersion: policy/v1beta1", doc)
+                self.assertEqual(n, 1)
+                obj = self.kube.call("POST", "/apis/policy/v1beta1/namespaces/kube-system/poddisruptionbudgets"
+                                     "?dryRun=All", doc, content_type="application/yaml")
+            else:
+                obj = self.kube.apply_yaml(doc, dry_run=True)[0]
+            kinds.append(obj["kind"])
+        self.assertEqual(sorted(kinds), ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment",
+                                         "PodDisruptionBudget", "Role", "RoleBinding", "ServiceAccount"])
+
+    @dump_logs_on_failure
+    def test_1_fractional_sharing(self):
+        """Three 30% / 20000 MiB pods share the one GPU of a node: each is bound with an allocation of 300 milli /
+        20000 MiB on it, 900 milli and 60000 MiB in all, and gets a Normal event Scheduled."""
+        pool = "share"
+        inv = self.make_pool(pool, nodes=1, gpus=1)
+        node = next(iter(inv))
+        uuid = inv[node][0]["uuid"]
+        names = [f"share-{i}" for i in range(3)]
+        t0 = time.monotonic()
+        for name in names:
+            self.create_pod(name, SHARE, pool)
+        for name in names:
+            pod = self.wait_bound(name)
+            self.assertEqual(pod["spec"]["nodeName"], node)
+            alloc = self.check_share_allocation(pod, SHARE)
+            self.assertEqual(alloc["containers"][0]["gpus"][0]["uuid"], uuid, alloc)
+        log(f"3 shared pods bound in {time.monotonic() - t0:.2f}s")
+        usage = self.audit(pool)
+        self.assertEqual(usage[(node, uuid)][:2], [900, 60000])
+        self.assertEqual(sorted(usage[(node, uuid)][2]), names)
+
+        for name in names:
+            expected = f"Successfully assigned default/{name} to {node}"
+            try:
+                event = Kube.wait_for(lambda: next(iter(self.events(name, reason="Scheduled")), None), 10,
+                                      what=f"the Scheduled event of {name}", on_poll=self.alive)
+            except TimeoutError:
+                self.fail(f"{name}: no Scheduled event; its events: {[e.get('reason') for e in self.events(name)]}")
+            self.assertEqual(event.get("type"), "Normal", event)
+            self.assertIn(expected, event.get("message") or "", event)
+
+        # The metrics count what happened.
+        samples = self.main.metrics()
+        names_seen = {n for n, _, _ in samples}
+        for metric in ("gpusched_scheduler_pending_pods", "gpusched_scheduler_schedule_attempts_total",
+                       "gpusched_scheduler_binds_total", "gpusched_scheduler_leader"):
+            self.assertIn(metric, names_seen, f"/metrics lacks {metric}")
+        binds = {tuple(sorted(l.items())): v for n, l, v in samples if n == "gpusched_scheduler_binds_total"}
+        attempts = {tuple(sorted(l.items())): v for n, l, v in samples
+                    if n == "gpusched_scheduler_schedule_attempts_total"}
+        leader = [v for n, _, v in samples if n == "gpusched_scheduler_leader"]
+        log(f"metrics: binds {binds}, attempts {attempts}, leader {leader}")
+        self.assertGreaterEqual(sum(binds.values()), 3, binds)
+        self.assertGreaterEqual(sum(attempts.values()), 3, attempts)
+        self.assertEqual(leader, [1.0])
+
+    @dump_logs_on_failure
+    def test_2_priority_order(self):
+        """With no node in the pool, a low- and then a high-priority pod both fail (FailedScheduling "0/N nodes are
+        available", PodScheduled=False Unschedulable). A node with one GPU appears: the high one binds, the low one
+        is tried again on the new node and stays pending."""
+        pool = "prio"
+        classes = {"low": ("gpusched-e2e-prio-low", 10), "high": ("gpusched-e2e-prio-high", 1000)}
+        for pc, value in classes.values():
+            self.kube.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {
+                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": pc},
+                "value": value, "globalDefault": False, "description": "gpusched e2e"})
+        for which in ("low", "high"):
+            pc, value = classes[which]
+            pod = self.pod(f"prio-{which}", WHOLE, pool, priority_class=pc)
+            # The Priority admission plugin reads PriorityClasses from its informer: the new ones show up shortly.
+            created = wait_until(lambda: self._create_if_admitted(pod), 15, interval=0.2,
+                                 what=f"prio-{which} to be admitted with PriorityClass {pc}")
+            self.assertEqual(created["spec"].get("priority"), value, created["spec"])
+        for which in ("low", "high"):
+            msg = self.wait_failed(f"prio-{which}")
+            self.assert_unschedulable(f"prio-{which}", msg)
+        type(self).must_stay_pending.remove("prio-high")
+
+        self.make_pool(pool, nodes=1, gpus=1)
+        nodes = len(self.kube.list("nodes"))
+        t0 = time.monotonic()
+        high = self.wait_bound("prio-high")
+        log(f"prio-high bound {time.monotonic() - t0:.2f}s after its node appeared")
+        self.check_whole_allocation(high)
+        # The low one was tried on the new node too (its verdict counts it), and did not fit.
+        msg = self.wait_failed("prio-low", nodes=nodes)
+        self.assertIn("nodes are available", msg)
+        self.assertFalse(self.kube.get("pods", "prio-low")["spec"].get("nodeName"))
+        self.audit(pool)
+
+    def _create_if_admitted(self, pod):
+        try:
+            return self.kube.create("pods", pod)
+        except KubeError as e:
+            if "PriorityClass" in str(e) or "priorityclass" in str(e).lower():
+                return None
+            raise
+
+    @dump_logs_on_failure
+    def test_3_node_predicates(self):
+        """Node A (2 GPUs) has a NoSchedule taint, B is cordoned, C and D are plain; each has a zone label of its own.
+        A cpu request above every node's 32 cpus fails with Insufficient cpu; nodeSelector on C's zone gets C; a
+        pod tolerating A's taint with required node affinity (In) on A's zone gets A although D is free; a pod
+        without the toleration gets D, never A (a free GPU, tainted) nor B (cordoned), and the next one stays
+        pending naming both; one with the toleration then gets A. A pod created with spec.nodeName is left alone."""
+        pool = "pred"
+        taint = {"key": "gpusched-e2e/dedicated", "value": "gpu", "effect": "NoSchedule"}
+        toleration = {"key": taint["key"], "operator": "Equal", "value": taint["value"], "effect": "NoSchedule"}
+        node = {z: f"{pool}-node-{z}" for z in "abcd"}
+        for z in "abcd":
+            self.kube.create_gpu_node(node[z], gpus=2 if z == "a" else 1, labels={POOL_LABEL: pool, ZONE_LABEL: z})
+        self.kube.patch("nodes", node["a"], {"spec": {"taints": [taint]}})
+        self.kube.patch("nodes", node["b"], {"spec": {"unschedulable": True}})
+        nodes = len(self.kube.list("nodes"))
+
+        def make(name, limits=WHOLE, selector=None, tolerate=False, affinity_zones=None, cpu=None):
+            p = self.pod(name, limits, pool, node_selector=selector)
+            if tolerate:
+                p["spec"]["tolerations"] = [toleration]
+            if affinity_zones:
+                p["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": ZONE_LABEL, "operator": "In", "values": affinity_zones}]}]}}}
+            if cpu:
+                p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+            self.kube.create("pods", p)
+            return name
+
+        t0 = time.monotonic()
+        # More cpu than any node has; the GPU share and the toleration would fit A, C and D.
+        make("pred-cpu", {"gpusched.io/gpu": 1, "gpusched.io/gpu-memory": 1000, "gpusched.io/gpu-core": 5},
+             tolerate=True, cpu="64")
+        msg = self.wait_failed("pred-cpu", nodes=nodes)
+        self.assert_unschedulable("pred-cpu", msg)
+        self.assertIn("Insufficient cpu", msg)
+
+        make("pred-selector", selector={ZONE_LABEL: "c"})
+        self.assertEqual(self.wait_bound("pred-selector")["spec"]["nodeName"], node["c"])
+        make("pred-affinity", tolerate=True, affinity_zones=["a", "nowhere"])
+        self.assertEqual(self.wait_bound("pred-affinity")["spec"]["nodeName"], node["a"])
+        make("pred-notol-1")
+        self.assertEqual(self.wait_bound("pred-notol-1")["spec"]["nodeName"], node["d"],
+                         "without the toleration only D is left (A tainted, B cordoned, C full)")
+        make("pred-notol-2")
+        msg = self.wait_failed("pred-notol-2", nodes=nodes)
+        self.assert_unschedulable("pred-notol-2", msg)
+        self.assertIn("taint", msg, "A has a free GPU, but a taint the pod does not tolerate")
+        self.assertIn("unschedulable", msg, "B has a free GPU, but is cordoned")
+        make("pred-tol", tolerate=True)
+        self.assertEqual(self.wait_bound("pred-tol")["spec"]["nodeName"], node["a"])
+        for name in ("pred-selector", "pred-affinity", "pred-notol-1", "pred-tol"):
+            self.check_whole_allocation(self.kube.get("pods", name))
+        log(f"node predicates: 6 pods decided in {time.monotonic() - t0:.2f}s")
+
+        # Bound at creation (spec.nodeName, on the cordoned node): gpusched's scheduler must not touch it.
+        prebound = self.pod("pred-prebound", {}, pool)
+        prebound["spec"]["nodeName"] = node["b"]
+        self.kube.create("pods", prebound)
+        # A pod decided after it shows the scheduler has seen it; then nothing may have been written about it.
+        make("pred-after", selector={ZONE_LABEL: "a"}, tolerate=True)
+        msg = self.wait_failed("pred-after", nodes=nodes)  # A's two GPUs are taken
+        self.assert_unschedulable("pred-after", msg)
+        pod = self.kube.get("pods", "pred-prebound")
+        self.assertEqual(pod["spec"]["nodeName"], node["b"])
+        self.assertEqual([(e.get("reason"), e.get("message")) for e in self.events("pred-prebound")], [])
+        self.assertNotIn(ALLOCATION_ANNOTATION, pod["metadata"].get("annotations") or {})
+        self.audit(pool)
+
+    @dump_logs_on_failure
+    def test_4_unsupported_constraint(self):
+        """A pod with required podAntiAffinity stays pending with a FailedScheduling event that names podAntiAffinity;
+        a plain pod of the same pool still binds."""
+        pool = "anti"
+        self.make_pool(pool, nodes=1, gpus=1)
+        p = self.pod("anti-0", SHARE, pool)
+        p["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {POOL_LABEL: pool}}, "topologyKey": "kubernetes.io/hostname"}]}}
+        self.kube.create("pods", p)
+        msg = self.wait_failed("anti-0")
+        self.assertIn("podAntiAffinity", msg)
+        self.assertFalse(self.kube.get("pods", "anti-0")["spec"].get("nodeName"))
+        type(self).must_stay_pending.append("anti-0")
+        self.create_pod("anti-plain", SHARE, pool)
+        self.check_share_allocation(self.wait_bound("anti-plain"), SHARE)
+        self.audit(pool)
+
+    @dump_logs_on_failure
+    def test_5_freed_by_deletion(self):
+        """One GPU: pod A holds it, pod B fails; A is deleted (grace 0): B is bound within 1 s of the DELETE."""
+        pool = "free"
+        self.make_pool(pool, nodes=1, gpus=1)
+        self.create_pod("free-a", WHOLE, pool)
+        self.check_whole_allocation(self.wait_bound("free-a"))
+        self.create_pod("free-b", WHOLE, pool)
+        msg = self.wait_failed("free-b")
+        self.assert_unschedulable("free-b", msg)
+        type(self).must_stay_pending.remove("free-b")
+
+        self.kube.delete("pods", "free-a", grace=0)
+        t0 = time.monotonic()
+        deadline = t0 + BIND_TIMEOUT
+        polls = 0
+        while True:
+            pod = self.kube.get("pods", "free-b")
+            polls += 1
+            if pod["spec"].get("nodeName"):
+                freed_s = time.monotonic() - t0
+                break
+            if time.monotonic() >= deadline:
+                self.fail(f"free-b was not bound within {BIND_TIMEOUT}s of free-a's deletion; its events: "
+                          f"{[(e.get('reason'), e.get('message')) for e in self.events('free-b')]}")
+            self.alive()
+            time.sleep(0.02)
+        log(f"RESULT freed_to_bound_s={freed_s:.3f} ({polls} polls)")
+        self.assertIsNone(self.kube.get("pods", "free-a"), "free-a still exists after its deletion")
+        self.check_whole_allocation(pod)
+        self.assertLess(freed_s, 1.0, "the pending pod should get the freed GPU within 1 s of the deletion")
+        self.audit(pool)
+
+    @dump_logs_on_failure
+    def test_6_leader_failover(self):
+        """Two replicas on one Lease: both are ready (/readyz 200: a standby with warm caches is what a rolling
+        update or a drain needs), exactly one leads (body "ok: leader", gpusched_scheduler_leader 1, the Lease's
+        holder), the other stands by ("ok: standby", 0). The leader binds two pods; kill -9 of the leader; four more pods
+        are created at once and the standby binds them within lease + 10 s. No GPU over capacity; each pod bound by
+        exactly one Binding."""
+        self.stop_main()
+        pool = "ha"
+        self.make_pool(pool, nodes=1, gpus=2)
+        replicas = [self.new_scheduler("scheduler-ha-a"), self.new_scheduler("scheduler-ha-b")]
+        for r in replicas:
+            self.addCleanup(r.stop)
+        t0 = time.monotonic()
+        for r in replicas:
+            r.start(ready=False)
+
+        def roles():
+            answers = [r.readyz() for r in replicas]
+            holder = self.lease_holder()
+            if not holder or any(status != 200 for status, _ in answers):
+                return None
+            bodies = [body.strip() for _, body in answers]
+            if sorted(b.split(" (")[0] for b in bodies) != ["ok: leader", "ok: standby"]:
+                return None
+            lead = 0 if bodies[0] == "ok: leader" else 1
+            return holder, replicas[lead], replicas[1 - lead]
+        holder, leader, standby = wait_until(roles, LEASE_S + 30, interval=0.1,
+                                             what="both replicas ready, one leading and one standing by",
+                                             alive=[r.proc for r in replicas])
+        log(f"{leader.name} leads as {holder!r} after {time.monotonic() - t0:.1f}s; {standby.name} stands by "
+            f"(identity in the leader's log: {holder in leader.log_text()}, in the standby's: "
+            f"{holder in standby.log_text()})")
+        for r, value in ((leader, 1.0), (standby, 0.0)):
+            got = [v for n, _, v in r.metrics() if n == "gpusched_scheduler_leader"]
+            self.assertEqual(got, [value], f"{r.name}: gpusched_scheduler_leader")
+
+        names = [f"ha-{i}" for i in range(6)]
+        for name in names[:2]:
+            self.create_pod(name, SHARE, pool)
+        for name in names[:2]:
+            self.check_share_allocation(self.wait_bound(name), SHARE)
+
+        transitions = (self.lease()["spec"].get("leaseTransitions") or 0)
+        leader.kill()
+        t_kill = time.monotonic()
+        for name in names[2:]:
+            self.create_pod(name, SHARE, pool)
+        deadline = LEASE_S + 10
+        for name in names[2:]:
+            left = max(0.1, deadline - (time.monotonic() - t_kill))
+            self.check_share_allocation(self.wait_bound(name, timeout=left), SHARE)
+        failover_s = time.monotonic() - t_kill
+        standby.wait_readyz(200, timeout=5)
+        spec = self.lease()["spec"]
+        log(f"RESULT failover_to_bound_s={failover_s:.2f} (kill -9 of the leader to 4 new pods bound; lease "
+            f"{LEASE_S}s); lease now {spec}")
+        self.assertLess(failover_s, LEASE_S + 10)
+        self.assertNotEqual(spec.get("holderIdentity"), holder)
+        self.assertGreaterEqual(spec.get("leaseTransitions") or 0, transitions + 1, spec)
+        self.audit(pool)
+        self.assert_bound_once(names)
+
+    @dump_logs_on_failure
+    def test_7_kill_mid_stream(self):
+        """20 pods of 20% / 8000 MiB, created at once on 2 nodes x 2 GPUs (exactly 4 x 1000 milli): the scheduler is
+        SIGKILLed as soon as 5 are bound (a watch tells), started again, and all 20 end bound, no GPU over capacity,
+        the pods bound before the kill unchanged, each pod bound by exactly one Binding."""
+        self.stop_main()
+        pool = "burst"
+        self.make_pool(pool, nodes=2, gpus=2)
+        small = {"gpusched.io/gpu": 1, "gpusched.io/gpu-memory": 8000, "gpusched.io/gpu-core": 20}
+        s = self.new_scheduler("scheduler-burst")
+        self.addCleanup(s.stop)
+        s.start(timeout=LEASE_S + 30)
+        names = [f"burst-{i:02d}" for i in range(20)]
+
+        def kill_now():
+            try:
+                os.killpg(s.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        watcher = BindWatcher(self.kube, pool, threshold=5, fire=kill_now)
+        try:
+            t0 = time.monotonic()
+            for name in names:
+                self.create_pod(name, small, pool)
+            created_s = time.monotonic() - t0
+            # The watcher notes the moment before it kills: a death before that is a crash.
+            Kube.wait_for(lambda: watcher.fired_at or watcher.error, BIND_TIMEOUT,
+                          what="5 pods of the burst to be bound", on_poll=lambda: watcher.fired_at or s.check_alive())
+        finally:
+            watcher.close()
+        self.assertIsNone(watcher.error, f"the watch failed: {watcher.error}")
+        s.kill()
+        before = {p["metadata"]["name"]: (p["spec"]["nodeName"],
+                                          p["metadata"].get("annotations", {}).get(ALLOCATION_ANNOTATION))
+                  for p in self.kube.list("pods", labelSelector=f"{POOL_LABEL}={pool}") if p["spec"].get("nodeName")}
+        log(f"burst: 20 pods created in {created_s:.2f}s; kill -9 {watcher.fired_at[0] - t0:.2f}s after the first "
+            f"create, when {watcher.fired_at[1]} were bound; {len(before)} bound once it was dead")
+        self.assertLess(len(before), len(names), "every pod was bound before the kill: nothing was mid-stream")
+
+        t1 = time.monotonic()
+        s.start(ready=False)
+        for name in names:
+            left = max(0.1, LEASE_S + 30 - (time.monotonic() - t1))
+            self.check_share_allocation(self.wait_bound(name, timeout=left), small)
+        log(f"RESULT restart_to_all_bound_s={time.monotonic() - t1:.2f} ({len(names) - len(before)} pods after the "
+            f"restart; lease {LEASE_S}s)")
+        for name, (node, alloc) in before.items():
+            pod = self.kube.get("pods", name)
+            now = (pod["spec"]["nodeName"], pod["metadata"].get("annotations", {}).get(ALLOCATION_ANNOTATION))
+            self.assertEqual(now, (node, alloc), f"{name} changed after the restart")
+        usage = self.audit(pool)
+        self.assertEqual(len(usage), 4, usage)
+        self.assertEqual(sorted(u[0] for u in usage.values()), [1000] * 4, usage)
+        self.assert_bound_once(names)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
