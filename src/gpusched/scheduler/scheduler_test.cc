@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "gpusched/kube/annotations.h"
 #include "gpusched/testing/fake_clock.h"
 #include "gpusched/testing/fake_cluster.h"
 
@@ -256,6 +257,31 @@ TEST_F(SchedulerTest, CpuOfEveryBoundPodIsCharged) {
   scheduler_->OnPod(EventType::kModified, gone);
   Drain();
   EXPECT_EQ(binder_.bound().size(), 1U) << "the finished pod's CPU is free again";
+}
+
+TEST_F(SchedulerTest, PodsRebuiltFromTheirAnnotationAreChargedTheirCpuToo) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2, json::object(), nullptr, "1500m"));
+  // Bound by an earlier run of this scheduler: the annotation names the GPU; the CPU comes from the pod.
+  const core::Allocation earlier{
+      .pod = common::PodUid("uid-earlier"),
+      .node = common::NodeName("a"),
+      .containers = {core::ContainerAllocation{
+          .container = "main",
+          .gpus = {core::GpuShare{
+              .index = 0, .milli = common::MilliGpu{1000}, .memory = common::MiB{81920}, .exclusive = true}}}},
+      .id = 42};
+  scheduler_->OnPod(EventType::kAdded, AsBound(Pod("earlier", WholeGpu()), earlier, kube::EncodeAllocation(earlier)));
+  json broken = Pod("broken", WholeGpu());  // an annotation that cannot be used: still charged CPU and a slot
+  broken["spec"]["nodeName"] = "a";
+  broken["metadata"]["annotations"]["gpusched.io/allocation"] = "{not json";
+  scheduler_->OnPod(EventType::kAdded, broken);
+  scheduler_->OnPod(EventType::kAdded, Pod("p", Share(10)));
+  Drain();
+  EXPECT_TRUE(binder_.bound().empty());
+  EXPECT_THAT(EventsFor("p", "FailedScheduling").at(0).message, HasSubstr("Insufficient cpu: needs 1000m"));
+  auto lock = mirror_->ReadLock();
+  EXPECT_EQ(mirror_->state().Find(common::NodeName("a"))->cpu_free.value(), -500) << "2 x 1000m on 1500m: shown";
+  EXPECT_EQ(mirror_->state().Find(common::NodeName("a"))->gpus[0].holders, 1);
 }
 
 TEST_F(SchedulerTest, ConstraintsItDoesNotEvaluateAreNeverIgnoredSilently) {

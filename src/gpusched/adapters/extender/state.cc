@@ -248,21 +248,38 @@ void ClusterMirror::OnPod(EventType type, const nlohmann::json& pod) {
     (void)state_.Release(uid);  // bound elsewhere than we assumed: the annotation and nodeName win
   }
   auto allocation = kube::DecodeAllocation(*annotation, uid);
+  std::string bad;
   if (!allocation.ok()) {
+    bad = "bad " + std::string(kube::kAnnotationAllocation) + ": " + allocation.status().message();
+  } else if (allocation->node.str() != meta->node_name) {
+    bad = "bound to " + meta->node_name + " but its allocation names " + allocation->node.str();
+  }
+  if (!bad.empty()) {
     ++stats_.rejected_events;
-    LogWarn("extender: pod " + meta->Key() + ": bad " + std::string(kube::kAnnotationAllocation) + ": " +
-            allocation.status().message());
+    LogWarn("extender: pod " + meta->Key() + ": " + bad + "; its GPUs are not charged");
+    if (charge_every_pod_) {
+      ChargeUnannotated(pod, uid, meta->node_name, meta->Key());
+    }
     return;
   }
-  if (allocation->node.str() != meta->node_name) {
-    ++stats_.rejected_events;
-    LogWarn("extender: pod " + meta->Key() + " is bound to " + meta->node_name + " but its allocation names " +
-            allocation->node.str() + "; not charged");
-    return;
+  if (charge_every_pod_) {
+    RequestsOf(pod, meta->Key(), *allocation);  // the annotation names GPUs only
   }
   SeeId(allocation->id);
   ++stats_.rebuilt_allocations;
   ApplyAllocation(std::move(allocation).value());
+}
+
+void ClusterMirror::RequestsOf(const nlohmann::json& pod, const std::string& key, core::Allocation& allocation) {
+  // CPU and memory only: no GPU resource name is enabled, so GPU requests are neither decoded nor refused.
+  static const kube::ResourceConfig kNoGpus{.enabled = {}};
+  if (auto request = kube::DecodePodRequest(pod, kNoGpus); request.ok()) {
+    allocation.cpu = request->cpu;
+    allocation.memory = request->memory;
+  } else {
+    ++stats_.rejected_events;
+    LogWarn("extender: bound pod " + key + " is charged without CPU and memory: " + request.status().message());
+  }
 }
 
 void ClusterMirror::ChargeUnannotated(const nlohmann::json& pod, const common::PodUid& uid, const std::string& node,
@@ -279,17 +296,8 @@ void ClusterMirror::ChargeUnannotated(const nlohmann::json& pod, const common::P
     assumed_deadline_.erase(uid);
   }
   pending_.erase(uid);
-  // CPU and memory only: no GPU resource name is enabled, so GPU requests are neither decoded nor refused.
-  static const kube::ResourceConfig kNoGpus{.enabled = {}};
   core::Allocation allocation{.pod = uid, .node = common::NodeName(node)};
-  if (auto request = kube::DecodePodRequest(pod, kNoGpus); request.ok()) {
-    allocation.cpu = request->cpu;
-    allocation.memory = request->memory;
-  } else {
-    ++stats_.rejected_events;
-    LogWarn("extender: bound pod " + key +
-            " is charged as one pod without CPU and memory: " + request.status().message());
-  }
+  RequestsOf(pod, key, allocation);
   ApplyAllocation(std::move(allocation));
 }
 

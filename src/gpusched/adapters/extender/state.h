@@ -12,8 +12,9 @@
 // What is bound is charged, always (ClusterState::Charge): a bound pod that does not fit, or a node update that
 // shrinks under its pods, overcommits the node, and that is logged and counted (gpusched_extender_overcommitted_*),
 // never hidden. Only an allocation naming a GPU the node does not list waits, like one whose node is unknown.
-//   pod bound without the annotation -> with MirrorOptions::charge_every_pod, charged its CPU, memory and one pod
-//                           slot (no GPUs); else not charged
+//   pod bound without the annotation (or with one that cannot be used) -> with MirrorOptions::charge_every_pod,
+//                           charged its CPU, memory and one pod slot (no GPUs); else not charged. With
+//                           charge_every_pod a pod rebuilt from its annotation is charged its CPU and memory too
 //   pod DELETED, Succeeded or Failed -> Release
 // For every pod it charges it also remembers the application class (annotation gpusched.io/app, else the label the
 // mirror was built with): the interference forecast needs what runs on each GPU.
@@ -127,6 +128,8 @@ class ClusterMirror {
   // A bound pod without the annotation, under charge_every_pod. mu_ held.
   void ChargeUnannotated(const nlohmann::json& pod, const common::PodUid& uid, const std::string& node,
                          const std::string& key);
+  // The pod's CPU and memory requests into `allocation` (zero, logged and counted, when they cannot be read).
+  void RequestsOf(const nlohmann::json& pod, const std::string& key, core::Allocation& allocation);
   void RecomputeLargest();  // mu_ held
   void SeeId(uint64_t id);
 
