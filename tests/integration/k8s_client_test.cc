@@ -626,6 +626,38 @@ TEST_F(K8sClientTest, InformerCachesOnlyWhatSchedulingReads) {
   EXPECT_TRUE(CacheMatchesServer(informer));  // same keys and resourceVersions as the server
 }
 
+// cache_identity_only: the handler gets whole objects, the cache keeps identities, and a relist still finds what
+// was deleted and re-created meanwhile (the diff needs nothing else).
+TEST_F(K8sClientTest, InformerCanCacheIdentitiesOnly) {
+  server_->UpsertPod(Pod("default", "stays", "n1"));
+  server_->UpsertPod(Pod("default", "goes", "n1"));
+  Recorder& recorder = NewRecorder();  // owned by the fixture: it outlives the informer threads
+  Informer& informer = StartInformer({.path = "/api/v1/pods", .cache_identity_only = true}, recorder);
+  ASSERT_EQ(recorder.size(), 2U);
+  EXPECT_EQ(recorder.events()[0].object["spec"]["nodeName"], "n1") << "the handler sees the whole pod";
+  const json cached = *informer.Get("default/stays");
+  EXPECT_EQ(cached["metadata"].size(), 4U) << cached.dump();
+  EXPECT_FALSE(cached.contains("spec"));
+  EXPECT_TRUE(CacheMatchesServer(informer));
+
+  server_->FailNext("GET", "watch-pods", 503, "apiserver is restarting", /*count=*/-1);
+  const int watches = server_->RequestCount("GET", "watch-pods");
+  server_->CloseWatches();
+  ASSERT_TRUE(WaitFor([&] { return server_->RequestCount("GET", "watch-pods") > watches; }));
+  server_->DeletePod("default", "goes");
+  server_->UpsertPod(Pod("default", "stays", "n2"));
+  server_->Compact();
+  server_->ClearFailures();
+  ASSERT_TRUE(WaitFor([&] { return informer.relists() == 1 && recorder.size() == 4; })) << recorder.size();
+  const std::vector<WatchEvent> events = recorder.events();
+  EXPECT_EQ(events[2].type, WatchEvent::Type::kDeleted);
+  EXPECT_EQ(events[2].object["metadata"]["name"], "goes");
+  EXPECT_FALSE(events[2].object["metadata"]["uid"].get<std::string>().empty()) << "enough to release what it held";
+  EXPECT_EQ(events[3].type, WatchEvent::Type::kModified);
+  EXPECT_EQ(events[3].object["spec"]["nodeName"], "n2");
+  EXPECT_TRUE(CacheMatchesServer(informer));
+}
+
 // A watch that goes silent (a dead load balancer, a hung apiserver: no events, no bookmarks, no end) is cut off a
 // grace period after its timeout and watched again; while nothing is heard the informer says so (readiness), and
 // nothing that happened meanwhile is lost.

@@ -1,5 +1,6 @@
 #include "gpusched/cli/scheduler_command.h"
 
+#include <malloc.h>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -120,6 +121,7 @@ int RunScheduler(const SchedulerFlags& flags) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   ext::ClusterMirror mirror(ext::MirrorOptions{.charge_every_pod = true});
+  std::atomic<bool> caches_synced{false};
   k8s::PodBinder binder(**client);
   scheduler::EventWriter events(**client, "gpusched");
   auto made = scheduler::Scheduler::Create(
@@ -131,16 +133,26 @@ int RunScheduler(const SchedulerFlags& flags) {
                                        .max_backoff_ms = int64_t{config.max_backoff_seconds} * 1000},
           .bind_workers = static_cast<size_t>(config.bind_workers),
           .assumed_ttl_ms = int64_t{config.assumed_ttl_seconds} * 1000,
-          .may_bind = elector ? std::function<bool()>([&elector] { return elector->CanAct(); }) : nullptr});
+          // Nothing is scheduled before both caches hold the whole cluster (a pending pod listed before the bound
+          // pods would see their capacity free), nor by a replica that does not lead.
+          .may_bind = [&caches_synced, &elector] {
+            return caches_synced.load() && (elector == nullptr || elector->CanAct());
+          }});
   if (!made.ok()) {
     return Fail(made.status().message());
   }
   scheduler::Scheduler& sched = **made;
 
-  k8s::Informer nodes(**client, k8s::InformerOptions{.path = "/api/v1/nodes", .transform = k8s::StripForScheduling},
-                      [&sched](const k8s::WatchEvent& e) { sched.OnNode(ToEvent(e.type), e.object); });
-  k8s::Informer pods(**client, k8s::InformerOptions{.path = "/api/v1/pods", .transform = k8s::StripForScheduling},
-                     [&sched](const k8s::WatchEvent& e) { sched.OnPod(ToEvent(e.type), e.object); });
+  // The mirror keeps what scheduling needs of every object; the informers keep identities only.
+  k8s::Informer nodes(
+      **client,
+      k8s::InformerOptions{.path = "/api/v1/nodes", .transform = k8s::StripForScheduling, .cache_identity_only = true},
+      [&sched](const k8s::WatchEvent& e) { sched.OnNode(ToEvent(e.type), e.object); });
+  k8s::Informer pods(
+      **client,
+      k8s::InformerOptions{.path = "/api/v1/pods", .transform = k8s::StripForScheduling, .cache_identity_only = true},
+      [&sched](const k8s::WatchEvent& e) { sched.OnPod(ToEvent(e.type), e.object); });
+  const auto started = std::chrono::steady_clock::now();
   nodes.Start();
   pods.Start();
 
@@ -227,8 +239,30 @@ int RunScheduler(const SchedulerFlags& flags) {
   common::Log(common::LogLevel::kInfo, std::string(kWho) + ": scheduling pods of " + names + " (policy " +
                                            config.policy + "); /healthz /readyz /metrics on " + config.host + ":" +
                                            std::to_string(server->port()));
+  // The main thread waits for a signal, and tells when the caches first hold the whole cluster.
   int sig = 0;
-  while ((sig = sigwaitinfo(&signals, nullptr)) < 0) {
+  const timespec tick{.tv_sec = 0, .tv_nsec = 100'000'000};
+  while ((sig = sigtimedwait(&signals, nullptr, &tick)) < 0) {
+    if (!caches_synced.load() && nodes.HasSynced() && pods.HasSynced()) {
+      // The first lists' pages are freed by now: hand that memory back to the system.
+      malloc_trim(0);
+      caches_synced.store(true);
+      sched.Wake();
+      size_t node_count = 0;
+      size_t bound = 0;
+      {
+        auto lock = mirror.ReadLock();
+        node_count = mirror.state().NodeCount();
+        bound = mirror.state().AllocationCount();
+      }
+      common::Log(common::LogLevel::kInfo, std::string(kWho) + ": caches synced in " +
+                                               std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                  std::chrono::steady_clock::now() - started)
+                                                                  .count()) +
+                                               " ms: " + std::to_string(node_count) + " nodes, " +
+                                               std::to_string(bound) + " bound pods charged, " +
+                                               std::to_string(sched.queue_counts().active) + " pending");
+    }
   }
   common::Log(common::LogLevel::kInfo, std::string(kWho) + ": stopping on " + strsignal(sig));
   if (election != nullptr) {

@@ -117,6 +117,8 @@ class Scheduler {
   void Start();
   // Stops scheduling; binds already handed to workers finish first. Idempotent.
   void Stop();
+  // Tells the scheduling thread to look again (what may_bind answers changed).
+  void Wake();
 
   [[nodiscard]] SchedulerStats stats() const;
   [[nodiscard]] sched::SchedulingQueue::Counts queue_counts() const { return queue_.counts(); }
@@ -148,7 +150,6 @@ class Scheduler {
   void Unschedulable(const std::string& uid, const Pending& pod, std::string message, uint32_t blockers);
   void Bind(BindTask task);
   void Dispatch(BindTask task);
-  void Wake();
   void Loop();
   void Worker();
   void Emit(PodEvent event) const;

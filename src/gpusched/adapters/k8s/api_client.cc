@@ -8,7 +8,9 @@
 #include <chrono>
 #include <ctime>
 #include <fstream>
+#include <future>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -377,13 +379,29 @@ Result<json> ApiClient::Get(const std::string& path) { return impl_->Call("GET",
 Result<ListResult> ApiClient::List(const std::string& path, const std::string& field_selector,
                                    const std::string& label_selector) {
   ListResult out;
-  std::string continue_token;
-  bool restarted = false;
-  for (;;) {
+  GPUSCHED_ASSIGN_OR_RETURN(
+      rv, ListPages(path, field_selector, label_selector, [&out](std::vector<json>& items, bool restarted) {
+        if (restarted) {
+          out.items.clear();
+        }
+        for (json& item : items) {
+          out.items.push_back(std::move(item));
+        }
+      }));
+  out.resource_version = std::move(rv);
+  return out;
+}
+
+Result<std::string> ApiClient::ListPages(const std::string& path, const std::string& field_selector,
+                                         const std::string& label_selector, const PageHandler& on_page) {
+  // A page: the parsed body, or nullopt for a 410 on a continue token (the token expired: start over).
+  auto fetch = [this, &path, &field_selector, &label_selector](std::string token,
+                                                               bool may_restart) -> Result<std::optional<json>> {
     std::string target = path;
     AddParam(target, "limit", std::to_string(kPageSize));
-    if (!continue_token.empty()) {
-      AddParam(target, "continue", continue_token);
+    const bool continued = !token.empty();
+    if (continued) {
+      AddParam(target, "continue", token);
     }
     if (!field_selector.empty()) {
       AddParam(target, "fieldSelector", field_selector);
@@ -392,26 +410,50 @@ Result<ListResult> ApiClient::List(const std::string& path, const std::string& f
       AddParam(target, "labelSelector", label_selector);
     }
     GPUSCHED_ASSIGN_OR_RETURN(response, impl_->Perform("GET", target, "", ""));
-    if (response.code == 410 && !continue_token.empty() && !restarted) {
-      restarted = true;  // the continue token expired between pages: start over once
-      continue_token.clear();
-      out.items.clear();
-      continue;
+    if (response.code == 410 && continued && may_restart) {
+      return std::optional<json>();
     }
     GPUSCHED_ASSIGN_OR_RETURN(page, ParseBody("GET", path, response));
     if (!page.is_object()) {
       return common::Internal("GET " + path + ": list response is not an object");
     }
+    return std::optional<json>(std::move(page));
+  };
+  // The next page is fetched (and parsed) while the handler works on this one.
+  std::future<Result<std::optional<json>>> next = std::async(std::launch::async, fetch, std::string(), true);
+  bool restarted = false;
+  bool announce_restart = false;
+  std::vector<json> items;
+  for (;;) {
+    Result<std::optional<json>> fetched = next.get();
+    if (!fetched.ok()) {
+      return fetched.status();
+    }
+    if (!fetched->has_value()) {
+      restarted = true;  // the continue token expired between pages: start over once
+      announce_restart = true;
+      next = std::async(std::launch::async, fetch, std::string(), false);
+      continue;
+    }
+    json& page = **fetched;
+    items.clear();
     if (page.contains("items") && page["items"].is_array()) {
+      items.reserve(page["items"].size());
       for (json& item : page["items"]) {
-        out.items.push_back(std::move(item));
+        items.push_back(std::move(item));
       }
     }
     const json& meta = page.contains("metadata") ? page["metadata"] : json::object();
-    out.resource_version = meta.value("resourceVersion", "");
-    continue_token = meta.value("continue", "");
+    std::string resource_version = meta.value("resourceVersion", "");
+    const std::string continue_token = meta.value("continue", "");
+    page = json();
+    if (!continue_token.empty()) {
+      next = std::async(std::launch::async, fetch, continue_token, !restarted);
+    }
+    on_page(items, announce_restart);
+    announce_restart = false;
     if (continue_token.empty()) {
-      return out;
+      return resource_version;
     }
   }
 }

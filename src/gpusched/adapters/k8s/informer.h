@@ -3,7 +3,9 @@
 // Informer: a list+watch cache of one resource (nodes or pods), the client-go reflector pattern without the queue.
 //
 // The background thread runs:
-//   1. List (paginated). The first time, deliver kAdded for every object and mark the informer synced. On a relist
+//   1. List (paginated). The first time, deliver kAdded for every object page by page as the pages arrive (a list
+//      that failed or started over half way is compared with what was delivered, like a relist: unchanged objects
+//      are skipped, vanished ones deleted), then mark the informer synced. On a relist
 //      (after 410 Gone), deliver the difference from the cache instead: first kDeleted for objects no longer listed
 //      and for objects listed under their key with another metadata.uid (deleted and re-created by name while the
 //      informer was away; with their last known state), then, in key order, kModified for objects whose
@@ -60,6 +62,12 @@ struct InformerOptions {
   int watch_grace_seconds = 15;
   std::chrono::milliseconds stale_after{0};
   std::chrono::milliseconds initial_backoff{200}, max_backoff{30000};
+  // Keep only each object's identity in the cache (metadata.name, namespace, uid, resourceVersion): what the
+  // relist diff needs. The handler still gets whole objects for ADDED and MODIFIED, but a kDeleted the informer
+  // makes up itself (a relist that no longer lists the object, a uid replaced under its name) carries only the
+  // identity, and Get/List return identities. For handlers that keep their own state (the scheduler's cluster
+  // mirror): the cache then costs about 200 bytes an object instead of the whole object.
+  bool cache_identity_only = false;
   uint64_t seed = 0;  // jitter; 0 picks one from std::random_device
 };
 
@@ -106,6 +114,8 @@ class Informer {
  private:
   void Run();
   bool ListAndDeliver(bool first);  // false on error (backoff already applied)
+  // The first list, delivered a page at a time as the pages arrive (never the whole list in memory at once).
+  bool SyncPageByPage();
   void Apply(WatchEvent::Type type, nlohmann::json object);
   void Deliver(const WatchEvent& event);
   void OnWatchEvent(const nlohmann::json& event, bool& got_events);
