@@ -7,7 +7,7 @@
 //   policy: binpack                   placement policy (gpusched simulate --help lists them)
 //   listen: "0.0.0.0:10261"           /healthz, /readyz, /metrics (GET only; nothing there changes state)
 //   kubeconfig: ""                    default: $KUBECONFIG, in-cluster, ~/.kube/config
-//   bindWorkers: 4                    Bindings written at once
+//   bindWorkers: 16                   Bindings written at once
 //   podInitialBackoffSeconds: 1       a pod whose attempt failed with an error waits this long, doubling
 //   podMaxBackoffSeconds: 10          up to this
 //   assumedPodTtlSeconds: 30          GPUs of a bind with an unknown outcome stay taken this long unless the watch
@@ -34,7 +34,7 @@ struct SchedulerConfig {
   std::string host = "0.0.0.0";
   int port = 10261;
   std::string kubeconfig;
-  int bind_workers = 4;
+  int bind_workers = 16;
   int initial_backoff_seconds = 1;
   int max_backoff_seconds = 10;
   int assumed_ttl_seconds = 30;

@@ -18,6 +18,8 @@ TEST(SchedulerConfigTest, DefaultsAreKubeSchedulersTimings) {
   EXPECT_EQ(c->leader_election.retry_period_seconds, 2);
   EXPECT_EQ(c->initial_backoff_seconds, 1);
   EXPECT_EQ(c->max_backoff_seconds, 10);
+  EXPECT_EQ(c->bind_workers, 16);
+  EXPECT_EQ(c->port, 10261);
 }
 
 TEST(SchedulerConfigTest, ReadsEveryKey) {

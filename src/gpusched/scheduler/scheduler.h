@@ -79,7 +79,7 @@ struct SchedulerOptions {
   std::string policy = "binpack";
   kube::ResourceConfig resources;
   sched::QueueOptions queue;
-  size_t bind_workers = 4;
+  size_t bind_workers = 16;
   int64_t bind_in_flight_ms = 300000;    // an assumption lives at most this long while its bind runs
   int64_t assumed_ttl_ms = 30000;        // and this long after a bind whose outcome is unknown
   uint64_t seed = 0;                     // random tie breaks; 0 = from the clock
