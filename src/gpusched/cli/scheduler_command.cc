@@ -129,6 +129,7 @@ int RunScheduler(const SchedulerFlags& flags) {
       scheduler::SchedulerOptions{
           .scheduler_names = config.scheduler_names,
           .policy = config.policy,
+          .resources = config.resources,
           .queue = sched::QueueOptions{.initial_backoff_ms = int64_t{config.initial_backoff_seconds} * 1000,
                                        .max_backoff_ms = int64_t{config.max_backoff_seconds} * 1000},
           .bind_workers = static_cast<size_t>(config.bind_workers),

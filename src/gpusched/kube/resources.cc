@@ -1,6 +1,7 @@
 #include "gpusched/kube/resources.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <optional>
 #include <string>
@@ -131,7 +132,53 @@ common::Status Positive(const std::string& who, std::string_view name, std::opti
 int32_t I32(int64_t v) { return static_cast<int32_t>(v); }
 
 // The container's GPU request, or nullopt when it asks for none.
-common::Result<std::optional<core::GpuRequest>> GpuRequestOf(const ContainerResources& c, std::string_view kind) {
+// Genius's request labels: genius/gpu-number N GPUs (default 1), each with genius/gpu-memory-each MiB or
+// genius/gpu-memory-total / N (rounded up); with no memory, N whole exclusive GPUs; genius/gpu-model one model.
+// nullopt when the pod carries none of them.
+common::Result<std::optional<core::GpuRequest>> GeniusRequest(const json& labels, const std::string& container) {
+  auto number = [&](std::string_view key, int64_t max) -> common::Result<std::optional<int64_t>> {
+    const json* v = Find(labels, key);
+    if (v == nullptr) {
+      return std::optional<int64_t>();
+    }
+    int64_t n = 0;
+    const std::string text = v->is_string() ? v->get<std::string>() : v->dump();
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || end != text.data() + text.size() || n <= 0 || n > max) {
+      return common::InvalidArgument("label " + std::string(key) + " \"" + text + "\" is not a whole number in 1.." +
+                                     std::to_string(max));
+    }
+    return std::optional<int64_t>(n);
+  };
+  GPUSCHED_ASSIGN_OR_RETURN(count, number(kLabelGeniusGpuNumber, kMaxGpusPerContainer));
+  GPUSCHED_ASSIGN_OR_RETURN(each, number(kLabelGeniusMemoryEach, kMaxMemoryMib));
+  GPUSCHED_ASSIGN_OR_RETURN(total, number(kLabelGeniusMemoryTotal, kMaxMemoryMib * kMaxGpusPerContainer));
+  const json* model = Find(labels, kLabelGeniusModel);
+  if (!count && !each && !total) {
+    return std::optional<core::GpuRequest>();
+  }
+  if (each && total) {
+    return common::InvalidArgument("labels " + std::string(kLabelGeniusMemoryEach) + " and " +
+                                   std::string(kLabelGeniusMemoryTotal) + " are both set; use one");
+  }
+  core::GpuRequest r;
+  r.container = container;
+  r.count = static_cast<int32_t>(count.value_or(1));
+  const int64_t memory = each ? *each : total ? (*total + r.count - 1) / r.count : 0;
+  if (memory == 0) {
+    r.exclusive = true;
+    r.milli_per_gpu = MilliGpu{1000};
+  } else {
+    r.memory_per_gpu = MiB{memory};  // a memory share without a compute reservation, as Genius shares
+  }
+  if (model != nullptr && model->is_string() && !model->get<std::string>().empty()) {
+    r.models.push_back(model->get<std::string>());
+  }
+  return std::optional<core::GpuRequest>(std::move(r));
+}
+
+common::Result<std::optional<core::GpuRequest>> GpuRequestOf(const ContainerResources& c, std::string_view kind,
+                                                             int64_t gpushare_unit_mib) {
   if (c.gpu.empty()) {
     return std::optional<core::GpuRequest>{};
   }
@@ -163,7 +210,7 @@ common::Result<std::optional<core::GpuRequest>> GpuRequestOf(const ContainerReso
     const int64_t max =
         name == kResGpuMemory || name == kResHamiMem || name == kResElasticMemory || name == kResElasticMemoryCom
             ? kMaxMemoryMib
-        : name == kResAliyunMem                                 ? (kMaxMemoryMib >> 10)
+        : name == kResAliyunMem                                 ? kMaxMemoryMib / gpushare_unit_mib
         : name == kResElasticCore || name == kResElasticCoreCom ? kMaxGpusPerContainer * 100
                                                                 : kMaxGpusPerContainer;
     GPUSCHED_RETURN_IF_ERROR(Positive(who, name, value, max));
@@ -232,7 +279,7 @@ common::Result<std::optional<core::GpuRequest>> GpuRequestOf(const ContainerReso
     r.exclusive = true;
   } else if (aliyun) {
     r.count = 1;
-    r.memory_per_gpu = MiB{*Get(c, kResAliyunMem) * 1024};
+    r.memory_per_gpu = MiB{*Get(c, kResAliyunMem) * gpushare_unit_mib};
   } else {  // elastic-gpu
     auto core = Get(c, kResElasticCore);
     if (!core) core = Get(c, kResElasticCoreCom);
@@ -351,7 +398,7 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
   for (const auto& c : apps) {
     cpu += c.cpu_milli;
     memory += c.memory_mib;
-    auto r = GpuRequestOf(c, "container");
+    auto r = GpuRequestOf(c, "container", config.gpushare_memory_unit_mib);
     if (!r.ok()) {
       return common::InvalidArgument(who + r.status().message());
     }
@@ -363,7 +410,7 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
   for (const auto& c : inits) {
     cpu = std::max(cpu, c.cpu_milli);
     memory = std::max(memory, c.memory_mib);
-    auto r = GpuRequestOf(c, "init container");
+    auto r = GpuRequestOf(c, "init container", config.gpushare_memory_unit_mib);
     if (!r.ok()) {
       return common::InvalidArgument(who + r.status().message());
     }
@@ -381,6 +428,15 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
   }
   out.cpu = common::MilliCpu{cpu};
   out.memory = MiB{memory};
+
+  // Genius's labels, for a pod that asks for no GPU resource.
+  const json* labels = Find(*metadata, "labels");
+  if (out.containers.empty() && labels != nullptr && labels->is_object() && config.genius_labels) {
+    GPUSCHED_ASSIGN_OR_RETURN(genius, GeniusRequest(*labels, apps.empty() ? "main" : apps.front().name));
+    if (genius.has_value()) {
+      out.containers.push_back(std::move(*genius));
+    }
+  }
 
   // Models and priority.
   if (const json* annotations = Find(*metadata, "annotations"); annotations != nullptr && annotations->is_object()) {
@@ -411,12 +467,18 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
   out.app = DecodePodApp(pod, config.app_label);
   if (const json* p = Find(*spec, "priority"); p != nullptr && p->is_number_integer()) {
     out.priority = p->get<int32_t>();
-  } else if (const json* labels = Find(*metadata, "labels"); labels != nullptr) {
-    if (const json* l = Find(*labels, kLabelPriority); l != nullptr && l->is_string()) {
+  } else if (labels != nullptr) {
+    const json* l = Find(*labels, kLabelPriority);
+    if (l == nullptr && config.genius_labels) {
+      l = Find(*labels, kLabelGeniusPriority);
+    }
+    if (l != nullptr && l->is_string()) {
       try {
         out.priority = std::stoi(l->get<std::string>());
       } catch (const std::exception&) {
-        return common::InvalidArgument(who + "label " + std::string(kLabelPriority) + " is not an integer");
+        const bool ours = Find(*labels, kLabelPriority) != nullptr;
+        return common::InvalidArgument(who + "label " + std::string(ours ? kLabelPriority : kLabelGeniusPriority) +
+                                       " is not an integer");
       }
     }
   }
@@ -443,7 +505,7 @@ std::string DecodePodApp(const json& pod, std::string_view app_label) {
 common::Result<std::optional<core::GpuRequest>> DecodeContainerGpuRequest(const json& container,
                                                                           const ResourceConfig& config) {
   GPUSCHED_ASSIGN_OR_RETURN(c, ReadContainer(container, config, "container"));
-  return GpuRequestOf(c, "container");
+  return GpuRequestOf(c, "container", config.gpushare_memory_unit_mib);
 }
 
 bool RequestsGpuResource(const json& pod, const ResourceConfig& config) {

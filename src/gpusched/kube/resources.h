@@ -17,6 +17,9 @@
 //       C >= 100: C/100 whole exclusive GPUs (C must be a multiple of 100; memory ignored), else one GPU with C%.
 //   keti.com/mpsgpu N                     N GPUs shared through MPS (not exclusive), each with the gpusched.io
 //                                         core and memory when given, else the whole compute of each GPU.
+//   labels genius/gpu-number, genius/gpu-memory-each | genius/gpu-memory-total, genius/gpu-model (Genius), on a pod
+//                                         that asks for no GPU resource (ResourceConfig::genius_labels)
+// aliyun.com/gpu-mem counts GiB unless ResourceConfig::gpushare_memory_unit_mib says MiB.
 // Mixing families in one container (say nvidia.com/gpu with gpusched.io/gpu-core) is rejected, naming the
 // container and both resources; so are core above 100, zero or negative amounts, and a fractional GPU count.
 // One exception: gpusched.io/gpu alone next to gpushare, elastic-gpu or HAMi names without nvidia.com/gpu is the
@@ -60,6 +63,12 @@ inline constexpr std::string_view kAnnotationGpuModel = "gpusched.io/gpu-model";
 inline constexpr std::string_view kAnnotationPolicy = "gpusched.io/policy";
 inline constexpr std::string_view kLabelPriority = "gpusched.io/priority";
 inline constexpr std::string_view kAnnotationApp = "gpusched.io/app";
+// Genius's pod labels (ResourceConfig::genius_labels).
+inline constexpr std::string_view kLabelGeniusGpuNumber = "genius/gpu-number";
+inline constexpr std::string_view kLabelGeniusMemoryEach = "genius/gpu-memory-each";
+inline constexpr std::string_view kLabelGeniusMemoryTotal = "genius/gpu-memory-total";
+inline constexpr std::string_view kLabelGeniusModel = "genius/gpu-model";
+inline constexpr std::string_view kLabelGeniusPriority = "genius/priority";
 
 // Every GPU resource name gpusched understands.
 const std::set<std::string, std::less<>>& AllGpuResourceNames();
@@ -71,6 +80,13 @@ struct ResourceConfig {
   // A label that names the pod's application class when the annotation gpusched.io/app is absent (clusters that
   // already label workloads, e.g. "app.kubernetes.io/name"); empty = the annotation only.
   std::string app_label;
+  // aliyun.com/gpu-mem's unit in MiB: 1024 (GiB, as gpushare's device plugin counts by default) or 1 (MiB, as
+  // gpushare runs with --memory-unit=MiB, e.g. in Co-scheML's deployment).
+  int64_t gpushare_memory_unit_mib = 1024;
+  // Read Genius's labels on pods that ask for no GPU resource: genius/gpu-number (GPUs, default 1),
+  // genius/gpu-memory-each or genius/gpu-memory-total (MiB; none: whole exclusive GPUs), genius/gpu-model (one
+  // model); genius/priority when the pod has no spec.priority and no gpusched.io/priority label.
+  bool genius_labels = true;
 };
 
 // Decodes the pod's request (uid, "namespace/name", CPU, memory, GPU containers, priority, models). Errors are

@@ -123,6 +123,65 @@ struct BadCase {
   const char* expect;  // a substring of the error
 };
 
+TEST(ResourcesTest, GpushareMemoryUnitIsASetting) {
+  auto gib = DecodePodRequest(PodWith({{"aliyun.com/gpu-mem", "3"}}), ResourceConfig{});
+  ASSERT_TRUE(gib.ok()) << gib.status();
+  EXPECT_EQ(gib->containers[0].memory_per_gpu.value(), 3072);
+  ResourceConfig mib;
+  mib.gpushare_memory_unit_mib = 1;
+  auto co_scheml = DecodePodRequest(PodWith({{"aliyun.com/gpu-mem", "300"}}), mib);
+  ASSERT_TRUE(co_scheml.ok()) << co_scheml.status();
+  EXPECT_EQ(co_scheml->containers[0].memory_per_gpu.value(), 300) << "300 MiB where gpushare counts MiB";
+  EXPECT_FALSE(co_scheml->containers[0].exclusive);
+  EXPECT_EQ(DecodePodRequest(PodWith({{"aliyun.com/gpu-mem", "300"}}), ResourceConfig{})->containers[0].memory_per_gpu,
+            common::MiB{300 * 1024})
+      << "the same number in GiB (no GPU fits it: the filter says so)";
+}
+
+TEST(ResourcesTest, GeniusLabels) {
+  auto with_labels = [](const json& labels) {
+    json pod = PodWith(json::object());
+    pod["metadata"]["labels"] = labels;
+    return pod;
+  };
+  auto each = DecodePodRequest(
+      with_labels({{"genius/gpu-number", "2"}, {"genius/gpu-memory-each", "8000"}, {"genius/gpu-model", "V100"}}),
+      ResourceConfig{});
+  ASSERT_TRUE(each.ok()) << each.status();
+  ASSERT_EQ(each->containers.size(), 1U);
+  EXPECT_EQ(each->containers[0].container, "main");
+  EXPECT_EQ(each->containers[0].count, 2);
+  EXPECT_EQ(each->containers[0].memory_per_gpu.value(), 8000);
+  EXPECT_FALSE(each->containers[0].exclusive);
+  EXPECT_EQ(each->containers[0].models, std::vector<std::string>{"V100"});
+
+  auto total = DecodePodRequest(with_labels({{"genius/gpu-number", "3"}, {"genius/gpu-memory-total", "10000"}}),
+                                ResourceConfig{});
+  ASSERT_TRUE(total.ok()) << total.status();
+  EXPECT_EQ(total->containers[0].memory_per_gpu.value(), 3334) << "the total over 3 GPUs, rounded up";
+
+  auto whole = DecodePodRequest(with_labels({{"genius/gpu-number", "4"}, {"genius/priority", "7"}}), ResourceConfig{});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE(whole->containers[0].exclusive);
+  EXPECT_EQ(whole->containers[0].count, 4);
+  EXPECT_EQ(whole->priority, 7);
+
+  // A GPU resource wins over the labels; the labels can be turned off; bad values are errors naming the label.
+  json both = with_labels({{"genius/gpu-number", "4"}});
+  both["spec"]["containers"][0]["resources"]["limits"] = {{"nvidia.com/gpu", "1"}};
+  EXPECT_EQ(DecodePodRequest(both, ResourceConfig{})->containers[0].count, 1);
+  ResourceConfig off;
+  off.genius_labels = false;
+  EXPECT_TRUE(DecodePodRequest(with_labels({{"genius/gpu-number", "4"}}), off)->containers.empty());
+  for (const json& bad : {json{{"genius/gpu-number", "two"}}, json{{"genius/gpu-number", "0"}},
+                          json{{"genius/gpu-memory-each", "1"}, {"genius/gpu-memory-total", "2"}},
+                          json{{"genius/gpu-number", "1"}, {"genius/priority", "high"}}}) {
+    auto r = DecodePodRequest(with_labels(bad), ResourceConfig{});
+    ASSERT_FALSE(r.ok()) << bad.dump();
+    EXPECT_NE(r.status().message().find("genius/"), std::string::npos) << r.status();
+  }
+}
+
 TEST(ResourcesTest, RejectsContradictoryOrImpossibleRequestsNamingContainerAndResource) {
   const BadCase cases[] = {
       {{{"gpusched.io/gpu-core", "150"}}, "gpusched.io/gpu-core 150 is above 100"},

@@ -98,6 +98,10 @@ common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, co
     } else if (key == "assumedPodTtlSeconds") {
       GPUSCHED_ASSIGN_OR_RETURN(n, Seconds(v, source, key, 1, 3600));
       c.assumed_ttl_seconds = n;
+    } else if (key == "gpushareMemoryUnit" || key == "geniusLabels") {
+      if (auto st = adapters::extender::ParseResourceCompat(key, v, source, c.resources); !st.ok()) {
+        return st;
+      }
     } else if (key == "leaderElection") {
       if (auto st = adapters::extender::ParseLeaderElection(v, source, c.leader_election); !st.ok()) {
         return st;

@@ -12,6 +12,8 @@
 //   podMaxBackoffSeconds: 10          up to this
 //   assumedPodTtlSeconds: 30          GPUs of a bind with an unknown outcome stay taken this long unless the watch
 //                                     shows the pod
+//   gpushareMemoryUnit: GiB           what aliyun.com/gpu-mem counts (MiB where gpushare runs with MiB)
+//   geniusLabels: true                read Genius's genius/gpu-number, -memory-each, -memory-total, -model labels
 //   leaderElection:
 //     enabled: true
 //     namespace: ""                   default: $POD_NAMESPACE, else kube-system
@@ -25,6 +27,7 @@
 
 #include "gpusched/adapters/extender/config.h"
 #include "gpusched/common/status.h"
+#include "gpusched/kube/resources.h"
 
 namespace gpusched::scheduler {
 
@@ -39,6 +42,7 @@ struct SchedulerConfig {
   int max_backoff_seconds = 10;
   int assumed_ttl_seconds = 30;
   adapters::extender::LeaderElectionConfig leader_election{.enabled = true, .name = "gpusched-scheduler"};
+  kube::ResourceConfig resources;  // gpushareMemoryUnit, geniusLabels
 };
 
 // `source` names the text in errors (the file name).

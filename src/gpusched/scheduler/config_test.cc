@@ -34,6 +34,8 @@ podMaxBackoffSeconds: 20
 assumedPodTtlSeconds: 60
 leaderElection: {enabled: false, namespace: gpu, name: sched, leaseDurationSeconds: 4, renewDeadlineSeconds: 3,
                  retryPeriodSeconds: 1}
+gpushareMemoryUnit: MiB
+geniusLabels: false
 )",
                                 "c.yaml");
   ASSERT_TRUE(c.ok()) << c.status().message();
@@ -50,6 +52,8 @@ leaderElection: {enabled: false, namespace: gpu, name: sched, leaseDurationSecon
   EXPECT_EQ(c->leader_election.namespace_, "gpu");
   EXPECT_EQ(c->leader_election.name, "sched");
   EXPECT_EQ(c->leader_election.lease_duration_seconds, 4);
+  EXPECT_EQ(c->resources.gpushare_memory_unit_mib, 1);
+  EXPECT_FALSE(c->resources.genius_labels);
 }
 
 TEST(SchedulerConfigTest, MistakesAreErrorsNamingTheKey) {
@@ -69,6 +73,8 @@ TEST(SchedulerConfigTest, MistakesAreErrorsNamingTheKey) {
       {"schedulerName: gpusched", "unknown key \"schedulerName\""},
       {"[1, 2]", "top level"},
       {"policy: [binpack]", "policy"},
+      {"gpushareMemoryUnit: KiB", "GiB or MiB"},
+      {"geniusLabels: maybe", "geniusLabels"},
   };
   for (const auto& [yaml, expect] : cases) {
     auto c = ParseSchedulerConfig(yaml, "c.yaml");

@@ -104,6 +104,24 @@ common::Status ParseLeaderElection(const YAML::Node& node, const std::string& so
   return common::Status::Ok();
 }
 
+common::Status ParseResourceCompat(const std::string& key, const YAML::Node& node, const std::string& source,
+                                   kube::ResourceConfig& resources) {
+  if (key == "gpushareMemoryUnit") {
+    GPUSCHED_ASSIGN_OR_RETURN(unit, As<std::string>(node, source, key));
+    if (unit != "GiB" && unit != "MiB") {
+      return Bad(source, "\"gpushareMemoryUnit\" must be GiB or MiB, not \"" + unit + "\"");
+    }
+    resources.gpushare_memory_unit_mib = unit == "GiB" ? 1024 : 1;
+    return common::Status::Ok();
+  }
+  if (key == "geniusLabels") {
+    GPUSCHED_ASSIGN_OR_RETURN(on, As<bool>(node, source, key));
+    resources.genius_labels = on;
+    return common::Status::Ok();
+  }
+  return Bad(source, "unknown key \"" + key + "\"");
+}
+
 common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, const std::string& source) {
   YAML::Node root;
   try {
@@ -135,7 +153,9 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
                                               "idleTimeoutSeconds",
                                               "schedulerNames",
                                               "bindFilterWindowSeconds",
-                                              "leaderElection"};
+                                              "leaderElection",
+                                              "gpushareMemoryUnit",
+                                              "geniusLabels"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     if (!kKeys.contains(key)) {
@@ -196,6 +216,10 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
           return Bad(source, "\"weights." + name + "\" must be a positive number");
         }
         c.weights.emplace_back(name, weight);
+      }
+    } else if (key == "gpushareMemoryUnit" || key == "geniusLabels") {
+      if (auto st = ParseResourceCompat(key, v, source, c.resources); !st.ok()) {
+        return st;
       }
     } else if (key == "resourceNames") {
       if (!v.IsSequence()) {

@@ -113,6 +113,12 @@ struct LeaderElectionConfig {
 // Reads `node` (the value of the leaderElection key) over `out`'s defaults; errors name `source` and the key.
 common::Status ParseLeaderElection(const YAML::Node& node, const std::string& source, LeaderElectionConfig& out);
 
+// The compatibility keys of a daemon's config file (the extender's and the scheduler's) into `resources`:
+//   gpushareMemoryUnit: GiB | MiB   what aliyun.com/gpu-mem counts (GiB by default)
+//   geniusLabels: true | false      read Genius's genius/gpu-* labels (default true)
+common::Status ParseResourceCompat(const std::string& key, const YAML::Node& node, const std::string& source,
+                                   kube::ResourceConfig& resources);
+
 struct ExtenderConfig {
   std::string host = "127.0.0.1";
   int port = 12345;
