@@ -36,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from control_plane import (REPO_ROOT, ControlPlane, Process, find_etcd, find_k8s_bin, free_port,  # noqa: E402
                            wait_until, write_kubeconfig)
+from allocation_checks import AllocationChecks  # noqa: E402
 from kube import ALLOCATION_ANNOTATION, GPU_MEMORY_MIB, GPUS_ANNOTATION, Kube, gpu_pod  # noqa: E402
 import rbac_audit  # noqa: E402
 
@@ -243,7 +244,7 @@ def requests_gpu(pod):
 
 
 @unittest.skipIf(SKIP_REASON is not None, SKIP_REASON or "")
-class ExtenderE2E(unittest.TestCase):
+class ExtenderE2E(AllocationChecks, unittest.TestCase):
     cp = None
     ext = None
     second = None  # the second replica of test_9
@@ -425,31 +426,6 @@ class ExtenderE2E(unittest.TestCase):
         # kube-scheduler retries it on every cluster event; audit() checks it stays pending for the whole suite.
         type(self).must_stay_pending.append(name)
         return value
-
-    def allocation(self, pod):
-        text = pod["metadata"].get("annotations", {}).get(ALLOCATION_ANNOTATION)
-        self.assertIsNotNone(text, f"bound pod {pod['metadata']['name']} has no {ALLOCATION_ANNOTATION} annotation")
-        try:
-            alloc = json.loads(text)
-        except ValueError as e:
-            self.fail(f"{ALLOCATION_ANNOTATION} of {pod['metadata']['name']} is not JSON ({e}): {text!r}")
-        self.assertEqual(alloc.get("node"), pod["spec"]["nodeName"],
-                         f"allocation node differs from spec.nodeName for {pod['metadata']['name']}: {text}")
-        self.assertIsInstance(alloc.get("id"), int, f"allocation id missing or not an integer: {text}")
-        self.assertIsInstance(alloc.get("containers"), list, f"allocation has no containers list: {text}")
-        return alloc
-
-    def check_share_allocation(self, pod, limits):
-        alloc = self.allocation(pod)
-        name = pod["metadata"]["name"]
-        self.assertEqual([c.get("name") for c in alloc["containers"]], ["main"], f"{name}: {alloc}")
-        gpus = alloc["containers"][0].get("gpus") or []
-        self.assertEqual(len(gpus), limits["gpusched.io/gpu"], f"{name}: {alloc}")
-        for g in gpus:
-            self.assertEqual(g.get("milli"), limits["gpusched.io/gpu-core"] * 10, f"{name}: {alloc}")
-            self.assertEqual(g.get("memory_mib"), limits["gpusched.io/gpu-memory"], f"{name}: {alloc}")
-            self.assertFalse(g.get("exclusive"), f"{name}: shared request got an exclusive GPU: {alloc}")
-        return alloc
 
     def audit(self):
         """Cluster-wide invariants over every pod's allocation; returns {(node, uuid): [milli, MiB, pods]}."""

@@ -54,6 +54,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from control_plane import (REPO_ROOT, ControlPlane, Process, find_etcd, find_k8s_bin, free_port,  # noqa: E402
                            wait_until, write_kubeconfig)
+from allocation_checks import AllocationChecks  # noqa: E402
 from kube import ALLOCATION_ANNOTATION, GPU_MEMORY_MIB, GPUS_ANNOTATION, Kube, KubeError, gpu_pod  # noqa: E402
 import rbac_audit  # noqa: E402
 
@@ -343,7 +344,7 @@ def event_order(e):
 
 
 @unittest.skipIf(SKIP_REASON is not None, SKIP_REASON or "")
-class SchedulerE2E(unittest.TestCase):
+class SchedulerE2E(AllocationChecks, unittest.TestCase):
     cp = None
     main = None
     schedulers = []  # every Scheduler of the suite, for logs and shutdown checks
@@ -562,32 +563,6 @@ class SchedulerE2E(unittest.TestCase):
         self.assertFalse(self.kube.get("pods", name)["spec"].get("nodeName"))
         type(self).must_stay_pending.append(name)
         return cond
-
-    def allocation(self, pod):
-        name = pod["metadata"]["name"]
-        text = pod["metadata"].get("annotations", {}).get(ALLOCATION_ANNOTATION)
-        self.assertIsNotNone(text, f"bound pod {name} has no {ALLOCATION_ANNOTATION} annotation")
-        try:
-            alloc = json.loads(text)
-        except ValueError as e:
-            self.fail(f"{ALLOCATION_ANNOTATION} of {name} is not JSON ({e}): {text!r}")
-        self.assertEqual(alloc.get("node"), pod["spec"]["nodeName"],
-                         f"allocation node differs from spec.nodeName for {name}: {text}")
-        self.assertIsInstance(alloc.get("id"), int, f"allocation id missing or not an integer: {text}")
-        self.assertIsInstance(alloc.get("containers"), list, f"allocation has no containers list: {text}")
-        return alloc
-
-    def check_share_allocation(self, pod, limits):
-        alloc = self.allocation(pod)
-        name = pod["metadata"]["name"]
-        self.assertEqual([c.get("name") for c in alloc["containers"]], ["main"], f"{name}: {alloc}")
-        gpus = alloc["containers"][0].get("gpus") or []
-        self.assertEqual(len(gpus), limits["gpusched.io/gpu"], f"{name}: {alloc}")
-        for g in gpus:
-            self.assertEqual(g.get("milli"), limits["gpusched.io/gpu-core"] * 10, f"{name}: {alloc}")
-            self.assertEqual(g.get("memory_mib"), limits["gpusched.io/gpu-memory"], f"{name}: {alloc}")
-            self.assertFalse(g.get("exclusive"), f"{name}: shared request got an exclusive GPU: {alloc}")
-        return alloc
 
     def check_whole_allocation(self, pod, count=1):
         alloc = self.allocation(pod)
