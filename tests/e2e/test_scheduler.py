@@ -17,6 +17,8 @@ the pods' nodeSelector), so tests do not depend on each other's deletions.
   5. a GPU freed by a deletion goes to the pending pod within 1 s (RESULT freed_to_bound_s=...).
   6. two replicas on one Lease: kill -9 of the leader, the standby binds new pods within lease + 10 s.
   7. kill -9 while 20 pods are being bound, restart: all 20 end bound, no GPU overcommitted, each bound once.
+  8. share preemption: a pod of high priority evicts the one low-priority share that no PodDisruptionBudget
+     protects (Eviction API, nominatedNodeName, Preempted event) and binds; a budget refuses the next eviction.
 After every test, audit() checks every pod of the cluster (allocations valid and within each GPU's capacity, unique
 ids, pods that did not fit still pending); tests 6 and 7 also count the bindings in kube-apiserver's audit log.
 
@@ -744,11 +746,7 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         available", PodScheduled=False Unschedulable). A node with one GPU appears: the high one binds, the low one
         is tried again on the new node and stays pending."""
         pool = "prio"
-        classes = {"low": ("gpusched-e2e-prio-low", 10), "high": ("gpusched-e2e-prio-high", 1000)}
-        for pc, value in classes.values():
-            self.kube.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {
-                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": pc},
-                "value": value, "globalDefault": False, "description": "gpusched e2e"})
+        classes = self.priority_classes()
         for which in ("low", "high"):
             pc, value = classes[which]
             pod = self.pod(f"prio-{which}", WHOLE, pool, priority_class=pc)
@@ -772,6 +770,22 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         self.assertIn("nodes are available", msg)
         self.assertFalse(self.kube.get("pods", "prio-low")["spec"].get("nodeName"))
         self.audit(pool)
+
+    def priority_classes(self):
+        """{"low": (name, 10), "high": (name, 1000)}: two PriorityClasses, created unless they exist."""
+        classes = {"low": ("gpusched-e2e-prio-low", 10), "high": ("gpusched-e2e-prio-high", 1000)}
+        for pc, value in classes.values():
+            status, body = self.kube.raw("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {
+                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": pc},
+                "value": value, "globalDefault": False, "description": "gpusched e2e"})
+            self.assertIn(status, (201, 409), f"PriorityClass {pc}: {status} {body}")
+        return classes
+
+    def create_admitted(self, pod):
+        """Creates the pod once the Priority admission plugin knows its PriorityClass (it reads them from an
+        informer: new ones show up shortly)."""
+        return wait_until(lambda: self._create_if_admitted(pod), 15, interval=0.2,
+                          what=f"{pod['metadata']['name']} to be admitted with its PriorityClass")
 
     def _create_if_admitted(self, pod):
         try:
@@ -1019,6 +1033,101 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         self.assertEqual(len(usage), 4, usage)
         self.assertEqual(sorted(u[0] for u in usage.values()), [1000] * 4, usage)
         self.assert_bound_once(names)
+
+    @dump_logs_on_failure
+    def test_8_share_preemption_with_budget(self):
+        """One GPU shared by two pods of low priority (50% each); a PodDisruptionBudget (minAvailable 1) protects
+        one of them. A pod of high priority needing 50% preempts the other: its status.nominatedNodeName names the
+        node, the victim is evicted through the Eviction API (it gets a Preempted event and a deletionTimestamp;
+        the test then finishes its termination, as the kubelet would), the protected one is untouched, and the
+        preemptor binds to the room held for it. A second pod of high priority that only the protected pod could
+        make room for is refused by the budget (429 from the Eviction API: FailedPreemption) and evicts nothing."""
+        pool = "preempt"
+        classes = self.priority_classes()
+        node = list(self.make_pool(pool, nodes=1, gpus=1))[0]
+        half = {"gpusched.io/gpu": 1, "gpusched.io/gpu-memory": 20000, "gpusched.io/gpu-core": 50}
+        for name, app in (("pre-protected", "db"), ("pre-free", "batch")):
+            pod = self.pod(name, half, pool, priority_class=classes["low"][0])
+            pod["metadata"]["labels"]["app"] = app
+            # A grace period, so that an eviction leaves the pod terminating (as on a real node) until the test,
+            # standing in for the kubelet, finishes it.
+            pod["spec"]["terminationGracePeriodSeconds"] = 30
+            self.create_admitted(pod)
+            self.check_share_allocation(self.wait_bound(name), half)
+            # Running and Ready, as its kubelet would report it (the Eviction API ignores budgets for Pending pods,
+            # and lets an unready pod go while its budget's healthy count holds).
+            self.kube.patch("pods", name, {"status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True"}]}}, sub="status", patch_type="strategic")
+        # policy/v1 from Kubernetes 1.21; the suite's 1.20 serves policy/v1beta1. No controller-manager runs here:
+        # the test writes the budget's status as the disruption controller would (1 healthy of 1 wanted: no
+        # disruption allowed).
+        status, _ = self.kube.raw("GET", "/apis/policy/v1")
+        version = "policy/v1" if status == 200 else "policy/v1beta1"
+        path = f"/apis/{version}/namespaces/default/poddisruptionbudgets"
+        pdb = self.kube.call("POST", path, {
+            "apiVersion": version, "kind": "PodDisruptionBudget", "metadata": {"name": "pre-db"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db", POOL_LABEL: pool}}}})
+        self.addCleanup(lambda: self.kube.raw("DELETE", f"{path}/pre-db"))
+        pdb["status"] = {"observedGeneration": pdb["metadata"].get("generation", 1), "disruptionsAllowed": 0,
+                         "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}
+        self.kube.call("PUT", f"{path}/pre-db/status", pdb)
+
+        def budgets_known():
+            return any(n == "gpusched_scheduler_disruption_budgets" and v >= 1 for n, _, v in self.main.metrics())
+        wait_until(budgets_known, 10, interval=0.1, what="the scheduler to see the PodDisruptionBudget")
+
+        t0 = time.monotonic()
+        self.create_admitted(self.pod("pre-high", half, pool, priority_class=classes["high"][0]))
+
+        def nominated():
+            pod = self.kube.get("pods", "pre-high")
+            return pod if (pod.get("status") or {}).get("nominatedNodeName") else None
+        pod = Kube.wait_for(nominated, BIND_TIMEOUT, what="pre-high's nominatedNodeName", on_poll=self.alive)
+        self.assertEqual(pod["status"]["nominatedNodeName"], node)
+
+        def evicted():
+            victim = self.kube.get("pods", "pre-free")
+            self.assertIsNotNone(victim, "pre-free vanished at once despite its grace period")
+            return victim if victim["metadata"].get("deletionTimestamp") else None
+        Kube.wait_for(evicted, BIND_TIMEOUT, what="pre-free to be evicted", on_poll=self.alive)
+        evicted_s = time.monotonic() - t0
+        self.assertFalse(self.kube.get("pods", "pre-protected")["metadata"].get("deletionTimestamp"),
+                         "the pod the budget protects was evicted")
+        preempted = self.events("pre-free", reason="Preempted")
+        self.assertTrue(preempted, f"no Preempted event on pre-free: {self.events('pre-free')}")
+        self.assertIn(f"Preempted by default/pre-high on node {node}", preempted[-1].get("message", ""))
+        # The victim terminates: the preemptor waits (the GPU is still full); then the kubelet's part: it is gone.
+        time.sleep(0.5)
+        self.assertFalse(self.kube.get("pods", "pre-high")["spec"].get("nodeName"))
+        self.kube.delete("pods", "pre-free", grace=0)
+        t1 = time.monotonic()
+        high = self.wait_bound("pre-high")
+        log(f"RESULT preempt_evicted_s={evicted_s:.3f} victim_gone_to_bound_s={time.monotonic() - t1:.3f}")
+        self.assertEqual(high["spec"]["nodeName"], node)
+        self.check_share_allocation(high, half)
+        # A bound pod's PodScheduled condition is True (the Binding set it); the scheduler's earlier
+        # PodScheduled=False patch, written asynchronously, must not land after it.
+        time.sleep(0.5)
+        conditions = {c.get("type"): c.get("status") for c in self.kube.get("pods", "pre-high")["status"].get(
+            "conditions") or []}
+        self.assertEqual(conditions.get("PodScheduled"), "True", conditions)
+        self.audit(pool)
+
+        # Only the protected pod is of lower priority now: the budget refuses its eviction.
+        self.create_admitted(self.pod("pre-high-2", half, pool, priority_class=classes["high"][0]))
+        self.addCleanup(lambda: self.kube.delete("pods", "pre-high-2", grace=0))
+
+        def refused():
+            return [e for e in self.events("pre-high-2", reason="FailedPreemption")] or None
+        events = Kube.wait_for(refused, BIND_TIMEOUT, what="pre-high-2's FailedPreemption", on_poll=self.alive)
+        self.assertIn("disruption budget", events[-1].get("message", ""), events[-1])
+        protected = self.kube.get("pods", "pre-protected")
+        self.assertFalse(protected["metadata"].get("deletionTimestamp"), "the budget's pod was evicted")
+        self.assertFalse(self.kube.get("pods", "pre-high-2")["spec"].get("nodeName"))
+        metrics = {(n, tuple(sorted(lbl.items()))): v for n, lbl, v in self.main.metrics()}
+        self.assertGreaterEqual(metrics.get(("gpusched_scheduler_preemptions_total", (("result", "ok"),)), 0), 1)
+        self.assertGreaterEqual(metrics.get(("gpusched_scheduler_preemptions_total", (("result", "failed"),)), 0), 1)
+        self.audit(pool)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 #include "gpusched/cli/scheduler_command.h"
 
 #include <malloc.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -8,6 +10,9 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -19,6 +24,7 @@
 #include "gpusched/adapters/k8s/informer.h"
 #include "gpusched/adapters/k8s/lease_lock.h"
 #include "gpusched/adapters/k8s/pod_binder.h"
+#include "gpusched/adapters/k8s/pod_preemptor.h"
 #include "gpusched/cli/election_loop.h"
 #include "gpusched/common/log.h"
 #include "gpusched/net/http_server.h"
@@ -120,6 +126,29 @@ int RunScheduler(const SchedulerFlags& flags) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // Preemption evicts through the policy API group's Eviction and reads its PodDisruptionBudgets: which version
+  // the server serves (policy/v1 from Kubernetes 1.21) is asked once, waiting a while for a server still starting.
+  std::unique_ptr<k8s::PodPreemptor> preemptor;
+  std::string policy_version;
+  if (config.preemption) {
+    for (int attempt = 1;; ++attempt) {
+      auto v = k8s::PolicyApiVersion(**client);
+      if (v.ok()) {
+        policy_version = *v;
+        break;
+      }
+      if (attempt == 15) {
+        return Fail("cannot ask the API server for its policy API version: " + v.status().message());
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+    }
+    std::optional<int64_t> grace;
+    if (config.eviction_grace_period_seconds.has_value()) {
+      grace = *config.eviction_grace_period_seconds;
+    }
+    preemptor = std::make_unique<k8s::PodPreemptor>(**client, policy_version, grace);
+  }
+
   ext::ClusterMirror mirror(ext::MirrorOptions{.charge_every_pod = true});
   std::atomic<bool> caches_synced{false};
   k8s::PodBinder binder(**client);
@@ -136,13 +165,14 @@ int RunScheduler(const SchedulerFlags& flags) {
           .assumed_ttl_ms = int64_t{config.assumed_ttl_seconds} * 1000,
           // Nothing is scheduled before both caches hold the whole cluster (a pending pod listed before the bound
           // pods would see their capacity free), nor by a replica that does not lead.
-          .may_bind = [&caches_synced, &elector] {
-            return caches_synced.load() && (elector == nullptr || elector->CanAct());
-          }});
+          .may_bind = [&caches_synced,
+                       &elector] { return caches_synced.load() && (elector == nullptr || elector->CanAct()); },
+          .preemptor = preemptor.get()});
   if (!made.ok()) {
     return Fail(made.status().message());
   }
   scheduler::Scheduler& sched = **made;
+  events.SetStillPending([&sched](const std::string& uid) { return sched.StillPending(uid); });
 
   // The mirror keeps what scheduling needs of every object; the informers keep identities only.
   k8s::Informer nodes(
@@ -153,9 +183,28 @@ int RunScheduler(const SchedulerFlags& flags) {
       **client,
       k8s::InformerOptions{.path = "/api/v1/pods", .transform = k8s::StripForScheduling, .cache_identity_only = true},
       [&sched](const k8s::WatchEvent& e) { sched.OnPod(ToEvent(e.type), e.object); });
+  // Budgets only where preemption is on (it alone reads them).
+  std::unique_ptr<k8s::Informer> budgets;
+  if (preemptor != nullptr) {
+    budgets = std::make_unique<k8s::Informer>(
+        **client,
+        k8s::InformerOptions{.path = "/apis/" + policy_version + "/poddisruptionbudgets",
+                             .transform = k8s::StripForScheduling},
+        [&sched](const k8s::WatchEvent& e) { sched.OnDisruptionBudget(ToEvent(e.type), e.object); });
+  }
+  std::vector<const k8s::Informer*> informers = {&nodes, &pods};
+  if (budgets != nullptr) {
+    informers.push_back(budgets.get());
+  }
+  auto all_synced = [&informers] {
+    return std::all_of(informers.begin(), informers.end(), [](const k8s::Informer* i) { return i->HasSynced(); });
+  };
   const auto started = std::chrono::steady_clock::now();
   nodes.Start();
   pods.Start();
+  if (budgets != nullptr) {
+    budgets->Start();
+  }
 
   std::atomic<bool> leading{elector == nullptr};
   // Ready = the caches are synced and the watches live: a standby is ready too (it takes over with warm caches);
@@ -179,7 +228,11 @@ int RunScheduler(const SchedulerFlags& flags) {
     if (!pods.HasSynced()) {
       why += "pod cache not synced" + (pods.last_error().empty() ? "" : " (" + pods.last_error() + ")") + "; ";
     }
-    for (const k8s::Informer* informer : {&nodes, &pods}) {
+    if (budgets != nullptr && !budgets->HasSynced()) {
+      why += "PodDisruptionBudget cache not synced" +
+             (budgets->last_error().empty() ? "" : " (" + budgets->last_error() + ")") + "; ";
+    }
+    for (const k8s::Informer* informer : informers) {
       if (std::string stale = informer->Staleness(); !stale.empty()) {
         why += stale + "; ";
       }
@@ -244,7 +297,7 @@ int RunScheduler(const SchedulerFlags& flags) {
   int sig = 0;
   const timespec tick{.tv_sec = 0, .tv_nsec = 100'000'000};
   while ((sig = sigtimedwait(&signals, nullptr, &tick)) < 0) {
-    if (!caches_synced.load() && nodes.HasSynced() && pods.HasSynced()) {
+    if (!caches_synced.load() && all_synced()) {
       // The first lists' pages are freed by now: hand that memory back to the system.
       malloc_trim(0);
       caches_synced.store(true);
@@ -274,6 +327,9 @@ int RunScheduler(const SchedulerFlags& flags) {
     elector->Release();
   }
   server->Stop();
+  if (budgets != nullptr) {
+    budgets->Stop();
+  }
   pods.Stop();
   nodes.Stop();
   events.Stop();

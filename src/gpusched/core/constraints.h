@@ -5,6 +5,7 @@
 // required node affinity; node taints against a pod's tolerations.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +43,32 @@ struct NodeSelectorTerm {
   std::vector<NodeSelectorRequirement> match_expressions;
   std::vector<NodeSelectorRequirement> match_fields;
   bool operator==(const NodeSelectorTerm&) const = default;
+};
+
+// A label selector of an object other than a node (a PodDisruptionBudget's spec.selector): matchLabels and
+// matchExpressions (In, NotIn, Exists, DoesNotExist), ANDed.
+struct LabelSelector {
+  std::map<std::string, std::string> match_labels;
+  std::vector<NodeSelectorRequirement> match_expressions;
+
+  [[nodiscard]] bool Empty() const { return match_labels.empty() && match_expressions.empty(); }
+  // Every requirement holds for these labels (true for an empty selector: callers decide what empty means).
+  [[nodiscard]] bool Matches(const std::map<std::string, std::string>& labels) const;
+  bool operator==(const LabelSelector&) const = default;
+};
+
+// A PodDisruptionBudget as preemption reads it.
+struct DisruptionBudget {
+  std::string namespace_, name;
+  LabelSelector selector;
+  int32_t disruptions_allowed = 0;          // status.disruptionsAllowed
+  std::vector<std::string> disrupted_pods;  // status.disruptedPods: names whose eviction is already counted
+
+  // Whether evicting this pod counts against the budget: same namespace, a selector that is not empty and matches
+  // (kube-scheduler's preemption reads an empty selector as matching nothing), and not already disrupted.
+  [[nodiscard]] bool Counts(const std::string& pod_namespace, const std::string& pod_name,
+                            const std::map<std::string, std::string>& labels) const;
+  bool operator==(const DisruptionBudget&) const = default;
 };
 
 }  // namespace gpusched::core

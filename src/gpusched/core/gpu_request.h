@@ -42,6 +42,7 @@ struct PodRequest {
   common::MiB memory{0};
   std::vector<GpuRequest> containers;  // only the containers that request GPUs
   int32_t priority = 0;
+  bool preempt_never = false;  // spec.preemptionPolicy: Never (it waits for room, never evicts others)
   // The application class (annotation gpusched.io/app or a configured label): what the interference model knows
   // the workload as. Empty = unknown.
   std::string app;

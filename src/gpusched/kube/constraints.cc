@@ -195,6 +195,86 @@ common::Result<std::vector<core::NodeSelectorTerm>> DecodeRequiredNodeAffinity(c
   return ObjectList<core::NodeSelectorTerm>(*terms, base + ".nodeSelectorTerms", Term);
 }
 
+common::Result<core::LabelSelector> DecodeLabelSelector(const json& selector, const std::string& where) {
+  core::LabelSelector out;
+  if (selector.is_null()) {
+    return out;
+  }
+  if (!selector.is_object()) {
+    return Bad(where + " is not an object");
+  }
+  const json& labels = Member(selector, "matchLabels");
+  if (!labels.is_null()) {
+    if (!labels.is_object()) {
+      return Bad(where + ".matchLabels is not a map");
+    }
+    for (const auto& [k, v] : labels.items()) {
+      if (!v.is_string()) {
+        return Bad(where + ".matchLabels." + k + " is not a string");
+      }
+      out.match_labels.emplace(k, v.get<std::string>());
+    }
+  }
+  GPUSCHED_ASSIGN_OR_RETURN(exprs, ObjectList<core::NodeSelectorRequirement>(Member(selector, "matchExpressions"),
+                                                                             where + ".matchExpressions", Requirement));
+  for (const auto& r : exprs) {
+    using Op = core::NodeSelectorRequirement::Operator;
+    if (r.op == Op::kGt || r.op == Op::kLt) {
+      return Bad(where + ".matchExpressions: operator Gt/Lt is for node selectors only");
+    }
+  }
+  out.match_expressions = std::move(exprs);
+  return out;
+}
+
+common::Result<core::DisruptionBudget> DecodeDisruptionBudget(const json& pdb) {
+  core::DisruptionBudget out;
+  if (!pdb.is_object()) {
+    return Bad("PodDisruptionBudget is not an object");
+  }
+  const json& metadata = Member(pdb, "metadata");
+  if (!metadata.is_object()) {
+    return Bad("PodDisruptionBudget has no metadata");
+  }
+  GPUSCHED_ASSIGN_OR_RETURN(ns, OptionalString(metadata, "namespace", "metadata"));
+  GPUSCHED_ASSIGN_OR_RETURN(name, OptionalString(metadata, "name", "metadata"));
+  out.namespace_ = ns;
+  out.name = name;
+  const std::string who = "PodDisruptionBudget " + ns + "/" + name + ": ";
+  const json& spec = Member(pdb, "spec");
+  if (!spec.is_null() && !spec.is_object()) {
+    return Bad(who + "spec is not an object");
+  }
+  if (spec.is_object()) {
+    auto selector = DecodeLabelSelector(Member(spec, "selector"), "spec.selector");
+    if (!selector.ok()) {
+      return Bad(who + selector.status().message());
+    }
+    out.selector = std::move(selector).value();
+  }
+  const json& status = Member(pdb, "status");
+  if (status.is_object()) {
+    // policy/v1 and later v1beta1 call it disruptionsAllowed; v1beta1 before 1.15 podDisruptionsAllowed.
+    const json* allowed = &Member(status, "disruptionsAllowed");
+    if (allowed->is_null()) {
+      allowed = &Member(status, "podDisruptionsAllowed");
+    }
+    if (!allowed->is_null()) {
+      if (!allowed->is_number_integer()) {
+        return Bad(who + "status.disruptionsAllowed is not an integer");
+      }
+      out.disruptions_allowed = allowed->get<int32_t>();
+    }
+    const json& disrupted = Member(status, "disruptedPods");
+    if (disrupted.is_object()) {
+      for (const auto& [pod, when] : disrupted.items()) {
+        out.disrupted_pods.push_back(pod);
+      }
+    }
+  }
+  return out;
+}
+
 UnevaluatedFields FindUnevaluatedFields(const json& pod) {
   UnevaluatedFields out;
   const json& spec = Member(pod, "spec");

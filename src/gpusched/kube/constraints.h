@@ -25,6 +25,12 @@ common::Result<std::map<std::string, std::string>> DecodeNodeSelector(const nloh
 // `spec`: the pod's spec; its required node affinity terms (empty when none).
 common::Result<std::vector<core::NodeSelectorTerm>> DecodeRequiredNodeAffinity(const nlohmann::json& spec);
 
+// `selector`: a metav1.LabelSelector (or null: empty). `where` names it in errors. Gt and Lt are refused.
+common::Result<core::LabelSelector> DecodeLabelSelector(const nlohmann::json& selector, const std::string& where);
+// A policy/v1 or policy/v1beta1 PodDisruptionBudget: namespace, name, spec.selector and from its status what the
+// disruption controller allows (0 until the controller has written it: such a budget allows no eviction).
+common::Result<core::DisruptionBudget> DecodeDisruptionBudget(const nlohmann::json& pdb);
+
 // Scheduling fields of a pod that gpusched's scheduler does not evaluate, as paths naming them. A pod is never
 // placed as if they were absent without saying so:
 //   hard  the scheduler refuses to place the pod (it could break the constraint): required pod affinity and

@@ -124,5 +124,58 @@ TEST(ConstraintsTest, MalformedConstraintsAreErrorsNamingTheField) {
       << n.status().message();
 }
 
+TEST(ConstraintsTest, DisruptionBudgetsDecodeAndCountTheirPods) {
+  const json pdb = json::parse(R"({
+    "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+    "metadata": {"name": "db", "namespace": "ml"},
+    "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "db"},
+             "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["test"]}]}},
+    "status": {"disruptionsAllowed": 1, "disruptedPods": {"db-0": "2026-11-25T10:00:00Z"}}
+  })");
+  auto b = DecodeDisruptionBudget(pdb);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(b->namespace_, "ml");
+  EXPECT_EQ(b->name, "db");
+  EXPECT_EQ(b->disruptions_allowed, 1);
+  EXPECT_EQ(b->disrupted_pods, std::vector<std::string>{"db-0"});
+  EXPECT_TRUE(b->Counts("ml", "db-1", {{"app", "db"}}));
+  EXPECT_TRUE(b->Counts("ml", "db-1", {{"app", "db"}, {"tier", "prod"}}));
+  EXPECT_FALSE(b->Counts("ml", "db-1", {{"app", "db"}, {"tier", "test"}})) << "NotIn";
+  EXPECT_FALSE(b->Counts("ml", "db-0", {{"app", "db"}})) << "already disrupted: not counted again";
+  EXPECT_FALSE(b->Counts("other", "db-1", {{"app", "db"}})) << "another namespace";
+  EXPECT_FALSE(b->Counts("ml", "web", {{"app", "web"}}));
+
+  // An empty selector covers nothing; a budget the disruption controller has not processed allows nothing.
+  auto empty = DecodeDisruptionBudget(json::parse(R"({"metadata": {"name": "e", "namespace": "ml"},
+                                                       "spec": {"selector": {}}})"));
+  ASSERT_TRUE(empty.ok());
+  EXPECT_FALSE(empty->Counts("ml", "db-1", {{"app", "db"}}));
+  EXPECT_EQ(empty->disruptions_allowed, 0);
+  // policy/v1beta1 before 1.15 named it podDisruptionsAllowed.
+  auto old = DecodeDisruptionBudget(json::parse(R"({"metadata": {"name": "o", "namespace": "ml"},
+                                                     "status": {"podDisruptionsAllowed": 3}})"));
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->disruptions_allowed, 3);
+
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"metadata": {"name": "x", "namespace": "ml"}, "spec": {"selector": {"matchLabels": {"a": 1}}}})",
+       "spec.selector.matchLabels.a is not a string"},
+      {R"({"metadata": {"name": "x", "namespace": "ml"}, "spec": {"selector": {"matchExpressions":
+           [{"key": "a", "operator": "Gt", "values": ["1"]}]}}})",
+       "Gt/Lt"},
+      {R"({"metadata": {"name": "x", "namespace": "ml"}, "spec": {"selector": {"matchExpressions":
+           [{"key": "a", "operator": "Near"}]}}})",
+       "operator \"Near\""},
+      {R"({"metadata": {"name": "x", "namespace": "ml"}, "status": {"disruptionsAllowed": "one"}})",
+       "status.disruptionsAllowed is not an integer"},
+      {R"([])", "not an object"},
+  };
+  for (const auto& [text, want] : bad) {
+    auto r = DecodeDisruptionBudget(json::parse(text));
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace gpusched::kube

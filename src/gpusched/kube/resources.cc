@@ -465,6 +465,12 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
     }
   }
   out.app = DecodePodApp(pod, config.app_label);
+  if (const json* p = Find(*spec, "preemptionPolicy"); p != nullptr && !p->is_null()) {
+    if (!p->is_string() || (*p != "Never" && *p != "PreemptLowerPriority")) {
+      return common::InvalidArgument(who + "spec.preemptionPolicy is not Never or PreemptLowerPriority");
+    }
+    out.preempt_never = *p == "Never";
+  }
   if (const json* p = Find(*spec, "priority"); p != nullptr && p->is_number_integer()) {
     out.priority = p->get<int32_t>();
   } else if (labels != nullptr) {

@@ -329,6 +329,15 @@ TEST(ResourcesTest, ModelsAndPriority) {
   labelled["metadata"]["labels"] = {{"gpusched.io/priority", "7"}};
   EXPECT_EQ(DecodePodRequest(labelled, ResourceConfig{})->priority, 7);
   EXPECT_FALSE(DecodePodRequest(PodWith({{"nvidia.com/gpu", "1"}}, {{"gpusched.io/gpu-model", "|"}}), {}).ok());
+  // preemptionPolicy: Never is read; anything else but PreemptLowerPriority is an error naming the field.
+  json never = pod;
+  never["spec"]["preemptionPolicy"] = "Never";
+  EXPECT_TRUE(DecodePodRequest(never, ResourceConfig{})->preempt_never);
+  never["spec"]["preemptionPolicy"] = "PreemptLowerPriority";
+  EXPECT_FALSE(DecodePodRequest(never, ResourceConfig{})->preempt_never);
+  never["spec"]["preemptionPolicy"] = "Sometimes";
+  EXPECT_NE(DecodePodRequest(never, ResourceConfig{}).status().message().find("spec.preemptionPolicy"),
+            std::string::npos);
 }
 
 TEST(ResourcesTest, ApplicationClassFromAnnotationOrConfiguredLabel) {

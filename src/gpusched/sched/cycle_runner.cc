@@ -239,6 +239,9 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
       feasible_[i].second = scores_[i];
     }
   }
+  if (options_.check_node_constraints) {
+    AddTaintScores(pod, state);
+  }
   int64_t best = std::numeric_limits<int64_t>::min();
   ties_.clear();
   for (const auto& [slot, score] : feasible_) {
@@ -278,6 +281,29 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
   }
   result.allocation = std::move(allocation);
   return result;
+}
+
+void CycleRunner::AddTaintScores(const core::PodRequest& pod, const core::ClusterState& state) {
+  penalties_.clear();
+  int max_penalty = 0;
+  for (const auto& [slot, score] : feasible_) {
+    penalties_.push_back(TaintPenalty(pod, *state.View(slot).node));
+    max_penalty = std::max(max_penalty, penalties_.back());
+  }
+  if (max_penalty == 0) {
+    return;  // no untolerated PreferNoSchedule taint anywhere: the policy's order stands, unchanged
+  }
+  // kube-scheduler's weighted sum of plugin scores, each 0..100: the policy's (normalised here) and
+  // TaintToleration's (fewest untolerated PreferNoSchedule taints = 100), the latter with its default weight.
+  scores_.clear();
+  for (const auto& [slot, score] : feasible_) {
+    scores_.push_back(score);
+  }
+  NormalizeScores(scores_);
+  for (size_t i = 0; i < feasible_.size(); ++i) {
+    const int64_t taint_score = policy::kMaxScore - int64_t{penalties_[i]} * policy::kMaxScore / max_penalty;
+    feasible_[i].second = scores_[i] + kTaintScoreWeight * taint_score;
+  }
 }
 
 common::Status CycleRunner::Bind(core::ClusterState& state, ports::Binder& binder, const core::PodRequest& pod,

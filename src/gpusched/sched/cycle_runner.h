@@ -5,7 +5,9 @@
 //   Filter          node predicates (nodeName, cordon, node affinity, taints when asked; CPU, memory and pods count as
 //                   kube-scheduler's NodeResourcesFit) + policy Filter
 //   Score           policy Score on the feasible nodes
-//   NormalizeScore  min-max to 0..100 when the policy asks (KSS's integer formula)
+//   NormalizeScore  min-max to 0..100 when the policy asks (KSS's integer formula); with node constraints checked
+//                   and an untolerated PreferNoSchedule taint on a feasible node, kube-scheduler's weighted sum of
+//                   the policy's score and TaintToleration's (weight 3)
 //   pick            the highest score; ties broken uniformly at random with the injected generator, or, when a
 //                   tie rank is given, by the lowest rank (the FGD benchmark's simulator picks the tied node with
 //                   the smallest name, and names carry a random prefix: a fixed random order per run)
@@ -143,6 +145,10 @@ class CycleRunner {
   Entry Cached(const core::PodRequest& pod, size_t slot, uint32_t sig, uint32_t epoch, const core::NodeView& view,
                const policy::Snapshot& snapshot);
   Entry Evaluate(const core::PodRequest& pod, const core::NodeView& node, const policy::Snapshot& snapshot) const;
+  // With check_node_constraints: where a feasible node has PreferNoSchedule taints the pod does not tolerate, the
+  // feasible scores become policy (normalised, 0..100) + kTaintScoreWeight x TaintToleration's score (0..100).
+  void AddTaintScores(const core::PodRequest& pod, const core::ClusterState& state);
+  static constexpr int64_t kTaintScoreWeight = 3;  // kube-scheduler's default weight for TaintToleration
 
   static constexpr size_t kMaxSignatures = 1024;
 
@@ -155,6 +161,7 @@ class CycleRunner {
   std::vector<size_t> ties_;
   std::vector<std::pair<size_t, int64_t>> feasible_;
   std::vector<int64_t> scores_;
+  std::vector<int> penalties_;
 };
 
 }  // namespace gpusched::sched

@@ -145,6 +145,33 @@ TEST(CycleRunnerTest, NodeConstraintsWhenAsked) {
       plain.Filter(testing::Pod("p").Cpu(1000).Gpus(1).Build(), *state.Find(common::NodeName("tainted"))).fits());
 }
 
+// PreferNoSchedule: kube-scheduler's weighted sum (policy 0..100 + 3 x TaintToleration 0..100) moves the pod off
+// a node binpack prefers when that node has a taint the pod does not tolerate; a toleration moves it back.
+TEST(CycleRunnerTest, PreferNoScheduleTaintsLowerTheScore) {
+  core::ClusterState state = TwoNodes();
+  core::Node small = testing::Node("small").Gpus(2).Cpu(8000).Build();
+  small.taints.push_back(core::Taint{.key = "spot", .value = "true", .effect = core::TaintEffect::kPreferNoSchedule});
+  ASSERT_TRUE(state.UpdateNode(small).ok());
+  auto pol = Make("binpack");
+  CycleRunner runner(*pol, CycleOptions{.check_node_constraints = true});
+  common::Rng rng(1);
+  auto r = runner.Schedule(testing::Pod("p").Cpu(1000).Gpus(1).Build(), state, {}, rng);
+  ASSERT_TRUE(r.ok() && r->allocation.has_value());
+  EXPECT_EQ(r->allocation->node.str(), "big") << "binpack alone picks small (BinpackPicksTheFullerNode...)";
+  core::PodRequest tolerant = testing::Pod("q").Cpu(1000).Gpus(1).Build();
+  tolerant.tolerations.push_back(core::Toleration{.key = "spot", .op = core::Toleration::Operator::kExists});
+  auto t = runner.Schedule(tolerant, state, {}, rng);
+  ASSERT_TRUE(t.ok() && t->allocation.has_value());
+  EXPECT_EQ(t->allocation->node.str(), "small");
+  // Without node constraints (the extender, the simulator) taints do not score.
+  core::ClusterState plain_state = TwoNodes();
+  ASSERT_TRUE(plain_state.UpdateNode(small).ok());
+  CycleRunner plain(*pol, {});
+  auto u = plain.Schedule(testing::Pod("u").Cpu(1000).Gpus(1).Build(), plain_state, {}, rng);
+  ASSERT_TRUE(u.ok() && u->allocation.has_value());
+  EXPECT_EQ(u->allocation->node.str(), "small");
+}
+
 TEST(CycleRunnerTest, CacheGivesTheSameDecisionsAsNoCache) {
   for (const auto& name : std::vector<std::string>{"binpack", "spread", "dotprod", "bestfit", "gpupacking"}) {
     SCOPED_TRACE(name);

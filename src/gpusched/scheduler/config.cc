@@ -102,6 +102,22 @@ common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, co
       if (auto st = adapters::extender::ParseResourceCompat(key, v, source, c.resources); !st.ok()) {
         return st;
       }
+    } else if (key == "preemption") {
+      if (!v.IsMap()) {
+        return Bad(source, "\"preemption\" must be a mapping (enabled, evictionGracePeriodSeconds)");
+      }
+      for (const auto& pk : v) {
+        const std::string sub = pk.first.as<std::string>();
+        if (sub == "enabled") {
+          GPUSCHED_ASSIGN_OR_RETURN(on, As<bool>(pk.second, source, "preemption.enabled"));
+          c.preemption = on;
+        } else if (sub == "evictionGracePeriodSeconds") {
+          GPUSCHED_ASSIGN_OR_RETURN(n, Seconds(pk.second, source, "preemption.evictionGracePeriodSeconds", 0, 3600));
+          c.eviction_grace_period_seconds = n;
+        } else {
+          return Bad(source, "unknown key \"preemption." + sub + "\"");
+        }
+      }
     } else if (key == "leaderElection") {
       if (auto st = adapters::extender::ParseLeaderElection(v, source, c.leader_election); !st.ok()) {
         return st;

@@ -14,6 +14,9 @@
 //                                     shows the pod
 //   gpushareMemoryUnit: GiB           what aliyun.com/gpu-mem counts (MiB where gpushare runs with MiB)
 //   geniusLabels: true                read Genius's genius/gpu-number, -memory-each, -memory-total, -model labels
+//   preemption:
+//     enabled: true                   a pod that fits nowhere may evict pods of lower priority (Eviction API)
+//     evictionGracePeriodSeconds:     the victims' termination grace period; default: each pod's own
 //   leaderElection:
 //     enabled: true
 //     namespace: ""                   default: $POD_NAMESPACE, else kube-system
@@ -22,6 +25,7 @@
 //     renewDeadlineSeconds: 10
 //     retryPeriodSeconds: 2
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +47,8 @@ struct SchedulerConfig {
   int assumed_ttl_seconds = 30;
   adapters::extender::LeaderElectionConfig leader_election{.enabled = true, .name = "gpusched-scheduler"};
   kube::ResourceConfig resources;  // gpushareMemoryUnit, geniusLabels
+  bool preemption = true;
+  std::optional<int> eviction_grace_period_seconds;
 };
 
 // `source` names the text in errors (the file name).

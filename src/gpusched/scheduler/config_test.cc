@@ -20,6 +20,8 @@ TEST(SchedulerConfigTest, DefaultsAreKubeSchedulersTimings) {
   EXPECT_EQ(c->max_backoff_seconds, 10);
   EXPECT_EQ(c->bind_workers, 16);
   EXPECT_EQ(c->port, 10261);
+  EXPECT_TRUE(c->preemption);
+  EXPECT_FALSE(c->eviction_grace_period_seconds.has_value());
 }
 
 TEST(SchedulerConfigTest, ReadsEveryKey) {
@@ -36,6 +38,7 @@ leaderElection: {enabled: false, namespace: gpu, name: sched, leaseDurationSecon
                  retryPeriodSeconds: 1}
 gpushareMemoryUnit: MiB
 geniusLabels: false
+preemption: {enabled: false, evictionGracePeriodSeconds: 0}
 )",
                                 "c.yaml");
   ASSERT_TRUE(c.ok()) << c.status().message();
@@ -54,6 +57,8 @@ geniusLabels: false
   EXPECT_EQ(c->leader_election.lease_duration_seconds, 4);
   EXPECT_EQ(c->resources.gpushare_memory_unit_mib, 1);
   EXPECT_FALSE(c->resources.genius_labels);
+  EXPECT_FALSE(c->preemption);
+  EXPECT_EQ(c->eviction_grace_period_seconds, 0);
 }
 
 TEST(SchedulerConfigTest, MistakesAreErrorsNamingTheKey) {
@@ -75,6 +80,10 @@ TEST(SchedulerConfigTest, MistakesAreErrorsNamingTheKey) {
       {"policy: [binpack]", "policy"},
       {"gpushareMemoryUnit: KiB", "GiB or MiB"},
       {"geniusLabels: maybe", "geniusLabels"},
+      {"preemption: on", "\"preemption\" must be a mapping"},
+      {"preemption: {evictionGracePeriodSeconds: -1}", "preemption.evictionGracePeriodSeconds"},
+      {"preemption: {enabled: sometimes}", "preemption.enabled"},
+      {"preemption: {grace: 1}", "unknown key \"preemption.grace\""},
   };
   for (const auto& [yaml, expect] : cases) {
     auto c = ParseSchedulerConfig(yaml, "c.yaml");

@@ -31,6 +31,11 @@ EventWriter::EventWriter(adapters::k8s::ApiClient& client, std::string component
 
 EventWriter::~EventWriter() { Stop(); }
 
+void EventWriter::SetStillPending(std::function<bool(const std::string& uid)> still_pending) {
+  std::lock_guard lock(mu_);
+  still_pending_ = std::move(still_pending);
+}
+
 void EventWriter::Push(PodEvent event) {
   {
     std::lock_guard lock(mu_);
@@ -99,7 +104,16 @@ void EventWriter::Write(const PodEvent& event) {
     common::Log(common::LogLevel::kWarn, "gpusched scheduler: event " + event.reason + " for pod " + event.namespace_ +
                                              "/" + event.name + ": " + s.message());
   }
+  bool pending = true;
   if (event.unschedulable_condition) {
+    std::function<bool(const std::string&)> check;
+    {
+      std::lock_guard lock(mu_);
+      check = still_pending_;
+    }
+    pending = !check || check(event.uid);
+  }
+  if (event.unschedulable_condition && pending) {
     const nlohmann::json patch = {{"status",
                                    {{"conditions", nlohmann::json::array({{{"type", "PodScheduled"},
                                                                            {"status", "False"},

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -30,6 +31,9 @@ class EventWriter {
   EventWriter& operator=(const EventWriter&) = delete;
 
   void Push(PodEvent event);
+  // Asked right before a PodScheduled=False patch: false (the pod was placed since the event was queued) skips the
+  // patch, which would otherwise land after the Binding's PodScheduled=True. Null = always write it.
+  void SetStillPending(std::function<bool(const std::string& uid)> still_pending);
   // Writes what is queued, then stops. Idempotent.
   void Stop();
 
@@ -53,9 +57,10 @@ class EventWriter {
   std::unordered_map<std::string, Last> last_;  // GUARDED_BY(mu_), by pod uid; cleared past 10000 pods
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<PodEvent> queue_;  // GUARDED_BY(mu_)
-  bool stop_ = false;           // GUARDED_BY(mu_)
-  Stats stats_;                 // GUARDED_BY(mu_)
+  std::deque<PodEvent> queue_;                             // GUARDED_BY(mu_)
+  std::function<bool(const std::string&)> still_pending_;  // GUARDED_BY(mu_)
+  bool stop_ = false;                                      // GUARDED_BY(mu_)
+  Stats stats_;                                            // GUARDED_BY(mu_)
   std::thread thread_;
 };
 

@@ -17,6 +17,7 @@
 #include "gpusched/policy/registry.h"
 #include "gpusched/policy/target_workload.h"
 #include "gpusched/sched/node_predicates.h"
+#include "gpusched/sched/preemption.h"
 
 namespace gpusched::scheduler {
 
@@ -87,6 +88,32 @@ size_t Fingerprint(const json& pod) {
   mix(md != nullptr && md->is_object() && md->contains("annotations") ? &(*md)["annotations"] : nullptr);
   return h;
 }
+
+// A bound pod's priority by the rule pending pods are ordered by: spec.priority, else the label
+// gpusched.io/priority, else genius/priority (when Genius's labels are read); 0 when none is readable.
+int32_t PriorityOf(const json& pod, const kube::PodMeta& meta, bool genius_labels) {
+  if (auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
+    if (auto p = spec->find("priority"); p != spec->end() && p->is_number_integer()) {
+      return p->get<int32_t>();
+    }
+  }
+  for (std::string_view label : {kube::kLabelPriority, kube::kLabelGeniusPriority}) {
+    if (label == kube::kLabelGeniusPriority && !genius_labels) {
+      break;
+    }
+    if (auto it = meta.labels.find(std::string(label)); it != meta.labels.end()) {
+      try {
+        return std::stoi(it->second);
+      } catch (const std::exception&) {
+        return 0;
+      }
+    }
+  }
+  return 0;
+}
+
+common::PodUid ReservationUid(const std::string& uid) { return common::PodUid("nominated/" + uid); }
+bool IsReservation(const common::PodUid& uid) { return uid.str().starts_with("nominated/"); }
 
 }  // namespace
 
@@ -197,9 +224,24 @@ void Scheduler::OnPod(EventType type, const json& pod) {
     {
       std::lock_guard lock(mu_);
       was_pending = pending_.erase(uid) > 0;
+      if (gone) {
+        running_.erase(uid);
+      } else if (!meta->node_name.empty() && options_.preemptor != nullptr) {
+        // A bound pod: what preemption needs to know of it as a possible victim.
+        Running& r = running_[uid];
+        r.namespace_ = meta->namespace_;
+        r.name = meta->name;
+        r.labels = meta->labels;
+        r.priority = PriorityOf(pod, *meta, options_.resources.genius_labels);
+        r.deleting = meta->deleting;
+        if (auto t = adapters::k8s::ParseMicroTime(meta->creation_timestamp); t.ok()) {
+          r.start_ms = *t;
+        }
+      }
     }
     if (was_pending) {
       queue_.Delete(uid);
+      DropNomination(uid);
     }
     return;
   }
@@ -239,8 +281,210 @@ void Scheduler::OnPod(EventType type, const json& pod) {
   Wake();
 }
 
-void Scheduler::Unschedulable(const std::string& uid, const Pending& pod, std::string message, uint32_t blockers) {
-  queue_.Requeue(uid, sched::SchedulingQueue::Outcome::kUnschedulable, blockers);
+void Scheduler::OnDisruptionBudget(EventType type, const json& pdb) {
+  auto budget = kube::DecodeDisruptionBudget(pdb);
+  if (!budget.ok()) {
+    Log(common::LogLevel::kWarn, budget.status().message() + " (its last readable version, if any, stays)");
+    return;
+  }
+  const std::string key = budget->namespace_ + "/" + budget->name;
+  std::lock_guard lock(mu_);
+  if (type == EventType::kDeleted) {
+    budgets_.erase(key);
+  } else {
+    budgets_.insert_or_assign(key, std::move(budget).value());
+  }
+}
+
+std::optional<Scheduler::Nomination> Scheduler::TakeNomination(const std::string& uid, core::ClusterState& state) {
+  auto it = nominations_.find(uid);
+  if (it == nominations_.end()) {
+    return std::nullopt;
+  }
+  Nomination n = std::move(it->second);
+  nominations_.erase(it);
+  if (state.FindAllocation(n.reserved.pod) != nullptr) {
+    (void)state.Release(n.reserved.pod);
+  }
+  return n;
+}
+
+bool Scheduler::HoldNomination(const std::string& uid, Nomination nomination, core::ClusterState& state) {
+  std::string over;
+  if (auto s = state.Charge(nomination.reserved, &over); !s.ok()) {
+    Log(common::LogLevel::kWarn, "cannot hold room for pod uid " + uid + ": " + s.message());
+    return false;
+  }
+  nominations_.insert_or_assign(uid, std::move(nomination));
+  return true;
+}
+
+void Scheduler::DropNomination(const std::string& uid) {
+  bool dropped = false;
+  {
+    auto lock = mirror_.WriteLock();
+    dropped = TakeNomination(uid, mirror_.state()).has_value();
+  }
+  if (dropped && queue_.OnClusterEvent(sched::kBlockedByGpu | sched::kBlockedByResources | sched::kBlockedByPods) > 0) {
+    Wake();
+  }
+}
+
+std::optional<Scheduler::PreemptionPlan> Scheduler::PlanPreemption(const core::PodRequest& request,
+                                                                   const core::ClusterState& state,
+                                                                   const sched::CycleResult& result) {
+  std::vector<core::DisruptionBudget> budgets;
+  std::vector<int32_t> allowed;
+  // The possible victims of each node, read under mu_ (lock order: the mirror's lock is held, then mu_).
+  struct NodeCandidates {
+    const core::NodeView* view = nullptr;
+    std::vector<sched::PotentialVictim> potential;
+  };
+  std::vector<NodeCandidates> nodes;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, b] : budgets_) {
+      budgets.push_back(b);
+      allowed.push_back(b.disruptions_allowed);
+    }
+    for (const auto& [name, fit] : result.rejections) {
+      if (fit.code == policy::Fit::Code::kUnresolvable) {
+        continue;  // nothing on the node could make room
+      }
+      const core::NodeView* view = state.Find(name);
+      if (view == nullptr || !sched::CheckNodeConstraints(request, *view->node).empty()) {
+        continue;  // evicting pods does not change labels, taints or cordons
+      }
+      NodeCandidates c{.view = view};
+      for (const common::PodUid& pod : state.PodsOn(name)) {
+        if (IsReservation(pod)) {
+          continue;
+        }
+        auto r = running_.find(pod.str());
+        if (r == running_.end() || r->second.deleting || r->second.priority >= request.priority) {
+          continue;  // not known bound yet (a bind in flight), leaving already, or not of lower priority
+        }
+        sched::PotentialVictim v{
+            .allocation = state.FindAllocation(pod), .priority = r->second.priority, .start_ms = r->second.start_ms};
+        for (size_t b = 0; b < budgets.size(); ++b) {
+          if (budgets[b].Counts(r->second.namespace_, r->second.name, r->second.labels)) {
+            v.pdbs.push_back(b);
+          }
+        }
+        c.potential.push_back(std::move(v));
+      }
+      if (!c.potential.empty()) {
+        nodes.push_back(std::move(c));
+      }
+    }
+  }
+  auto fits = [&](const core::NodeView& v) { return runner_.Filter(request, v).fits(); };
+  std::vector<sched::VictimSet> candidates;
+  std::vector<const NodeCandidates*> from;
+  for (const NodeCandidates& c : nodes) {
+    auto s = sched::SelectVictimsOnNode(*c.view, c.potential, allowed, fits);
+    if (s.has_value() && !s->victims.empty()) {
+      candidates.push_back(std::move(*s));
+      from.push_back(&c);
+    }
+  }
+  if (candidates.empty()) {
+    return std::nullopt;
+  }
+  const size_t best = sched::PickCandidate(candidates);
+  const sched::VictimSet& chosen = candidates[best];
+  const NodeCandidates& node = *from[best];
+  // The room the pod will take: its GPUs chosen on the node as it will be once the victims are gone.
+  core::NodeView after = *node.view;
+  PreemptionPlan plan;
+  plan.pdb_violations = static_cast<size_t>(chosen.pdb_violations);
+  std::vector<std::pair<bool, common::PodUid>> ordered;  // (covered by a budget, uid)
+  for (const common::PodUid& victim : chosen.victims) {
+    const core::Allocation* a = state.FindAllocation(victim);
+    sched::RemoveFromView(after, *a);
+    bool covered = false;
+    for (const auto& p : node.potential) {
+      if (p.allocation->pod == victim) {
+        covered = !p.pdbs.empty();
+      }
+    }
+    ordered.emplace_back(covered, victim);
+  }
+  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  plan.nomination.reserved = core::Allocation{.pod = ReservationUid(request.uid.str()),
+                                              .node = chosen.node,
+                                              .cpu = request.cpu,
+                                              .memory = request.memory,
+                                              .containers = policy_->SelectGpus(request, after, rng_)};
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [covered, victim] : ordered) {
+      auto r = running_.find(victim.str());
+      plan.nomination.victims.push_back(victim);
+      plan.nomination.victim_keys.push_back(r == running_.end() ? std::string()
+                                                                : r->second.namespace_ + "/" + r->second.name);
+    }
+  }
+  return plan;
+}
+
+bool Scheduler::Preempt(const std::string& uid, const Pending& pod, const PreemptionPlan& plan) {
+  const Nomination& n = plan.nomination;
+  const std::string node = n.reserved.node.str();
+  const std::string preemptor = pod.namespace_ + "/" + pod.name;
+  if (auto s = options_.preemptor->Nominate(pod.namespace_, pod.name, node); !s.ok()) {
+    Log(common::LogLevel::kWarn, "pod " + preemptor + ": nominatedNodeName " + node + ": " + s.message());
+  }
+  for (size_t i = 0; i < n.victims.size(); ++i) {
+    const std::string& key = n.victim_keys[i];
+    const size_t slash = key.find('/');
+    common::Status evicted = slash == std::string::npos
+                                 ? common::NotFound("victim " + n.victims[i].str() + " is no longer known")
+                                 : options_.preemptor->Evict(key.substr(0, slash), key.substr(slash + 1), n.victims[i]);
+    if (!evicted.ok()) {
+      Log(common::LogLevel::kWarn,
+          "pod " + preemptor + ": preemption on " + node + " stopped: evicting " + key + ": " + evicted.message());
+      {
+        // The room goes back without waking anyone: no attempt ran since it was held.
+        auto lock = mirror_.WriteLock();
+        (void)TakeNomination(uid, mirror_.state());
+      }
+      (void)options_.preemptor->Nominate(pod.namespace_, pod.name, "");
+      Count(&SchedulerStats::preemption_failures);
+      Emit(PodEvent{.namespace_ = pod.namespace_,
+                    .name = pod.name,
+                    .uid = uid,
+                    .type = "Warning",
+                    .reason = "FailedPreemption",
+                    .message = "preempting on " + node + ": evicting " + key + " failed: " + evicted.message()});
+      return false;
+    }
+    Count(&SchedulerStats::victims);
+    Emit(PodEvent{.namespace_ = key.substr(0, slash),
+                  .name = key.substr(slash + 1),
+                  .uid = n.victims[i].str(),
+                  .type = "Normal",
+                  .reason = "Preempted",
+                  .message = "Preempted by " + preemptor + " on node " + node});
+  }
+  Count(&SchedulerStats::preemptions);
+  Log(common::LogLevel::kInfo,
+      "pod " + preemptor + " preempted " + std::to_string(n.victims.size()) + " pod(s) on " + node);
+  return true;
+}
+
+void Scheduler::Count(uint64_t SchedulerStats::*counter) {
+  std::lock_guard lock(mu_);
+  ++(stats_.*counter);
+}
+
+void Scheduler::Unschedulable(const std::string& uid, const Pending& pod, std::string message, uint32_t blockers,
+                              bool backoff) {
+  if (backoff) {
+    queue_.Requeue(uid, sched::SchedulingQueue::Outcome::kError);
+  } else {
+    queue_.Requeue(uid, sched::SchedulingQueue::Outcome::kUnschedulable, blockers);
+  }
   {
     std::lock_guard lock(mu_);
     ++stats_.unschedulable;
@@ -311,8 +555,13 @@ bool Scheduler::ScheduleOne() {
       const policy::Snapshot snapshot{.now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                                     std::chrono::system_clock::now().time_since_epoch())
                                                     .count()};
+      // A pod that preempted before gets its held room back for this attempt: it may go anywhere.
+      std::optional<Nomination> nominated = TakeNomination(uid, state);
       auto result = runner_.Schedule(request, state, snapshot, rng_, mirror_.NextAllocationId());
       if (!result.ok()) {
+        if (nominated.has_value()) {
+          (void)HoldNomination(uid, std::move(*nominated), state);
+        }
         lock.unlock();
         Log(common::LogLevel::kError, "pod " + request.name + ": " + result.status().message());
         queue_.Requeue(uid, sched::SchedulingQueue::Outcome::kError);
@@ -323,9 +572,39 @@ bool Scheduler::ScheduleOne() {
       if (!result->allocation.has_value()) {
         const uint32_t blockers = BlockersOf(*result, request, state);
         std::string summary = result->Summary();
+        std::optional<PreemptionPlan> plan;
+        size_t leaving = 0;
+        if (nominated.has_value()) {
+          for (const auto& victim : nominated->victims) {
+            leaving += state.FindAllocation(victim) != nullptr ? 1U : 0U;
+          }
+        }
+        if (leaving > 0) {
+          // Its victims are still leaving: keep holding the room, preempt no one else.
+          const std::string node = nominated->reserved.node.str();
+          if (HoldNomination(uid, std::move(*nominated), state)) {
+            summary += "; waiting for " + std::to_string(leaving) + " preempted pod(s) to leave " + node;
+          }
+        } else if (options_.preemptor != nullptr && !request.preempt_never) {
+          plan = PlanPreemption(request, state, *result);
+          if (plan.has_value() && !HoldNomination(uid, plan->nomination, state)) {
+            plan.reset();
+          }
+        }
         lock.unlock();
+        bool backoff = false;
+        if (plan.has_value()) {
+          const size_t victims = plan->nomination.victims.size();
+          const std::string node = plan->nomination.reserved.node.str();
+          if (Preempt(uid, pod, *plan)) {
+            summary += "; preempting " + std::to_string(victims) + " pod(s) of lower priority on " + node;
+          } else {
+            summary += "; preemption on " + node + " failed";
+            backoff = true;  // tried again after the backoff, not at the next event (which could come at once)
+          }
+        }
         Log(common::LogLevel::kDebug, "pod " + request.name + " is unschedulable: " + summary);
-        Unschedulable(uid, pod, std::move(summary), blockers);
+        Unschedulable(uid, pod, std::move(summary), blockers, backoff);
         telemetry_->attempt.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         return true;
       }
@@ -512,6 +791,17 @@ void Scheduler::Worker() {
   }
 }
 
+bool Scheduler::StillPending(const std::string& uid) const {
+  {
+    std::lock_guard lock(mu_);
+    if (!pending_.contains(uid)) {
+      return false;
+    }
+  }
+  auto lock = mirror_.ReadLock();
+  return mirror_.state().FindAllocation(common::PodUid(uid)) == nullptr;
+}
+
 SchedulerStats Scheduler::stats() const {
   std::lock_guard lock(mu_);
   return stats_;
@@ -521,7 +811,7 @@ std::string Scheduler::Metrics() const {
   const SchedulerStats s = stats();
   const sched::SchedulingQueue::Counts q = queue_.counts();
   std::vector<prometheus::MetricFamily> families = telemetry_->registry->Collect();
-  families.reserve(families.size() + 8);  // `family` hands out references into it
+  families.reserve(families.size() + 12);  // `family` hands out references into it
   auto family = [&families](std::string name, std::string help, prometheus::MetricType type) -> auto& {
     prometheus::MetricFamily f;
     f.name = std::move(name);
@@ -560,6 +850,22 @@ std::string Scheduler::Metrics() const {
                          "Assumed placements forgotten because the watch never showed their binding",
                          prometheus::MetricType::Counter);
   add(expired, nullptr, nullptr, static_cast<double>(s.expired_assumptions));
+  auto& preemptions = family("gpusched_scheduler_preemptions_total",
+                             "Preemptions by result (failed: an eviction was refused, the held room given back)",
+                             prometheus::MetricType::Counter);
+  add(preemptions, "result", "ok", static_cast<double>(s.preemptions));
+  add(preemptions, "result", "failed", static_cast<double>(s.preemption_failures));
+  auto& victims = family("gpusched_scheduler_preemption_victims_total", "Pods evicted by preemption",
+                         prometheus::MetricType::Counter);
+  add(victims, nullptr, nullptr, static_cast<double>(s.victims));
+  size_t budgets = 0;
+  {
+    std::lock_guard lock(mu_);
+    budgets = budgets_.size();
+  }
+  auto& pdbs = family("gpusched_scheduler_disruption_budgets", "PodDisruptionBudgets preemption knows of",
+                      prometheus::MetricType::Gauge);
+  add(pdbs, nullptr, nullptr, static_cast<double>(budgets));
   const auto ms = mirror_.stats();
   auto& over = family("gpusched_scheduler_overcommitted_charges_total",
                       "Bound pods charged past their node's capacity (the cluster shows them bound)",

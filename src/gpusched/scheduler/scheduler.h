@@ -26,6 +26,20 @@
 // held and wakes the pods blocked by capacity. A node added or changed wakes every waiting pod. Assumptions whose
 // time ran out are forgotten once a second (ClusterMirror::ExpireAssumed), waking pods too.
 //
+// Preemption (options.preemptor set; kube-scheduler's DefaultPreemption, sched/preemption.h): a pod that fits
+// nowhere and may preempt (spec.preemptionPolicy is not Never) looks for the node where evicting the fewest, least
+// important pods of lower priority makes it fit, their GPU shares, CPU, memory and pod slots counted, honouring
+// the PodDisruptionBudgets the watch shows (OnDisruptionBudget). Then, in this order: the room it will take there
+// is held for it (charged to the node under the name "nominated/<uid>", so no other pod can take it while the
+// victims leave); its status.nominatedNodeName is set; the victims are evicted through the Eviction API, those a
+// budget protects first (the API server refuses a disruption a budget does not allow: then nothing else is
+// evicted, the room is given back and the pod backs off, 1 s doubling to 10 s); each victim gets a Preempted event. The
+// pod waits, as any unschedulable pod, for the victims to leave; its next attempt gives the held room back first and
+// schedules as usual. While the victims of its last preemption still exist, it does not preempt again. A nominee that
+// is deleted, or bound by someone else, frees its room. Decisions: the room is held against every other pod, of any
+// priority (kube-scheduler lets pods of higher priority ignore a nomination); victims that are already
+// terminating are not chosen again.
+//
 // Only the leader schedules: with options.may_bind, nothing is popped while it answers false, and a bind worker
 // asks again right before its POST (a leader that lost its lease in between forgets the assumption instead).
 //
@@ -37,8 +51,10 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -55,6 +71,7 @@
 #include "gpusched/kube/resources.h"
 #include "gpusched/policy/placement_policy.h"
 #include "gpusched/ports/binder.h"
+#include "gpusched/ports/preemptor.h"
 #include "gpusched/sched/cycle_runner.h"
 #include "gpusched/sched/scheduling_queue.h"
 
@@ -80,11 +97,12 @@ struct SchedulerOptions {
   kube::ResourceConfig resources;
   sched::QueueOptions queue;
   size_t bind_workers = 16;
-  int64_t bind_in_flight_ms = 300000;    // an assumption lives at most this long while its bind runs
-  int64_t assumed_ttl_ms = 30000;        // and this long after a bind whose outcome is unknown
-  uint64_t seed = 0;                     // random tie breaks; 0 = from the clock
-  const common::Clock* clock = nullptr;  // steady time of the queue and the latency figures; null = system
-  std::function<bool()> may_bind;        // null = always (no leader election)
+  int64_t bind_in_flight_ms = 300000;     // an assumption lives at most this long while its bind runs
+  int64_t assumed_ttl_ms = 30000;         // and this long after a bind whose outcome is unknown
+  uint64_t seed = 0;                      // random tie breaks; 0 = from the clock
+  const common::Clock* clock = nullptr;   // steady time of the queue and the latency figures; null = system
+  std::function<bool()> may_bind;         // null = always (no leader election)
+  ports::Preemptor* preemptor = nullptr;  // null = no preemption
 };
 
 struct SchedulerStats {
@@ -93,6 +111,9 @@ struct SchedulerStats {
   uint64_t errors = 0;         // attempts that failed for another reason
   uint64_t binds_ok = 0, binds_failed = 0, binds_unknown = 0;
   uint64_t expired_assumptions = 0;
+  uint64_t preemptions = 0;          // preemptions carried out (every victim evicted)
+  uint64_t preemption_failures = 0;  // an eviction was refused (a budget) or failed: the room was given back
+  uint64_t victims = 0;              // pods evicted
 };
 
 class Scheduler {
@@ -106,6 +127,9 @@ class Scheduler {
   // The watches, in event order per resource (the informers' handlers).
   void OnNode(EventType type, const nlohmann::json& node);
   void OnPod(EventType type, const nlohmann::json& pod);
+  // PodDisruptionBudgets (policy/v1 or v1beta1), which preemption honours. A budget that cannot be read is logged
+  // and keeps its last readable version (none: it is not known; the Eviction API still enforces it).
+  void OnDisruptionBudget(EventType type, const nlohmann::json& pdb);
 
   // One attempt on the calling thread; false when no pod is ready (or this replica may not schedule). Before
   // Start, the bind runs inline (tests); after, on a worker.
@@ -119,6 +143,9 @@ class Scheduler {
   void Stop();
   // Tells the scheduling thread to look again (what may_bind answers changed).
   void Wake();
+
+  // Whether the pod (by uid) is still waiting: pending, and no placement of it assumed or bound here.
+  [[nodiscard]] bool StillPending(const std::string& uid) const;
 
   [[nodiscard]] SchedulerStats stats() const;
   [[nodiscard]] sched::SchedulingQueue::Counts queue_counts() const { return queue_.counts(); }
@@ -144,10 +171,43 @@ class Scheduler {
     std::vector<std::string> soft_fields;  // not evaluated: told in the Scheduled event
   };
 
+  // A bound pod as preemption needs it.
+  struct Running {
+    std::string namespace_, name;
+    std::map<std::string, std::string> labels;
+    int32_t priority = 0;
+    int64_t start_ms = 0;  // creation time
+    bool deleting = false;
+  };
+  // The room held for a pod that preempted, and whom it evicted.
+  struct Nomination {
+    core::Allocation reserved;             // charged under the uid "nominated/<pod uid>"
+    std::vector<common::PodUid> victims;   // covered by a budget first
+    std::vector<std::string> victim_keys;  // namespace/name, in the same order
+  };
+  struct PreemptionPlan {
+    Nomination nomination;
+    size_t pdb_violations = 0;
+  };
+
   Scheduler(ClusterMirror& mirror, ports::Binder& binder, EventSink events, SchedulerOptions options,
             std::unique_ptr<policy::PlacementPolicy> policy);
+  // The pod's nomination, its room given back to the node; nullopt when it has none. Mirror write lock held.
+  std::optional<Nomination> TakeNomination(const std::string& uid, core::ClusterState& state);
+  // Charges a nomination's room and records it. Mirror write lock held.
+  bool HoldNomination(const std::string& uid, Nomination nomination, core::ClusterState& state);
+  // Gives back a pod's held room, if any (it left the queue), and wakes what the room blocked.
+  void DropNomination(const std::string& uid);
+  // The best node to preempt on and its victims, or nullopt. Mirror write lock held.
+  std::optional<PreemptionPlan> PlanPreemption(const core::PodRequest& request, const core::ClusterState& state,
+                                               const sched::CycleResult& result);
+  // Nominates, evicts; false when an eviction failed (the room is then given back).
+  bool Preempt(const std::string& uid, const Pending& pod, const PreemptionPlan& plan);
   bool Ours(const std::string& scheduler_name) const;
-  void Unschedulable(const std::string& uid, const Pending& pod, std::string message, uint32_t blockers);
+  void Count(uint64_t SchedulerStats::*counter);  // one more, under mu_
+  // FailedScheduling; the pod waits for an event that may free `blockers`, or with `backoff` for its backoff.
+  void Unschedulable(const std::string& uid, const Pending& pod, std::string message, uint32_t blockers,
+                     bool backoff = false);
   void Bind(BindTask task);
   void Dispatch(BindTask task);
   void Loop();
@@ -169,8 +229,13 @@ class Scheduler {
   common::Rng rng_;
 
   mutable std::mutex mu_;
-  std::unordered_map<std::string, Pending> pending_;  // GUARDED_BY(mu_), by uid
-  SchedulerStats stats_;                              // GUARDED_BY(mu_)
+  std::unordered_map<std::string, Pending> pending_;       // GUARDED_BY(mu_), by uid
+  std::unordered_map<std::string, Running> running_;       // GUARDED_BY(mu_), bound pods by uid
+  std::map<std::string, core::DisruptionBudget> budgets_;  // GUARDED_BY(mu_), by namespace/name
+  // GUARDED_BY(the mirror's lock, written under its write lock): nominations by pod uid. Lock order: the mirror's
+  // lock, then mu_ (never the mirror's while mu_ is held).
+  std::unordered_map<std::string, Nomination> nominations_;
+  SchedulerStats stats_;  // GUARDED_BY(mu_)
 
   // The scheduling thread's wake-ups and the bind workers' tasks.
   std::mutex loop_mu_;

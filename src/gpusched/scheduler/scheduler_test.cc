@@ -20,6 +20,7 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 json Node(const std::string& name, int gpus, const json& labels = json::object(), const json& taints = nullptr,
           const std::string& cpu = "32", const std::string& max_pods = "110") {
@@ -398,6 +399,170 @@ TEST_F(SchedulerTest, RunsOnItsOwnThreads) {
   scheduler_->Stop();
   EXPECT_EQ(scheduler_->stats().binds_ok, 8U);
   EXPECT_THAT(scheduler_->Metrics(), HasSubstr("gpusched_scheduler_binds_total{result=\"ok\"} 8"));
+}
+
+// --- preemption -------------------------------------------------------------------------------------------------
+
+// Records what preemption asks of the cluster; evictions refused on request (as a budget would).
+class RecordingPreemptor : public ports::Preemptor {
+ public:
+  common::Status Evict(const std::string& ns, const std::string& name, const common::PodUid& uid) override {
+    if (refuse_ == name) {
+      refused_.push_back(ns + "/" + name);
+      return common::Unavailable("POST /api/v1/namespaces/" + ns + "/pods/" + name +
+                                 "/eviction: HTTP 429: Cannot evict pod as it would violate the pod's disruption "
+                                 "budget.");
+    }
+    evicted_.push_back(ns + "/" + name + "@" + uid.str());
+    return common::Status::Ok();
+  }
+  common::Status Nominate(const std::string& ns, const std::string& name, const std::string& node) override {
+    nominated_.push_back(ns + "/" + name + "->" + node);
+    return common::Status::Ok();
+  }
+  std::string refuse_;
+  std::vector<std::string> evicted_, refused_, nominated_;
+};
+
+class SchedulerPreemptionTest : public SchedulerTest {
+ protected:
+  void SetUp() override { Make(SchedulerOptions{.preemptor = &preemptor_}); }
+
+  // Schedules and binds the pod through the scheduler, and shows it bound; returns the pod as the watch shows it.
+  json Running(json pod) {
+    scheduler_->OnPod(EventType::kAdded, pod);
+    const size_t before = binder_.bound().size();
+    Drain();
+    EXPECT_EQ(binder_.bound().size(), before + 1) << pod["metadata"]["name"];
+    const core::Allocation a = binder_.bound().back();
+    json bound = AsBound(pod, a, kube::EncodeAllocation(a));
+    scheduler_->OnPod(EventType::kModified, bound);
+    return bound;
+  }
+  bool Holds(const std::string& reservation) {
+    auto lock = mirror_->ReadLock();
+    return mirror_->state().FindAllocation(common::PodUid(reservation)) != nullptr;
+  }
+
+  RecordingPreemptor preemptor_;
+};
+
+// One GPU, two shares of 50 of priorities 1 and 0; a pod of priority 10 needs 50: the pod of priority 0 goes, the
+// other is spared; the room is held while it leaves, and a pod of low priority cannot take it.
+TEST_F(SchedulerPreemptionTest, EvictsTheLeastImportantShareAndHoldsTheRoomForThePreemptor) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 1));
+  Running(Pod("l1", Share(50), 1));
+  const json l2 = Running(Pod("l2", Share(50), 0));
+  scheduler_->OnPod(EventType::kAdded, Pod("h", Share(50), 10));
+  Drain();
+  EXPECT_EQ(preemptor_.nominated_, std::vector<std::string>{"default/h->a"});
+  EXPECT_EQ(preemptor_.evicted_, std::vector<std::string>{"default/l2@uid-l2"});
+  ASSERT_EQ(EventsFor("l2", "Preempted").size(), 1U);
+  EXPECT_EQ(EventsFor("l2", "Preempted")[0].message, "Preempted by default/h on node a");
+  ASSERT_EQ(EventsFor("h", "FailedScheduling").size(), 1U);
+  EXPECT_THAT(EventsFor("h", "FailedScheduling")[0].message, HasSubstr("; preempting 1 pod(s) of lower priority on a"));
+  EXPECT_TRUE(Holds("nominated/uid-h"));
+  EXPECT_EQ(scheduler_->stats().preemptions, 1U);
+  EXPECT_EQ(scheduler_->stats().victims, 1U);
+
+  // l2 is terminating (the eviction was accepted); a low-priority pod arrives: the held room is not for it, and
+  // the terminating pod is not chosen again.
+  json leaving = l2;
+  leaving["metadata"]["deletionTimestamp"] = "2026-11-25T10:01:00Z";
+  scheduler_->OnPod(EventType::kModified, leaving);
+  scheduler_->OnPod(EventType::kAdded, Pod("m", Share(40), 0));
+  Drain();
+  EXPECT_EQ(binder_.bound().size(), 2U) << "m must not take the room held for h";
+  EXPECT_EQ(preemptor_.evicted_.size(), 1U);
+
+  // l2 is gone: h is tried first (higher priority), gets the room, m still waits.
+  scheduler_->OnPod(EventType::kDeleted, leaving);
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 3U);
+  EXPECT_EQ(binder_.bound().back().pod.str(), "uid-h");
+  EXPECT_EQ(binder_.bound().back().node.str(), "a");
+  EXPECT_FALSE(Holds("nominated/uid-h"));
+  EXPECT_THAT(EventsFor("m", "FailedScheduling").back().message, HasSubstr("0/1 nodes are available"));
+  auto lock = mirror_->ReadLock();
+  EXPECT_TRUE(mirror_->state().CheckInvariants().ok());
+  EXPECT_TRUE(mirror_->state().Overcommits().empty());
+}
+
+TEST_F(SchedulerPreemptionTest, NeverPreemptsForPreemptionPolicyNeverOrEqualPriority) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 1));
+  Running(Pod("l", WholeGpu(), 0));
+  json never = Pod("never", WholeGpu(), 100);
+  never["spec"]["preemptionPolicy"] = "Never";
+  scheduler_->OnPod(EventType::kAdded, never);
+  scheduler_->OnPod(EventType::kAdded, Pod("same", WholeGpu(), 0));
+  Drain();
+  EXPECT_TRUE(preemptor_.evicted_.empty());
+  EXPECT_TRUE(preemptor_.nominated_.empty());
+  EXPECT_THAT(EventsFor("never", "FailedScheduling").back().message, Not(HasSubstr("preempt")));
+  EXPECT_EQ(EventsFor("same", "FailedScheduling").size(), 1U);
+}
+
+// kube-scheduler's candidate order: a node whose victims no budget protects wins over one whose victim of lower
+// priority a budget protects.
+TEST_F(SchedulerPreemptionTest, PrefersTheNodeWithoutBudgetViolations) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 1));
+  json db = Pod("db", WholeGpu(), 0);
+  db["metadata"]["labels"] = {{"app", "db"}};
+  json pinned_a = db;
+  pinned_a["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", "a"}};
+  scheduler_->OnNode(EventType::kModified, Node("a", 1, {{"kubernetes.io/hostname", "a"}}));
+  Running(pinned_a);
+  scheduler_->OnNode(EventType::kAdded, Node("b", 1, {{"kubernetes.io/hostname", "b"}}));
+  Running(Pod("batch", WholeGpu(), 5));
+  scheduler_->OnDisruptionBudget(EventType::kAdded, {{"metadata", {{"namespace", "default"}, {"name", "db-pdb"}}},
+                                                     {"spec", {{"selector", {{"matchLabels", {{"app", "db"}}}}}}},
+                                                     {"status", {{"disruptionsAllowed", 0}}}});
+  scheduler_->OnPod(EventType::kAdded, Pod("h", WholeGpu(), 10));
+  Drain();
+  EXPECT_EQ(preemptor_.evicted_, std::vector<std::string>{"default/batch@uid-batch"});
+  EXPECT_EQ(preemptor_.nominated_, std::vector<std::string>{"default/h->b"});
+
+  // Without the budget the victim of lower priority (db on a) would have been chosen.
+  scheduler_->OnDisruptionBudget(EventType::kDeleted, {{"metadata", {{"namespace", "default"}, {"name", "db-pdb"}}}});
+  scheduler_->OnPod(EventType::kAdded, Pod("h2", WholeGpu(), 10));
+  Drain();
+  ASSERT_EQ(preemptor_.evicted_.size(), 2U);
+  EXPECT_EQ(preemptor_.evicted_[1], "default/db@uid-db");
+}
+
+TEST_F(SchedulerPreemptionTest, ARefusedEvictionGivesTheRoomBack) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 1));
+  Running(Pod("l", WholeGpu(), 0));
+  preemptor_.refuse_ = "l";
+  scheduler_->OnPod(EventType::kAdded, Pod("h", WholeGpu(), 10));
+  Drain();
+  EXPECT_EQ(preemptor_.refused_, std::vector<std::string>{"default/l"});
+  EXPECT_FALSE(Holds("nominated/uid-h"));
+  EXPECT_EQ(preemptor_.nominated_, (std::vector<std::string>{"default/h->a", "default/h->"}));
+  ASSERT_EQ(EventsFor("h", "FailedPreemption").size(), 1U);
+  EXPECT_THAT(EventsFor("h", "FailedPreemption")[0].message, HasSubstr("disruption budget"));
+  EXPECT_THAT(EventsFor("h", "FailedScheduling").back().message, HasSubstr("preemption on a failed"));
+  EXPECT_EQ(scheduler_->stats().preemption_failures, 1U);
+  EXPECT_EQ(scheduler_->stats().preemptions, 0U);
+}
+
+TEST_F(SchedulerPreemptionTest, WaitsForItsVictimsAndFreesTheRoomWhenDeleted) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 1));
+  Running(Pod("l", WholeGpu(), 0));
+  const json h = Pod("h", WholeGpu(), 10);
+  scheduler_->OnPod(EventType::kAdded, h);
+  Drain();
+  ASSERT_EQ(preemptor_.evicted_.size(), 1U);
+  // Another node arrives (too small: no GPU): h is tried again while its victim is still there, and waits.
+  scheduler_->OnNode(EventType::kAdded, Node("b", 0));
+  Drain();
+  EXPECT_EQ(preemptor_.evicted_.size(), 1U) << "no second preemption while the victims leave";
+  EXPECT_THAT(EventsFor("h", "FailedScheduling").back().message,
+              HasSubstr("waiting for 1 preempted pod(s) to leave a"));
+  EXPECT_TRUE(Holds("nominated/uid-h"));
+  // h is deleted: its room is free again.
+  scheduler_->OnPod(EventType::kDeleted, h);
+  EXPECT_FALSE(Holds("nominated/uid-h"));
 }
 
 }  // namespace

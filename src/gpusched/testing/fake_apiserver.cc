@@ -453,6 +453,7 @@ class FakeApiServer::Handlers {
         }
       }
       ++s_.open_watches_;
+      ++s_.watches_started_;
     }
     res.status = 200;
     res.set_chunked_content_provider(
@@ -980,6 +981,11 @@ void FakeApiServer::CloseWatches() {
     ++watch_generation_;
   }
   changed_.notify_all();
+}
+
+int FakeApiServer::watches_started() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return watches_started_;
 }
 
 int FakeApiServer::open_watches() const {

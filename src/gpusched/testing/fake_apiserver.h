@@ -90,6 +90,9 @@ class FakeApiServer {
   // or a hung apiserver: no events, no bookmarks, no timeout. Lists and writes still work.
   void StallWatches(bool stalled);
   [[nodiscard]] int open_watches() const;
+  // Watch streams that have started (registered with the generation CloseWatches ends), ever. Unlike the request
+  // count, a stream counted here is certain to be ended by the next CloseWatches.
+  [[nodiscard]] int watches_started() const;
 
   // The next `count` requests with this method whose path contains `path_substring`, or whose kind (below) equals
   // it, fail with `http_code` and a Status carrying `message`. count < 0: until ClearFailures().
@@ -145,6 +148,7 @@ class FakeApiServer {
   uint64_t watch_generation_ = 0;                              // GUARDED_BY(mu_) bumped by CloseWatches
   uint64_t uid_counter_ = 0;                                   // GUARDED_BY(mu_)
   int open_watches_ = 0;                                       // GUARDED_BY(mu_)
+  int watches_started_ = 0;                                    // GUARDED_BY(mu_)
   bool stopping_ = false;                                      // GUARDED_BY(mu_)
   bool stalled_ = false;                                       // GUARDED_BY(mu_)
   std::vector<Failure> failures_;                              // GUARDED_BY(mu_)

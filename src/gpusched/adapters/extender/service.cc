@@ -13,6 +13,7 @@
 #include "gpusched/policy/target_workload.h"
 #include "gpusched/sched/cycle_runner.h"
 #include "gpusched/sched/interference_forecast.h"
+#include "gpusched/sched/preemption.h"
 
 namespace gpusched::adapters::extender {
 namespace {
@@ -39,47 +40,6 @@ sched::CycleRunner& RunnerFor(uint64_t service, const policy::PlacementPolicy& p
         p, sched::CycleOptions{.check_node_resources = false, .collect_reasons = true, .use_score_cache = true});
   }
   return *r;
-}
-
-// Frees an allocation's shares in a copy of a node view (what the node would look like without that pod).
-void Subtract(core::NodeView& v, const core::Allocation& a) {
-  for (const auto& c : a.containers) {
-    for (const auto& s : c.gpus) {
-      if (s.index < 0 || static_cast<size_t>(s.index) >= v.gpus.size()) {
-        continue;
-      }
-      core::GpuState& g = v.gpus[static_cast<size_t>(s.index)];
-      g.free += s.milli;
-      g.memory_free += s.memory;
-      g.holders -= 1;
-      if (s.exclusive) {
-        g.exclusive = false;
-      }
-    }
-  }
-  v.cpu_free += a.cpu;
-  v.memory_free += a.memory;
-  v.pods -= 1;
-}
-
-void AddBack(core::NodeView& v, const core::Allocation& a) {
-  for (const auto& c : a.containers) {
-    for (const auto& s : c.gpus) {
-      if (s.index < 0 || static_cast<size_t>(s.index) >= v.gpus.size()) {
-        continue;
-      }
-      core::GpuState& g = v.gpus[static_cast<size_t>(s.index)];
-      g.free -= s.milli;
-      g.memory_free -= s.memory;
-      g.holders += 1;
-      if (s.exclusive) {
-        g.exclusive = true;
-      }
-    }
-  }
-  v.cpu_free -= a.cpu;
-  v.memory_free -= a.memory;
-  v.pods += 1;
 }
 
 int64_t ToExtenderScore(int64_t score) {
@@ -674,53 +634,31 @@ Reply ExtenderService::Preempt(std::string body) {
     std::vector<std::string> chosen = victims.pod_uids;
     for (const auto& uid : victims.pod_uids) {
       if (const core::Allocation* a = state.FindAllocation(common::PodUid(uid)); a != nullptr && a->node == name) {
-        Subtract(view, *a);
+        sched::RemoveFromView(view, *a);
       }
     }
     if (!pol->Filter(request, view).fits()) {
-      // GPU holders of lower priority, lowest first (newest first among equals: larger ids are younger).
-      std::vector<const core::Allocation*> candidates;
+      // kube-scheduler's victims are not enough for the GPUs: add GPU holders of lower priority, chosen as
+      // kube-scheduler chooses (sched::SelectVictimsOnNode: the least important go, the rest are spared).
+      std::vector<sched::PotentialVictim> potential;
       for (const auto& uid : state.PodsOn(name)) {
         if (std::find(chosen.begin(), chosen.end(), uid.str()) != chosen.end()) {
           continue;
         }
-        if (mirror_.PriorityOf(uid) < request.priority) {
-          candidates.push_back(state.FindAllocation(uid));
+        if (const int32_t priority = mirror_.PriorityOf(uid); priority < request.priority) {
+          const core::Allocation* a = state.FindAllocation(uid);
+          // Among equals, a larger allocation id is younger: it started later.
+          potential.push_back(sched::PotentialVictim{
+              .allocation = a, .priority = priority, .start_ms = static_cast<int64_t>(a->id >> 16)});
         }
       }
-      std::sort(candidates.begin(), candidates.end(), [&](const core::Allocation* a, const core::Allocation* b) {
-        const int32_t pa = mirror_.PriorityOf(a->pod);
-        const int32_t pb = mirror_.PriorityOf(b->pod);
-        return pa != pb ? pa < pb : a->id > b->id;
-      });
-      std::vector<const core::Allocation*> taken;
-      bool fits = false;
-      for (const core::Allocation* a : candidates) {
-        Subtract(view, *a);
-        taken.push_back(a);
-        if (pol->Filter(request, view).fits()) {
-          fits = true;
-          break;
-        }
-      }
-      if (!fits) {
+      auto more = sched::SelectVictimsOnNode(view, potential, {},
+                                             [&](const core::NodeView& v) { return pol->Filter(request, v).fits(); });
+      if (!more.has_value()) {
         continue;  // even every lower-priority GPU holder is not enough: no candidate here
       }
-      // Spare the victims that turn out unnecessary, highest priority first.
-      std::vector<const core::Allocation*> needed;
-      for (auto it = taken.rbegin(); it != taken.rend(); ++it) {
-        AddBack(view, **it);
-        if (pol->Filter(request, view).fits()) {
-          continue;  // spared
-        }
-        Subtract(view, **it);
-        needed.push_back(*it);
-      }
-      std::sort(needed.begin(), needed.end(), [&](const core::Allocation* a, const core::Allocation* b) {
-        return mirror_.PriorityOf(a->pod) < mirror_.PriorityOf(b->pod);
-      });
-      for (const core::Allocation* a : needed) {
-        chosen.push_back(a->pod.str());
+      for (const auto& uid : more->victims) {
+        chosen.push_back(uid.str());
       }
     }
     out.emplace_back(node_name,

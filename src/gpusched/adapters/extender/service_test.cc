@@ -1007,11 +1007,12 @@ TEST_F(ServiceTest, PreemptPicksLowestPriorityGpuHoldersAndOnlyAsManyAsNeeded) {
   EXPECT_EQ(out["b"]["Pods"], json::array({{{"UID", "uid-b1"}}}));
   EXPECT_EQ(out["b"]["NumPDBViolations"], 2);
 
-  // Two GPUs needed on a: both go, lowest first. On b only one is evictable: b is dropped.
+  // Two GPUs needed on a: both go (listed most important first, as kube-scheduler lists victims). On b only one
+  // is evictable: b is dropped.
   const json two = {{"Pod", Pod("hi2", {{"nvidia.com/gpu", "2"}}, 100)},
                     {"NodeNameToMetaVictims", {{"a", {{"Pods", json::array()}}}, {"b", {{"Pods", json::array()}}}}}};
   const json out2 = json::parse(service_->Preempt(two.dump()).body)["NodeNameToMetaVictims"];
-  EXPECT_EQ(out2["a"]["Pods"], json::array({{{"UID", "uid-low"}}, {{"UID", "uid-mid"}}}));
+  EXPECT_EQ(out2["a"]["Pods"], json::array({{{"UID", "uid-mid"}}, {{"UID", "uid-low"}}}));
   EXPECT_FALSE(out2.contains("b"));
   // The scheduler's own victims count first: with "mid" proposed, nothing more is needed for one GPU.
   const json given = {{"Pod", preemptor}, {"NodeNameToMetaVictims", {{"a", {{"Pods", {{{"UID", "uid-mid"}}}}}}}}};

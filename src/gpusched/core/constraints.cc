@@ -1,0 +1,50 @@
+#include "gpusched/core/constraints.h"
+
+#include <algorithm>
+
+namespace gpusched::core {
+
+bool LabelSelector::Matches(const std::map<std::string, std::string>& labels) const {
+  for (const auto& [k, v] : match_labels) {
+    auto it = labels.find(k);
+    if (it == labels.end() || it->second != v) {
+      return false;
+    }
+  }
+  for (const NodeSelectorRequirement& r : match_expressions) {
+    auto it = labels.find(r.key);
+    const bool has = it != labels.end();
+    const bool listed = has && std::find(r.values.begin(), r.values.end(), it->second) != r.values.end();
+    bool holds = false;
+    switch (r.op) {
+      case NodeSelectorRequirement::Operator::kIn:
+        holds = listed;
+        break;
+      case NodeSelectorRequirement::Operator::kNotIn:
+        holds = !listed;
+        break;
+      case NodeSelectorRequirement::Operator::kExists:
+        holds = has;
+        break;
+      case NodeSelectorRequirement::Operator::kDoesNotExist:
+        holds = !has;
+        break;
+      default:
+        holds = false;  // Gt and Lt are not label selector operators
+    }
+    if (!holds) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool DisruptionBudget::Counts(const std::string& pod_namespace, const std::string& pod_name,
+                              const std::map<std::string, std::string>& labels) const {
+  if (pod_namespace != namespace_ || selector.Empty() || !selector.Matches(labels)) {
+    return false;
+  }
+  return std::find(disrupted_pods.begin(), disrupted_pods.end(), pod_name) == disrupted_pods.end();
+}
+
+}  // namespace gpusched::core
