@@ -96,10 +96,14 @@ def extender_run():
 
 
 def scheduler_run():
-    """What `gpusched scheduler` does in its suite: informers on pods and nodes, a bind, the Unschedulable condition
-    on a pod's status, events, its Lease."""
+    """What `gpusched scheduler` does in its suite: informers on pods, nodes and PodDisruptionBudgets, a bind, the
+    Unschedulable condition on a pod's status, an eviction, events, its Lease."""
     lease = dict(group="coordination.k8s.io", ns="kube-system")
+    pdbs = "/apis/policy/v1beta1/poddisruptionbudgets"
     return [
+        event(SCHED, "list", "poddisruptionbudgets", group="policy", uri=pdbs + "?limit=500"),
+        event(SCHED, "watch", "poddisruptionbudgets", group="policy", uri=pdbs + "?watch=1"),
+        event(SCHED, "create", "pods", sub="eviction", ns="default", name="v", code=201),
         event(SCHED, "list", "pods", uri="/api/v1/pods?limit=500"),
         event(SCHED, "watch", "pods", uri="/api/v1/pods?watch=1"),
         event(SCHED, "list", "nodes", uri="/api/v1/nodes?limit=500"),
@@ -185,7 +189,7 @@ class CompareTest(unittest.TestCase):
         roles = roles_from(deploy_docs("scheduler.yaml"), rbac_audit.SCHEDULER)
         problems, _, used = self.compare(scheduler_run(), roles, rbac_audit.SCHEDULER)
         self.assertEqual(problems, [])
-        self.assertEqual(len(used), 10)
+        self.assertEqual(len(used), 13)
         # Its Lease only; nothing of pods but the status and bindings written; no events of other API groups.
         for bad in (event(SCHED, "update", "leases", group="coordination.k8s.io", ns="kube-system",
                           name="gpusched-extender"),

@@ -19,6 +19,8 @@ the pods' nodeSelector), so tests do not depend on each other's deletions.
   7. kill -9 while 20 pods are being bound, restart: all 20 end bound, no GPU overcommitted, each bound once.
   8. share preemption: a pod of high priority evicts the one low-priority share that no PodDisruptionBudget
      protects (Eviction API, nominatedNodeName, Preempted event) and binds; a budget refuses the next eviction.
+  9. host ports and extended resources: a second pod on a bound host port, or asking for an FPGA the node has no
+     more of, stays pending with kube-scheduler's reason.
 After every test, audit() checks every pod of the cluster (allocations valid and within each GPU's capacity, unique
 ids, pods that did not fit still pending); tests 6 and 7 also count the bindings in kube-apiserver's audit log.
 
@@ -1127,6 +1129,43 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         metrics = {(n, tuple(sorted(lbl.items()))): v for n, lbl, v in self.main.metrics()}
         self.assertGreaterEqual(metrics.get(("gpusched_scheduler_preemptions_total", (("result", "ok"),)), 0), 1)
         self.assertGreaterEqual(metrics.get(("gpusched_scheduler_preemptions_total", (("result", "failed"),)), 0), 1)
+        self.audit(pool)
+
+    @dump_logs_on_failure
+    def test_9_host_ports_and_extended_resources(self):
+        """One node that advertises one example.com/fpga: a pod binding host port 8080 fits, a second one on the
+        same port does not ("didn't have free ports"); a pod asking for the FPGA fits, a second one does not
+        ("Insufficient example.com/fpga"); nothing is left unevaluated (the Scheduled events are Normal)."""
+        pool = "ports"
+        node = list(self.make_pool(pool, nodes=1, gpus=2))[0]
+        extra = {"cpu": "32", "memory": "128Gi", "pods": "110", "nvidia.com/gpu": "2", "example.com/fpga": "1"}
+        self.kube.patch("nodes", node, {"status": {"capacity": extra, "allocatable": extra}}, sub="status",
+                        patch_type="strategic")
+        nodes = len(self.kube.list("nodes"))
+        for name in ("port-a", "port-b"):
+            p = self.pod(name, {}, pool)
+            p["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+            self.kube.create("pods", p)
+        for name in ("fpga-a", "fpga-b"):
+            self.create_pod(name, {"gpusched.io/gpu": 1, "gpusched.io/gpu-memory": 1000, "gpusched.io/gpu-core": 10,
+                                   "example.com/fpga": 1}, pool)
+        placed = {}
+        for first, second, why in (("port-a", "port-b", "didn't have free ports for the requested pod ports"),
+                                   ("fpga-a", "fpga-b", "Insufficient example.com/fpga")):
+            # Either of the two may come first: one binds, the other fails with the reason.
+            def decided(a=first, b=second):
+                pods = {n: self.kube.get("pods", n) for n in (a, b)}
+                bound = [n for n, p in pods.items() if p["spec"].get("nodeName")]
+                return bound if len(bound) == 1 else None
+            bound = Kube.wait_for(decided, BIND_TIMEOUT, what=f"{first} or {second} to be bound", on_poll=self.alive)
+            waiting = second if bound[0] == first else first
+            msg = self.wait_failed(waiting, nodes=nodes)
+            self.assert_unschedulable(waiting, msg)
+            self.assertIn(why, msg)
+            placed[bound[0]] = waiting
+            scheduled = self.events(bound[0], reason="Scheduled")
+            self.assertTrue(scheduled and scheduled[-1].get("type") == "Normal", scheduled)
+        log(f"host ports and extended resources: bound {sorted(placed)}, pending {sorted(placed.values())}")
         self.audit(pool)
 
 

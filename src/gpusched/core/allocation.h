@@ -4,11 +4,13 @@
 // and what ClusterState accounts.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "gpusched/common/ids.h"
 #include "gpusched/common/units.h"
+#include "gpusched/core/constraints.h"
 
 namespace gpusched::core {
 
@@ -31,6 +33,10 @@ struct Allocation {
   common::MilliCpu cpu{0};  // the pod's CPU request, charged to the node
   common::MiB memory{0};    // the pod's memory request, charged to the node
   std::vector<ContainerAllocation> containers;
+  // The pod's requests of other resources (ephemeral-storage, hugepages-*, extended) and its host ports, charged
+  // to the node where the front end checks them (the standalone scheduler); empty otherwise.
+  std::map<std::string, int64_t> scalars;
+  std::vector<HostPort> host_ports;
   uint64_t id = 0;  // monotonic allocation id (set by the binder)
 
   [[nodiscard]] int32_t GpuCount() const;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 
 namespace gpusched::core {
@@ -189,6 +190,11 @@ Status ClusterState::ValidateShape(const Allocation& a, const Slot& slot) const 
   if (a.cpu.value() < 0 || a.memory.value() < 0) {
     return common::InvalidArgument(Where(a) + "negative CPU or memory request");
   }
+  for (const auto& [name, amount] : a.scalars) {
+    if (amount < 0) {
+      return common::InvalidArgument(Where(a) + "negative request of " + name);
+    }
+  }
   return PerGpu(a, slot.view, Where(a)).status();
 }
 
@@ -203,6 +209,20 @@ Status ClusterState::Validate(const Allocation& a, const Slot& slot) const {
   if (a.memory > v.memory_free) {
     return common::ResourceExhausted(where + "needs " + Fmt(a.memory.value()) + " MiB of memory, " +
                                      Fmt(v.memory_free.value()) + " free");
+  }
+  for (const auto& [name, amount] : a.scalars) {
+    auto it = v.scalar_free.find(name);
+    const int64_t free = it == v.scalar_free.end() ? 0 : it->second;
+    if (amount > free) {
+      return common::ResourceExhausted(where + "needs " + Fmt(amount) + " of " + name + ", " + Fmt(free) + " free");
+    }
+  }
+  for (const HostPort& p : a.host_ports) {
+    for (const HostPort& used : v.host_ports) {
+      if (p.ConflictsWith(used)) {
+        return common::ResourceExhausted(where + "host port " + p.protocol + "/" + Fmt(p.port) + " is in use");
+      }
+    }
   }
   GPUSCHED_ASSIGN_OR_RETURN(per_gpu, PerGpu(a, v, where));
   for (const auto& [index, s] : per_gpu) {
@@ -265,6 +285,7 @@ void ClusterState::Apply(const Allocation& a, Slot& slot, int sign) {
     }
   }
   v.pods += sign;
+  ApplyScalarsAndPorts(v, a.scalars, a.host_ports, sign);
   AddShape(v.shape_counts, a.ShapeTag(), sign);
   allocated_milli_ += a.TotalMilli() * sign;
   Touch(slot);
@@ -402,6 +423,7 @@ Status ClusterState::CheckSlot(const Slot& slot) const {
       }
     }
     want.pods += 1;
+    ApplyScalarsAndPorts(want, a.scalars, a.host_ports, 1);
     AddShape(want.shape_counts, a.ShapeTag(), 1);
   }
   const std::string n = "node " + node.name.str() + ": ";
@@ -415,6 +437,32 @@ Status ClusterState::CheckSlot(const Slot& slot) const {
   }
   if (want.pods != v.pods || want.shape_counts != v.shape_counts) {
     return common::Internal(n + "pod count or shapes disagree with allocations");
+  }
+  auto sorted_ports = [](std::vector<HostPort> ports) {
+    std::sort(ports.begin(), ports.end(), [](const HostPort& a, const HostPort& b) {
+      return std::tie(a.protocol, a.ip, a.port) < std::tie(b.protocol, b.ip, b.port);
+    });
+    return ports;
+  };
+  auto nonzero = [](const std::map<std::string, int64_t>& m) {
+    std::map<std::string, int64_t> out;
+    for (const auto& [name, amount] : m) {
+      if (amount != 0) {
+        out.emplace(name, amount);
+      }
+    }
+    return out;
+  };
+  if (nonzero(want.scalar_free) != nonzero(v.scalar_free) ||
+      sorted_ports(want.host_ports) != sorted_ports(v.host_ports)) {
+    return common::Internal(n + "other resources or host ports disagree with allocations");
+  }
+  if (capped) {
+    for (const auto& [name, free] : want.scalar_free) {
+      if (free < 0) {
+        return common::Internal(n + name + " overcommitted");
+      }
+    }
   }
   for (size_t i = 0; i < want.gpus.size(); ++i) {
     const GpuState& w = want.gpus[i];
@@ -445,6 +493,11 @@ std::string ClusterState::OverOf(const Slot& slot) const {
   }
   if (v.memory_free.value() < 0) {
     add("memory " + Fmt(-v.memory_free.value()) + " MiB over");
+  }
+  for (const auto& [name, free] : v.scalar_free) {
+    if (free < 0) {
+      add(name + " " + Fmt(-free) + " over");
+    }
   }
   for (size_t i = 0; i < v.gpus.size(); ++i) {
     const GpuState& g = v.gpus[i];

@@ -45,6 +45,19 @@ struct NodeSelectorTerm {
   bool operator==(const NodeSelectorTerm&) const = default;
 };
 
+// A host port a container binds on its node (spec.containers[].ports[].hostPort). Two conflict when protocol and
+// port are equal and their addresses overlap ("" or 0.0.0.0 overlaps every address), as kube-scheduler's NodePorts.
+struct HostPort {
+  std::string protocol = "TCP";
+  std::string ip;  // hostIP; "" = every address
+  int32_t port = 0;
+  [[nodiscard]] bool ConflictsWith(const HostPort& other) const {
+    const bool any = ip.empty() || ip == "0.0.0.0" || other.ip.empty() || other.ip == "0.0.0.0";
+    return port == other.port && protocol == other.protocol && (any || ip == other.ip);
+  }
+  bool operator==(const HostPort&) const = default;
+};
+
 // A label selector of an object other than a node (a PodDisruptionBudget's spec.selector): matchLabels and
 // matchExpressions (In, NotIn, Exists, DoesNotExist), ANDed.
 struct LabelSelector {

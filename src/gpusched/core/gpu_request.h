@@ -51,6 +51,10 @@ struct PodRequest {
   std::map<std::string, std::string> node_selector;
   std::vector<NodeSelectorTerm> required_node_affinity;  // ORed; empty = no requirement
   std::vector<Toleration> tolerations;
+  // Requests of other resources (ephemeral-storage, hugepages-*, extended resources; effective pod-level amounts in
+  // base units) and host ports (sched::FitNodeResources checks both).
+  std::map<std::string, int64_t> scalars;
+  std::vector<HostPort> host_ports;
 
   [[nodiscard]] bool RequestsGpu() const { return !containers.empty(); }
   // Σ count over containers.

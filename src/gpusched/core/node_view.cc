@@ -1,5 +1,6 @@
 #include "gpusched/core/node_view.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace gpusched::core {
@@ -37,12 +38,27 @@ NodeView NodeView::Empty(std::shared_ptr<const Node> node) {
   NodeView v;
   v.cpu_free = node->cpu;
   v.memory_free = node->memory;
+  v.scalar_free = node->scalar_resources;
   v.gpus.reserve(node->gpus.size());
   for (const auto& g : node->gpus) {
     v.gpus.push_back(GpuState{.free = common::kGpuMilli, .memory_free = g.memory});
   }
   v.node = std::move(node);
   return v;
+}
+
+void ApplyScalarsAndPorts(NodeView& view, const std::map<std::string, int64_t>& scalars,
+                          const std::vector<HostPort>& host_ports, int sign) {
+  for (const auto& [name, amount] : scalars) {
+    view.scalar_free[name] -= amount * sign;
+  }
+  for (const HostPort& p : host_ports) {
+    if (sign > 0) {
+      view.host_ports.push_back(p);
+    } else if (auto it = std::find(view.host_ports.begin(), view.host_ports.end(), p); it != view.host_ports.end()) {
+      view.host_ports.erase(it);
+    }
+  }
 }
 
 }  // namespace gpusched::core

@@ -5,6 +5,7 @@
 // GPU vector, and the Node description is shared.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -30,6 +31,10 @@ struct NodeView {
   common::MiB memory_free{0};
   std::vector<GpuState> gpus;  // gpus[i] describes node->gpus[i]
   int32_t pods = 0;            // allocations on the node
+  // Free amounts of the node's other resources (Node::scalar_resources less what its pods request; a resource the
+  // node does not advertise is absent, or negative where a bound pod requests it anyway).
+  std::map<std::string, int64_t> scalar_free;
+  std::vector<HostPort> host_ports;  // host ports its pods bind
   // How many GPU pods of each shape tag (Allocation::ShapeTag) the node holds, sorted by tag.
   std::vector<std::pair<int32_t, int32_t>> shape_counts;
   // Changes whenever anything on the node changes; unique across the ClusterState's lifetime, so a cache keyed by
@@ -47,5 +52,10 @@ struct NodeView {
   // A fresh view of an empty node.
   static NodeView Empty(std::shared_ptr<const Node> node);
 };
+
+// Other resources and host ports of a pod into (sign +1) or out of (-1) a view: scalar_free down (up) by each
+// amount, the ports added to (one of each removed from) host_ports.
+void ApplyScalarsAndPorts(NodeView& view, const std::map<std::string, int64_t>& scalars,
+                          const std::vector<HostPort>& host_ports, int sign);
 
 }  // namespace gpusched::core

@@ -320,56 +320,6 @@ UnevaluatedFields FindUnevaluatedFields(const json& pod) {
       out.soft.push_back("spec.topologySpreadConstraints (whenUnsatisfiable: ScheduleAnyway)");
     }
   }
-  std::set<std::string> hard_resources;
-  std::set<std::string> soft_resources;
-  bool host_port = false;
-  for (const char* list : {"initContainers", "containers"}) {
-    const json& containers = Member(spec, list);
-    if (!containers.is_array()) {
-      continue;
-    }
-    for (const json& c : containers) {
-      if (!c.is_object()) {
-        continue;
-      }
-      const json& ports = Member(c, "ports");
-      if (ports.is_array()) {
-        for (const json& p : ports) {
-          const json& hp = p.is_object() ? Member(p, "hostPort") : json();
-          host_port = host_port || (hp.is_number_integer() && hp.get<int64_t>() != 0);
-        }
-      }
-      const json& resources = Member(c, "resources");
-      if (!resources.is_object()) {
-        continue;
-      }
-      for (const char* part : {"requests", "limits"}) {
-        const json& amounts = Member(resources, part);
-        if (!amounts.is_object()) {
-          continue;
-        }
-        for (const auto& [name, value] : amounts.items()) {
-          if (name == "cpu" || name == "memory" || AllGpuResourceNames().contains(name)) {
-            continue;
-          }
-          if (name == "ephemeral-storage" || name.starts_with("hugepages-")) {
-            soft_resources.insert(name);
-          } else {
-            hard_resources.insert(name);
-          }
-        }
-      }
-    }
-  }
-  if (host_port) {
-    out.hard.push_back("spec.containers[].ports[].hostPort");
-  }
-  for (const std::string& r : hard_resources) {
-    out.hard.push_back("resources " + r);
-  }
-  for (const std::string& r : soft_resources) {
-    out.soft.push_back("resources " + r);
-  }
   return out;
 }
 

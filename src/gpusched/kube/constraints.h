@@ -34,11 +34,10 @@ common::Result<core::DisruptionBudget> DecodeDisruptionBudget(const nlohmann::js
 // Scheduling fields of a pod that gpusched's scheduler does not evaluate, as paths naming them. A pod is never
 // placed as if they were absent without saying so:
 //   hard  the scheduler refuses to place the pod (it could break the constraint): required pod affinity and
-//         anti-affinity, topology spread constraints with whenUnsatisfiable DoNotSchedule (the default), host ports,
-//         and requests of extended resources other than CPU, memory, ephemeral storage, hugepages and GPU names
-//         (the node may not have them)
+//         anti-affinity, topology spread constraints with whenUnsatisfiable DoNotSchedule (the default)
 //   soft  the pod is placed, with a warning naming them: preferred pod and node affinity, ScheduleAnyway spread
-//         constraints, ephemeral-storage and hugepages requests
+//         constraints
+// (Host ports and requests of ephemeral-storage, hugepages and extended resources are evaluated: FitNodeResources.)
 struct UnevaluatedFields {
   std::vector<std::string> hard, soft;
 };

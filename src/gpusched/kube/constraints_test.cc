@@ -83,15 +83,14 @@ TEST(ConstraintsTest, FieldsTheSchedulerDoesNotEvaluateAreNamed) {
       "containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}],
                       "resources": {"limits": {"rdma/hca": "1", "hugepages-2Mi": "2Mi"}}}]}})");
   UnevaluatedFields f = FindUnevaluatedFields(pod);
+  // Host ports and other resources are evaluated (FitNodeResources): not named.
   EXPECT_EQ(f.hard,
             (std::vector<std::string>{"spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-                                      "spec.topologySpreadConstraints (whenUnsatisfiable: DoNotSchedule)",
-                                      "spec.containers[].ports[].hostPort", "resources rdma/hca"}));
+                                      "spec.topologySpreadConstraints (whenUnsatisfiable: DoNotSchedule)"}));
   EXPECT_EQ(f.soft,
             (std::vector<std::string>{"spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
                                       "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-                                      "spec.topologySpreadConstraints (whenUnsatisfiable: ScheduleAnyway)",
-                                      "resources ephemeral-storage", "resources hugepages-2Mi"}));
+                                      "spec.topologySpreadConstraints (whenUnsatisfiable: ScheduleAnyway)"}));
   EXPECT_TRUE(FindUnevaluatedFields(json()).hard.empty());
   EXPECT_TRUE(FindUnevaluatedFields(json::parse(R"({"spec": {"containers": 3, "affinity": []}})")).hard.empty());
 }
@@ -122,6 +121,45 @@ TEST(ConstraintsTest, MalformedConstraintsAreErrorsNamingTheField) {
   ASSERT_FALSE(n.ok());
   EXPECT_NE(n.status().message().find("node n: spec.taints[0].effect \"Never\""), std::string::npos)
       << n.status().message();
+}
+
+// Other resources and host ports, as kube-scheduler's NodeResourcesFit and NodePorts read them.
+TEST(ConstraintsTest, OtherResourcesAndHostPortsDecode) {
+  const json pod = json::parse(R"({"metadata": {"name": "p", "namespace": "ml", "uid": "u"}, "spec": {
+      "initContainers": [{"name": "i", "resources": {"requests": {"ephemeral-storage": "3Gi", "rdma/hca": "1"}}}],
+      "containers": [
+        {"name": "a", "ports": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 81}],
+         "resources": {"limits": {"rdma/hca": "2", "hugepages-2Mi": "4Mi", "nvidia.com/gpu": "1"},
+                       "requests": {"ephemeral-storage": "1Gi"}}},
+        {"name": "b", "ports": [{"containerPort": 53, "hostPort": 53, "protocol": "UDP", "hostIP": "10.0.0.1"}],
+         "resources": {"requests": {"ephemeral-storage": "1Gi", "rdma/hca": "1"}}}]}})");
+  auto r = DecodePodRequest(pod, ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  // Sums over containers, the largest init container where it is larger; GPU names are not scalars.
+  EXPECT_EQ(r->scalars,
+            (std::map<std::string, int64_t>{
+                {"ephemeral-storage", int64_t{3} << 30}, {"hugepages-2Mi", int64_t{4} << 20}, {"rdma/hca", 3}}));
+  ASSERT_EQ(r->host_ports.size(), 2U);
+  EXPECT_EQ(r->host_ports[0], (core::HostPort{.protocol = "TCP", .ip = "", .port = 8080}));
+  EXPECT_EQ(r->host_ports[1], (core::HostPort{.protocol = "UDP", .ip = "10.0.0.1", .port = 53}));
+  EXPECT_TRUE(core::HostPort{.port = 53}.ConflictsWith(core::HostPort{.ip = "10.0.0.2", .port = 53}));
+  EXPECT_FALSE(r->host_ports[1].ConflictsWith(core::HostPort{.protocol = "UDP", .ip = "10.0.0.2", .port = 53}));
+  EXPECT_FALSE(r->host_ports[1].ConflictsWith(core::HostPort{.protocol = "TCP", .port = 53}));
+
+  json bad = pod;
+  bad["spec"]["containers"][0]["resources"]["limits"]["rdma/hca"] = "two";
+  EXPECT_NE(DecodePodRequest(bad, ResourceConfig{}).status().message().find("rdma/hca"), std::string::npos);
+  bad = pod;
+  bad["spec"]["containers"][0]["ports"][0]["hostPort"] = 70000;
+  EXPECT_NE(DecodePodRequest(bad, ResourceConfig{}).status().message().find("hostPort"), std::string::npos);
+
+  const json node = json::parse(R"({"metadata": {"name": "n"}, "status": {"allocatable": {
+      "cpu": "8", "memory": "32Gi", "pods": "110", "nvidia.com/gpu": "8", "ephemeral-storage": "100Gi",
+      "rdma/hca": "4"}}})");
+  auto n = DecodeNode(node);
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(n->scalar_resources,
+            (std::map<std::string, int64_t>{{"ephemeral-storage", int64_t{100} << 30}, {"rdma/hca", 4}}));
 }
 
 TEST(ConstraintsTest, DisruptionBudgetsDecodeAndCountTheirPods) {

@@ -9,6 +9,7 @@
 #include "gpusched/kube/annotations.h"
 #include "gpusched/kube/constraints.h"
 #include "gpusched/kube/quantity.h"
+#include "gpusched/kube/resources.h"
 
 namespace gpusched::kube {
 namespace {
@@ -128,6 +129,18 @@ common::Result<core::Node> DecodeNode(const json& node) {
                                    (pods.ok() ? std::to_string(*pods) + " is out of range" : pods.status().message()));
   }
   out.max_pods = static_cast<int32_t>(*pods);
+  if (allocatable != nullptr && allocatable->is_object()) {
+    for (const auto& [name, value] : allocatable->items()) {
+      if (name == "cpu" || name == "memory" || name == "pods" || AllGpuResourceNames().contains(name)) {
+        continue;
+      }
+      auto amount = Quantity(allocatable, name, false);
+      if (!amount.ok()) {
+        return common::InvalidArgument(who + "bad allocatable: " + name + ": " + amount.status().message());
+      }
+      out.scalar_resources.emplace(name, *amount);
+    }
+  }
 
   std::map<std::string, std::string> annotations;
   std::map<std::string, std::string> labels;

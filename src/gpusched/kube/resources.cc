@@ -28,6 +28,8 @@ struct ContainerResources {
   std::map<std::string, int64_t, std::less<>> gpu;  // enabled GPU resources, integer values
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
+  std::map<std::string, int64_t> other;  // ephemeral-storage, hugepages-*, extended resources (base units)
+  std::vector<core::HostPort> host_ports;
 };
 
 const json* Find(const json& j, std::string_view key) {
@@ -54,6 +56,31 @@ common::Result<ContainerResources> ReadContainer(const json& c, const ResourceCo
     out.name = n->get<std::string>();
   }
   const std::string who = std::string(kind) + " " + (out.name.empty() ? "(unnamed)" : out.name);
+  if (const json* ports = Find(c, "ports"); ports != nullptr) {
+    if (!ports->is_array()) {
+      return common::InvalidArgument(who + ": ports is not a list");
+    }
+    for (const json& p : *ports) {
+      const json* host_port = Find(p, "hostPort");
+      if (host_port == nullptr) {
+        continue;
+      }
+      if (!host_port->is_number_integer() || host_port->get<int64_t>() < 0 || host_port->get<int64_t>() > 65535) {
+        return common::InvalidArgument(who + ": ports[].hostPort is not a port number");
+      }
+      if (host_port->get<int64_t>() == 0) {
+        continue;
+      }
+      core::HostPort hp{.port = host_port->get<int32_t>()};
+      if (const json* protocol = Find(p, "protocol"); protocol != nullptr && protocol->is_string()) {
+        hp.protocol = protocol->get<std::string>();
+      }
+      if (const json* ip = Find(p, "hostIP"); ip != nullptr && ip->is_string()) {
+        hp.ip = ip->get<std::string>();
+      }
+      out.host_ports.push_back(std::move(hp));
+    }
+  }
   const json* resources = Find(c, "resources");
   if (resources == nullptr) {
     return out;
@@ -74,6 +101,11 @@ common::Result<ContainerResources> ReadContainer(const json& c, const ResourceCo
       const std::string text = QuantityText(value);
       const bool gpu = AllGpuResourceNames().contains(key);
       if (!gpu && key != "cpu" && key != "memory") {
+        auto v = ParseQuantity(text);
+        if (!v.ok()) {
+          return common::InvalidArgument(who + ": " + key + ": " + v.status().message());
+        }
+        out.other[key] = *v;
         continue;
       }
       if (gpu && !config.Enabled(key)) {
@@ -398,6 +430,10 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
   for (const auto& c : apps) {
     cpu += c.cpu_milli;
     memory += c.memory_mib;
+    for (const auto& [resource, amount] : c.other) {
+      out.scalars[resource] += amount;
+    }
+    out.host_ports.insert(out.host_ports.end(), c.host_ports.begin(), c.host_ports.end());
     auto r = GpuRequestOf(c, "container", config.gpushare_memory_unit_mib);
     if (!r.ok()) {
       return common::InvalidArgument(who + r.status().message());
@@ -410,6 +446,9 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
   for (const auto& c : inits) {
     cpu = std::max(cpu, c.cpu_milli);
     memory = std::max(memory, c.memory_mib);
+    for (const auto& [resource, amount] : c.other) {
+      out.scalars[resource] = std::max(out.scalars[resource], amount);
+    }
     auto r = GpuRequestOf(c, "init container", config.gpushare_memory_unit_mib);
     if (!r.ok()) {
       return common::InvalidArgument(who + r.status().message());

@@ -23,6 +23,25 @@ policy::Fit FitNodeResources(const core::PodRequest& pod, const core::NodeView& 
                             std::to_string(node.memory_free.value()) + " MiB free";
     return pod.memory > node.node->memory ? policy::Fit::Unresolvable(msg) : policy::Fit::Unschedulable(msg);
   }
+  for (const auto& [name, amount] : pod.scalars) {
+    auto free = node.scalar_free.find(name);
+    const int64_t have = free == node.scalar_free.end() ? 0 : free->second;
+    if (amount > have) {
+      auto total = node.node->scalar_resources.find(name);
+      const int64_t capacity = total == node.node->scalar_resources.end() ? 0 : total->second;
+      const std::string msg =
+          "Insufficient " + name + ": needs " + std::to_string(amount) + ", " + std::to_string(have) + " free";
+      return amount > capacity ? policy::Fit::Unresolvable(msg) : policy::Fit::Unschedulable(msg);
+    }
+  }
+  for (const auto& p : pod.host_ports) {
+    for (const auto& used : node.host_ports) {
+      if (p.ConflictsWith(used)) {
+        return policy::Fit::Unschedulable("node(s) didn't have free ports for the requested pod ports, " + p.protocol +
+                                          "/" + std::to_string(p.port) + " in use");
+      }
+    }
+  }
   return policy::Fit::Fits();
 }
 
@@ -119,6 +138,12 @@ uint32_t CycleRunner::Signature(const core::PodRequest& pod) {
     for (const auto& m : c.models) {
       key += ":" + m;
     }
+  }
+  for (const auto& [name, amount] : pod.scalars) {
+    key += "|" + name + "=" + std::to_string(amount);
+  }
+  for (const auto& p : pod.host_ports) {
+    key += "|port " + p.protocol + "/" + p.ip + ":" + std::to_string(p.port);
   }
   if (signatures_.size() >= kMaxSignatures && !signatures_.contains(key)) {
     signatures_.clear();
@@ -274,6 +299,10 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
                               .memory = pod.memory,
                               .containers = policy_.SelectGpusWithSnapshot(pod, view, snapshot, rng),
                               .id = allocation_id};
+  if (options_.check_node_resources) {
+    allocation.scalars = pod.scalars;  // charged where they are checked (not by the extender)
+    allocation.host_ports = pod.host_ports;
+  }
   common::Status reserved = state.Assume(allocation);
   if (!reserved.ok()) {
     return common::Internal("policy " + std::string(policy_.Name()) +

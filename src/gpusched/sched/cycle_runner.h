@@ -79,7 +79,9 @@ struct CycleResult {
 // The part of a rejection reason that a summary groups by (see CycleResult::Summary).
 [[nodiscard]] std::string_view ReasonGroup(std::string_view reason);
 
-// kube-scheduler's NodeResourcesFit for the pods count (when the node limits it), CPU and memory.
+// kube-scheduler's NodeResourcesFit for the pods count (when the node limits it), CPU, memory and the pod's other
+// resources (ephemeral-storage, hugepages-*, extended resources: a node that does not advertise one has none of
+// it), then NodePorts (a host port already bound on the node, same protocol, overlapping address).
 [[nodiscard]] policy::Fit FitNodeResources(const core::PodRequest& pod, const core::NodeView& node);
 
 // KSS's NormalizeScore: (s − min) · 100 / (max − min) with integer division; when all are equal, all become 100.

@@ -145,6 +145,54 @@ TEST(CycleRunnerTest, NodeConstraintsWhenAsked) {
       plain.Filter(testing::Pod("p").Cpu(1000).Gpus(1).Build(), *state.Find(common::NodeName("tainted"))).fits());
 }
 
+TEST(CycleRunnerTest, OtherResourcesAndHostPortsAreEnforcedAndCharged) {
+  core::ClusterState state;
+  core::Node rdma = testing::Node("rdma").Gpus(1).Cpu(64000).Build();
+  rdma.scalar_resources = {{"rdma/hca", 2}};
+  ASSERT_TRUE(state.AddNode(rdma).ok());
+  ASSERT_TRUE(state.AddNode(testing::Node("plain").Gpus(1).Cpu(64000).Build()).ok());
+  auto pol = Make("binpack");
+  CycleRunner runner(*pol, CycleOptions{.check_node_constraints = true});
+  common::Rng rng(1);
+  core::PodRequest one = testing::Pod("one").Cpu(100).Build();
+  one.scalars = {{"rdma/hca", 1}};
+  one.host_ports = {core::HostPort{.port = 8080}};
+  auto r = runner.Schedule(one, state, {}, rng);
+  ASSERT_TRUE(r.ok() && r->allocation.has_value());
+  EXPECT_EQ(r->allocation->node.str(), "rdma") << "the only node with the resource";
+  EXPECT_EQ(r->allocation->scalars, one.scalars);
+  EXPECT_EQ(state.Find(common::NodeName("rdma"))->scalar_free.at("rdma/hca"), 1);
+  ASSERT_EQ(state.Find(common::NodeName("rdma"))->host_ports.size(), 1U);
+
+  core::PodRequest two = testing::Pod("two").Cpu(100).Build();
+  two.scalars = {{"rdma/hca", 2}};
+  auto none = runner.Schedule(two, state, {}, rng);
+  ASSERT_TRUE(none.ok());
+  ASSERT_FALSE(none->allocation.has_value());
+  EXPECT_EQ(none->Summary(), "0/2 nodes are available: 2 x Insufficient rdma/hca: needs 2");
+  for (const auto& [node, fit] : none->rejections) {
+    // rdma could have room after a preemption; plain never has the resource.
+    EXPECT_EQ(fit.code, node.str() == "rdma" ? policy::Fit::Code::kUnschedulable : policy::Fit::Code::kUnresolvable);
+  }
+  // The same host port (any address) only fits where it is free.
+  core::PodRequest port = testing::Pod("port").Cpu(100).Build();
+  port.host_ports = {core::HostPort{.ip = "10.0.0.1", .port = 8080}};
+  auto p = runner.Schedule(port, state, {}, rng);
+  ASSERT_TRUE(p.ok() && p->allocation.has_value());
+  EXPECT_EQ(p->allocation->node.str(), "plain");
+  EXPECT_TRUE(state.CheckInvariants().ok()) << state.CheckInvariants().message();
+  // Released, the resource and the port are free again.
+  ASSERT_TRUE(state.Release(common::PodUid("one")).ok());
+  EXPECT_EQ(state.Find(common::NodeName("rdma"))->scalar_free.at("rdma/hca"), 2);
+  EXPECT_TRUE(state.Find(common::NodeName("rdma"))->host_ports.empty());
+  EXPECT_TRUE(state.CheckInvariants().ok());
+  // The extender's runner (node resources left to kube-scheduler) neither checks nor charges them.
+  CycleRunner extender(*pol, CycleOptions{.check_node_resources = false});
+  auto e = extender.Schedule(two, state, {}, rng);
+  ASSERT_TRUE(e.ok() && e->allocation.has_value());
+  EXPECT_TRUE(e->allocation->scalars.empty());
+}
+
 // PreferNoSchedule: kube-scheduler's weighted sum (policy 0..100 + 3 x TaintToleration 0..100) moves the pod off
 // a node binpack prefers when that node has a taint the pod does not tolerate; a toleration moves it back.
 TEST(CycleRunnerTest, PreferNoScheduleTaintsLowerTheScore) {

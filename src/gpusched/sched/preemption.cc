@@ -25,6 +25,7 @@ void Shift(core::NodeView& view, const core::Allocation& allocation, int sign) {
   view.cpu_free = common::MilliCpu(view.cpu_free.value() - sign * allocation.cpu.value());
   view.memory_free = common::MiB(view.memory_free.value() - sign * allocation.memory.value());
   view.pods += sign;
+  core::ApplyScalarsAndPorts(view, allocation.scalars, allocation.host_ports, sign);
 }
 
 }  // namespace

@@ -292,7 +292,8 @@ TEST_F(SchedulerTest, ConstraintsItDoesNotEvaluateAreNeverIgnoredSilently) {
       json::array({{{"topologyKey", "kubernetes.io/hostname"}}});
   scheduler_->OnPod(EventType::kAdded, anti);
   json soft = Pod("soft", Share(10));
-  soft["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = "1Gi";
+  soft["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] = json::array(
+      {{{"weight", 1}, {"preference", {{"matchExpressions", {{{"key", "zone"}, {"operator", "Exists"}}}}}}}});
   scheduler_->OnPod(EventType::kAdded, soft);
   Drain();
   ASSERT_EQ(binder_.bound().size(), 1U);
@@ -300,7 +301,42 @@ TEST_F(SchedulerTest, ConstraintsItDoesNotEvaluateAreNeverIgnoredSilently) {
   EXPECT_THAT(EventsFor("anti", "FailedScheduling").at(0).message, HasSubstr("podAntiAffinity"));
   const PodEvent scheduled = EventsFor("soft", "Scheduled").at(0);
   EXPECT_EQ(scheduled.type, "Warning");
-  EXPECT_THAT(scheduled.message, HasSubstr("not evaluated: resources ephemeral-storage"));
+  EXPECT_THAT(scheduled.message,
+              HasSubstr("not evaluated: spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"));
+}
+
+// Host ports and other resources are evaluated, and charged for pods bound by anyone.
+TEST_F(SchedulerTest, HostPortsAndOtherResourcesAreEvaluated) {
+  json node = Node("a", 2);
+  node["status"]["allocatable"]["ephemeral-storage"] = "10Gi";
+  scheduler_->OnNode(EventType::kAdded, node);
+  json other = Pod("other", json::object());  // bound by someone else, with a host port and 8Gi of scratch space
+  other["spec"]["schedulerName"] = "default-scheduler";
+  other["spec"]["nodeName"] = "a";
+  other["spec"]["containers"][0]["ports"] = json::array({{{"containerPort", 80}, {"hostPort", 8080}}});
+  other["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = "8Gi";
+  scheduler_->OnPod(EventType::kAdded, other);
+  json port = Pod("port", Share(10));
+  port["spec"]["containers"][0]["ports"] = json::array({{{"containerPort", 80}, {"hostPort", 8080}}});
+  json disk = Pod("disk", Share(10));
+  disk["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = "4Gi";
+  json fits = Pod("fits", Share(10));
+  fits["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = "2Gi";
+  fits["spec"]["containers"][0]["ports"] = json::array({{{"containerPort", 80}, {"hostPort", 8081}}});
+  for (const json& p : {port, disk, fits}) {
+    scheduler_->OnPod(EventType::kAdded, p);
+  }
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 1U);
+  EXPECT_EQ(binder_.bound()[0].pod.str(), "uid-fits");
+  EXPECT_THAT(EventsFor("port", "FailedScheduling").at(0).message,
+              HasSubstr("didn't have free ports for the requested pod ports"));
+  EXPECT_THAT(EventsFor("disk", "FailedScheduling").at(0).message, HasSubstr("Insufficient ephemeral-storage"));
+  EXPECT_EQ(EventsFor("fits", "Scheduled").at(0).type, "Normal") << "nothing left unevaluated";
+  // The other pod goes: its port and space are free again, and both waiting pods fit.
+  scheduler_->OnPod(EventType::kDeleted, other);
+  Drain();
+  EXPECT_EQ(binder_.bound().size(), 3U);
 }
 
 TEST_F(SchedulerTest, AnInvalidRequestIsReportedAndWaitsForAChange) {

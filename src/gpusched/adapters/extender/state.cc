@@ -276,6 +276,8 @@ void ClusterMirror::RequestsOf(const nlohmann::json& pod, const std::string& key
   if (auto request = kube::DecodePodRequest(pod, kNoGpus); request.ok()) {
     allocation.cpu = request->cpu;
     allocation.memory = request->memory;
+    allocation.scalars = request->scalars;
+    allocation.host_ports = request->host_ports;
   } else {
     ++stats_.rejected_events;
     LogWarn("extender: bound pod " + key + " is charged without CPU and memory: " + request.status().message());
