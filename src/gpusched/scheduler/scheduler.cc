@@ -296,16 +296,14 @@ void Scheduler::OnDisruptionBudget(EventType type, const json& pdb) {
   }
 }
 
-std::optional<Scheduler::Nomination> Scheduler::TakeNomination(const std::string& uid, core::ClusterState& state) {
+std::optional<Scheduler::Nomination> Scheduler::TakeNomination(const std::string& uid) {
   auto it = nominations_.find(uid);
   if (it == nominations_.end()) {
     return std::nullopt;
   }
   Nomination n = std::move(it->second);
   nominations_.erase(it);
-  if (state.FindAllocation(n.reserved.pod) != nullptr) {
-    (void)state.Release(n.reserved.pod);
-  }
+  mirror_.ReleaseHeld(n.reserved.pod);  // also where it waits for its node (deleted meanwhile) to come back
   return n;
 }
 
@@ -323,7 +321,7 @@ void Scheduler::DropNomination(const std::string& uid) {
   bool dropped = false;
   {
     auto lock = mirror_.WriteLock();
-    dropped = TakeNomination(uid, mirror_.state()).has_value();
+    dropped = TakeNomination(uid).has_value();
   }
   if (dropped && queue_.OnClusterEvent(sched::kBlockedByGpu | sched::kBlockedByResources | sched::kBlockedByPods) > 0) {
     Wake();
@@ -447,7 +445,7 @@ bool Scheduler::Preempt(const std::string& uid, const Pending& pod, const Preemp
       {
         // The room goes back without waking anyone: no attempt ran since it was held.
         auto lock = mirror_.WriteLock();
-        (void)TakeNomination(uid, mirror_.state());
+        (void)TakeNomination(uid);
       }
       (void)options_.preemptor->Nominate(pod.namespace_, pod.name, "");
       Count(&SchedulerStats::preemption_failures);
@@ -556,7 +554,7 @@ bool Scheduler::ScheduleOne() {
                                                     std::chrono::system_clock::now().time_since_epoch())
                                                     .count()};
       // A pod that preempted before gets its held room back for this attempt: it may go anywhere.
-      std::optional<Nomination> nominated = TakeNomination(uid, state);
+      std::optional<Nomination> nominated = TakeNomination(uid);
       auto result = runner_.Schedule(request, state, snapshot, rng_, mirror_.NextAllocationId());
       if (!result.ok()) {
         if (nominated.has_value()) {

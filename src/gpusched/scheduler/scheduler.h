@@ -193,7 +193,7 @@ class Scheduler {
   Scheduler(ClusterMirror& mirror, ports::Binder& binder, EventSink events, SchedulerOptions options,
             std::unique_ptr<policy::PlacementPolicy> policy);
   // The pod's nomination, its room given back to the node; nullopt when it has none. Mirror write lock held.
-  std::optional<Nomination> TakeNomination(const std::string& uid, core::ClusterState& state);
+  std::optional<Nomination> TakeNomination(const std::string& uid);
   // Charges a nomination's room and records it. Mirror write lock held.
   bool HoldNomination(const std::string& uid, Nomination nomination, core::ClusterState& state);
   // Gives back a pod's held room, if any (it left the queue), and wakes what the room blocked.

@@ -601,5 +601,24 @@ TEST_F(SchedulerPreemptionTest, WaitsForItsVictimsAndFreesTheRoomWhenDeleted) {
   EXPECT_FALSE(Holds("nominated/uid-h"));
 }
 
+// The room is held by the mirror like a bound pod's allocation: when its node is deleted it waits for the node to
+// come back. A nominee deleted meanwhile must not leave it waiting there.
+TEST_F(SchedulerPreemptionTest, ARoomWaitingForItsNodeIsDroppedWithItsPod) {
+  const json node = Node("a", 1);
+  scheduler_->OnNode(EventType::kAdded, node);
+  Running(Pod("l", WholeGpu(), 0));
+  const json h = Pod("h", WholeGpu(), 10);
+  scheduler_->OnPod(EventType::kAdded, h);
+  Drain();
+  ASSERT_TRUE(Holds("nominated/uid-h"));
+  scheduler_->OnNode(EventType::kDeleted, node);
+  scheduler_->OnPod(EventType::kDeleted, h);
+  scheduler_->OnNode(EventType::kAdded, node);
+  EXPECT_FALSE(Holds("nominated/uid-h"));
+  auto lock = mirror_->ReadLock();
+  EXPECT_EQ(mirror_->state().Find(common::NodeName("a"))->gpus[0].holders, 1) << "l only";
+  EXPECT_EQ(mirror_->PendingAllocations(), 0U);
+}
+
 }  // namespace
 }  // namespace gpusched::scheduler

@@ -270,6 +270,14 @@ void ClusterMirror::OnPod(EventType type, const nlohmann::json& pod) {
   ApplyAllocation(std::move(allocation).value());
 }
 
+void ClusterMirror::ReleaseHeld(const common::PodUid& pod) {
+  if (state_.FindAllocation(pod) != nullptr) {
+    (void)state_.Release(pod);
+  }
+  pending_.erase(pod);
+  assumed_deadline_.erase(pod);
+}
+
 void ClusterMirror::RequestsOf(const nlohmann::json& pod, const std::string& key, core::Allocation& allocation) {
   // CPU and memory only: no GPU resource name is enabled, so GPU requests are neither decoded nor refused.
   static const kube::ResourceConfig kNoGpus{.enabled = {}};

@@ -120,6 +120,10 @@ class ClusterMirror {
   // Records a pod's application class for a bind this extender makes. Caller holds WriteLock.
   void SetApp(const common::PodUid& pod, std::string app);
 
+  // Releases what the pod holds, charged or waiting for its node to come back (a hold that is not a pod: the
+  // scheduler's room for a preemptor). Caller holds WriteLock.
+  void ReleaseHeld(const common::PodUid& pod);
+
   [[nodiscard]] MirrorStats stats() const;
   [[nodiscard]] size_t PendingAllocations() const;
 
