@@ -14,6 +14,11 @@ namespace {
 
 std::string Fmt(int64_t v) { return std::to_string(v); }
 
+bool HasPreferNoSchedule(const Node& node) {
+  return std::any_of(node.taints.begin(), node.taints.end(),
+                     [](const Taint& t) { return t.effect == TaintEffect::kPreferNoSchedule; });
+}
+
 void AddShape(std::vector<std::pair<int32_t, int32_t>>& counts, int32_t tag, int32_t delta) {
   if (tag < 0) {
     return;
@@ -62,12 +67,18 @@ Status ClusterState::AddNode(Node node) {
   Slot& slot = slots_[slot_index];
   const auto name = node.name;
   capacity_milli_ += common::kGpuMilli * static_cast<int64_t>(node.gpus.size());
+  prefer_no_schedule_nodes_ += HasPreferNoSchedule(node) ? 1U : 0U;
   slot.view = NodeView::Empty(std::make_shared<const Node>(std::move(node)));
   slot.pods.clear();
   slot.live = true;
   Touch(slot);
   index_.Insert(name.str(), slot_index);
   return Status::Ok();
+}
+
+void ClusterState::CountPreferNoSchedule(const Node& before, const Node& after) {
+  prefer_no_schedule_nodes_ -= HasPreferNoSchedule(before) ? 1U : 0U;
+  prefer_no_schedule_nodes_ += HasPreferNoSchedule(after) ? 1U : 0U;
 }
 
 common::Result<std::vector<Allocation>> ClusterState::UpdateNode(Node node) {
@@ -81,6 +92,7 @@ common::Result<std::vector<Allocation>> ClusterState::UpdateNode(Node node) {
   if (old.SameCapacity(node)) {
     // Labels, taints or cordon changed (or nothing): the new description, the same charges.
     if (old.labels != node.labels || old.taints != node.taints || old.unschedulable != node.unschedulable) {
+      CountPreferNoSchedule(old, node);
       slot.view.node = std::make_shared<const Node>(std::move(node));
       Touch(slot);
     }
@@ -98,6 +110,7 @@ common::Result<std::vector<Allocation>> ClusterState::UpdateNode(Node node) {
   // Re-charge every allocation to the new description: where it no longer fits it is charged anyway (forced);
   // where the GPU it names is gone it cannot be, and goes back to the caller.
   Slot fresh;
+  CountPreferNoSchedule(old, node);
   fresh.view = NodeView::Empty(std::make_shared<const Node>(std::move(node)));
   fresh.live = true;
   const auto allocated = allocated_milli_;
@@ -139,6 +152,7 @@ Status ClusterState::RemoveNode(const common::NodeName& name) {
     allocations_.erase(a);
   }
   capacity_milli_ -= common::kGpuMilli * static_cast<int64_t>(slot.view.gpus.size());
+  prefer_no_schedule_nodes_ -= HasPreferNoSchedule(*slot.view.node) ? 1U : 0U;
   slot.pods.clear();
   slot.forced = 0;
   slot.live = false;
@@ -548,6 +562,7 @@ Status ClusterState::CheckNodeInvariants(const common::NodeName& name) const {
 Status ClusterState::CheckInvariants() const {
   common::MilliGpu allocated{0};
   common::MilliGpu capacity{0};
+  size_t prefer_no_schedule = 0;
   size_t pods = 0;
   for (const auto& slot : slots_) {
     if (!slot.live) {
@@ -556,6 +571,7 @@ Status ClusterState::CheckInvariants() const {
     GPUSCHED_RETURN_IF_ERROR(CheckSlot(slot));
     pods += slot.pods.size();
     capacity += common::kGpuMilli * static_cast<int64_t>(slot.view.gpus.size());
+    prefer_no_schedule += HasPreferNoSchedule(*slot.view.node) ? 1U : 0U;
     for (const auto& g : slot.view.gpus) {
       allocated += common::kGpuMilli - g.free;
     }
@@ -563,6 +579,9 @@ Status ClusterState::CheckInvariants() const {
   if (pods != allocations_.size()) {
     return common::Internal("allocations on nodes (" + Fmt(static_cast<int64_t>(pods)) + ") != allocations (" +
                             Fmt(static_cast<int64_t>(allocations_.size())) + ")");
+  }
+  if (prefer_no_schedule != prefer_no_schedule_nodes_) {
+    return common::Internal("the count of nodes with PreferNoSchedule taints disagrees with the nodes");
   }
   if (allocated != allocated_milli_ || capacity != capacity_milli_) {
     return common::Internal("cluster totals disagree with nodes");

@@ -85,6 +85,8 @@ class ClusterState {
   // Cluster totals, kept incrementally.
   [[nodiscard]] common::MilliGpu AllocatedMilli() const { return allocated_milli_; }
   [[nodiscard]] common::MilliGpu CapacityMilli() const { return capacity_milli_; }
+  // Live nodes with at least one PreferNoSchedule taint (the scheduler scores those only where there are any).
+  [[nodiscard]] size_t PreferNoScheduleNodes() const { return prefer_no_schedule_nodes_; }
 
   // Nodes holding an allocation charged past their capacity, each with what is over (sorted by node name).
   [[nodiscard]] std::vector<std::pair<common::NodeName, std::string>> Overcommits() const;
@@ -130,6 +132,8 @@ class ClusterState {
   uint64_t generation_ = 0;
   common::MilliGpu allocated_milli_{0};
   common::MilliGpu capacity_milli_{0};
+  size_t prefer_no_schedule_nodes_ = 0;
+  void CountPreferNoSchedule(const Node& before, const Node& after);
 };
 
 }  // namespace gpusched::core

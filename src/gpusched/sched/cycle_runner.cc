@@ -264,7 +264,7 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
       feasible_[i].second = scores_[i];
     }
   }
-  if (options_.check_node_constraints) {
+  if (options_.check_node_constraints && state.PreferNoScheduleNodes() > 0) {
     AddTaintScores(pod, state);
   }
   int64_t best = std::numeric_limits<int64_t>::min();

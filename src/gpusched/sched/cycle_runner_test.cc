@@ -200,6 +200,8 @@ TEST(CycleRunnerTest, PreferNoScheduleTaintsLowerTheScore) {
   core::Node small = testing::Node("small").Gpus(2).Cpu(8000).Build();
   small.taints.push_back(core::Taint{.key = "spot", .value = "true", .effect = core::TaintEffect::kPreferNoSchedule});
   ASSERT_TRUE(state.UpdateNode(small).ok());
+  EXPECT_EQ(state.PreferNoScheduleNodes(), 1U) << "counted: the runner scores taints only where there are any";
+  EXPECT_TRUE(state.CheckInvariants().ok());
   auto pol = Make("binpack");
   CycleRunner runner(*pol, CycleOptions{.check_node_constraints = true});
   common::Rng rng(1);
@@ -218,6 +220,14 @@ TEST(CycleRunnerTest, PreferNoScheduleTaintsLowerTheScore) {
   auto u = plain.Schedule(testing::Pod("u").Cpu(1000).Gpus(1).Build(), plain_state, {}, rng);
   ASSERT_TRUE(u.ok() && u->allocation.has_value());
   EXPECT_EQ(u->allocation->node.str(), "small");
+  // The taint removed, and the node removed: the count follows.
+  core::Node untainted = small;
+  untainted.taints.clear();
+  ASSERT_TRUE(plain_state.UpdateNode(untainted).ok());
+  EXPECT_EQ(plain_state.PreferNoScheduleNodes(), 0U);
+  ASSERT_TRUE(state.RemoveNode(common::NodeName("small")).ok());
+  EXPECT_EQ(state.PreferNoScheduleNodes(), 0U);
+  EXPECT_TRUE(state.CheckInvariants().ok());
 }
 
 TEST(CycleRunnerTest, CacheGivesTheSameDecisionsAsNoCache) {
