@@ -510,24 +510,38 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
     }
     out.preempt_never = *p == "Never";
   }
-  if (const json* p = Find(*spec, "priority"); p != nullptr && p->is_number_integer()) {
-    out.priority = p->get<int32_t>();
-  } else if (labels != nullptr) {
-    const json* l = Find(*labels, kLabelPriority);
-    if (l == nullptr && config.genius_labels) {
-      l = Find(*labels, kLabelGeniusPriority);
-    }
-    if (l != nullptr && l->is_string()) {
-      try {
-        out.priority = std::stoi(l->get<std::string>());
-      } catch (const std::exception&) {
-        const bool ours = Find(*labels, kLabelPriority) != nullptr;
-        return common::InvalidArgument(who + "label " + std::string(ours ? kLabelPriority : kLabelGeniusPriority) +
-                                       " is not an integer");
-      }
-    }
+  auto priority = DecodePodPriority(pod, config.genius_labels);
+  if (!priority.ok()) {
+    return common::InvalidArgument(who + priority.status().message());
   }
+  out.priority = *priority;
   return out;
+}
+
+common::Result<int32_t> DecodePodPriority(const json& pod, bool genius_labels) {
+  const json* spec = Find(pod, "spec");
+  if (const json* p = spec != nullptr ? Find(*spec, "priority") : nullptr; p != nullptr && p->is_number_integer()) {
+    return p->get<int32_t>();
+  }
+  const json* metadata = Find(pod, "metadata");
+  const json* labels = metadata != nullptr ? Find(*metadata, "labels") : nullptr;
+  if (labels == nullptr) {
+    return 0;
+  }
+  const json* l = Find(*labels, kLabelPriority);
+  if (l == nullptr && genius_labels) {
+    l = Find(*labels, kLabelGeniusPriority);
+  }
+  if (l == nullptr || !l->is_string()) {
+    return 0;
+  }
+  try {
+    return std::stoi(l->get<std::string>());
+  } catch (const std::exception&) {
+    const bool ours = Find(*labels, kLabelPriority) != nullptr;
+    return common::InvalidArgument("label " + std::string(ours ? kLabelPriority : kLabelGeniusPriority) +
+                                   " is not an integer");
+  }
 }
 
 std::string DecodePodApp(const json& pod, std::string_view app_label) {

@@ -95,6 +95,10 @@ common::Result<core::PodRequest> DecodePodRequest(const nlohmann::json& pod, con
 
 // The pod's application class: the annotation gpusched.io/app, else the label `app_label` names (when not
 // empty), else "" (unknown: the interference model's prior). An empty or non-string value counts as absent.
+// The pod's priority: spec.priority, else the label gpusched.io/priority, else genius/priority (with
+// genius_labels); 0 when none is given. A label that is not an integer is InvalidArgument naming it.
+[[nodiscard]] common::Result<int32_t> DecodePodPriority(const nlohmann::json& pod, bool genius_labels);
+
 [[nodiscard]] std::string DecodePodApp(const nlohmann::json& pod, std::string_view app_label);
 
 // One container's GPU request (`container` is an element of spec.containers or spec.initContainers), by the rules

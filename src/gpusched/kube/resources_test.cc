@@ -328,6 +328,9 @@ TEST(ResourcesTest, ModelsAndPriority) {
   json labelled = PodWith({{"nvidia.com/gpu", "1"}});
   labelled["metadata"]["labels"] = {{"gpusched.io/priority", "7"}};
   EXPECT_EQ(DecodePodRequest(labelled, ResourceConfig{})->priority, 7);
+  EXPECT_EQ(*DecodePodPriority(labelled, /*genius_labels=*/false), 7) << "the same rule, for bound pods";
+  EXPECT_EQ(*DecodePodPriority(pod, false), 1000);
+  EXPECT_EQ(*DecodePodPriority(json::object(), false), 0);
   EXPECT_FALSE(DecodePodRequest(PodWith({{"nvidia.com/gpu", "1"}}, {{"gpusched.io/gpu-model", "|"}}), {}).ok());
   // preemptionPolicy: Never is read; anything else but PreemptLowerPriority is an error naming the field.
   json never = pod;

@@ -89,29 +89,6 @@ size_t Fingerprint(const json& pod) {
   return h;
 }
 
-// A bound pod's priority by the rule pending pods are ordered by: spec.priority, else the label
-// gpusched.io/priority, else genius/priority (when Genius's labels are read); 0 when none is readable.
-int32_t PriorityOf(const json& pod, const kube::PodMeta& meta, bool genius_labels) {
-  if (auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
-    if (auto p = spec->find("priority"); p != spec->end() && p->is_number_integer()) {
-      return p->get<int32_t>();
-    }
-  }
-  for (std::string_view label : {kube::kLabelPriority, kube::kLabelGeniusPriority}) {
-    if (label == kube::kLabelGeniusPriority && !genius_labels) {
-      break;
-    }
-    if (auto it = meta.labels.find(std::string(label)); it != meta.labels.end()) {
-      try {
-        return std::stoi(it->second);
-      } catch (const std::exception&) {
-        return 0;
-      }
-    }
-  }
-  return 0;
-}
-
 common::PodUid ReservationUid(const std::string& uid) { return common::PodUid("nominated/" + uid); }
 bool IsReservation(const common::PodUid& uid) { return uid.str().starts_with("nominated/"); }
 
@@ -232,7 +209,9 @@ void Scheduler::OnPod(EventType type, const json& pod) {
         r.namespace_ = meta->namespace_;
         r.name = meta->name;
         r.labels = meta->labels;
-        r.priority = PriorityOf(pod, *meta, options_.resources.genius_labels);
+        // The rule pending pods are ordered by; 0 where a priority label is not an integer.
+        auto priority = kube::DecodePodPriority(pod, options_.resources.genius_labels);
+        r.priority = priority.ok() ? *priority : 0;
         r.deleting = meta->deleting;
         if (auto t = adapters::k8s::ParseMicroTime(meta->creation_timestamp); t.ok()) {
           r.start_ms = *t;
@@ -308,8 +287,7 @@ std::optional<Scheduler::Nomination> Scheduler::TakeNomination(const std::string
 }
 
 bool Scheduler::HoldNomination(const std::string& uid, Nomination nomination, core::ClusterState& state) {
-  std::string over;
-  if (auto s = state.Charge(nomination.reserved, &over); !s.ok()) {
+  if (auto s = state.Charge(nomination.reserved); !s.ok()) {
     Log(common::LogLevel::kWarn, "cannot hold room for pod uid " + uid + ": " + s.message());
     return false;
   }
@@ -317,20 +295,21 @@ bool Scheduler::HoldNomination(const std::string& uid, Nomination nomination, co
   return true;
 }
 
-void Scheduler::DropNomination(const std::string& uid) {
+void Scheduler::DropNomination(const std::string& uid, bool wake) {
   bool dropped = false;
   {
     auto lock = mirror_.WriteLock();
     dropped = TakeNomination(uid).has_value();
   }
-  if (dropped && queue_.OnClusterEvent(sched::kBlockedByGpu | sched::kBlockedByResources | sched::kBlockedByPods) > 0) {
+  if (dropped && wake &&
+      queue_.OnClusterEvent(sched::kBlockedByGpu | sched::kBlockedByResources | sched::kBlockedByPods) > 0) {
     Wake();
   }
 }
 
-std::optional<Scheduler::PreemptionPlan> Scheduler::PlanPreemption(const core::PodRequest& request,
-                                                                   const core::ClusterState& state,
-                                                                   const sched::CycleResult& result) {
+std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRequest& request,
+                                                               const core::ClusterState& state,
+                                                               const sched::CycleResult& result) {
   std::vector<core::DisruptionBudget> budgets;
   std::vector<int32_t> allowed;
   // The possible victims of each node, read under mu_ (lock order: the mirror's lock is held, then mu_).
@@ -394,59 +373,47 @@ std::optional<Scheduler::PreemptionPlan> Scheduler::PlanPreemption(const core::P
   const NodeCandidates& node = *from[best];
   // The room the pod will take: its GPUs chosen on the node as it will be once the victims are gone.
   core::NodeView after = *node.view;
-  PreemptionPlan plan;
-  plan.pdb_violations = static_cast<size_t>(chosen.pdb_violations);
-  std::vector<std::pair<bool, common::PodUid>> ordered;  // (covered by a budget, uid)
+  Nomination plan;
   for (const common::PodUid& victim : chosen.victims) {
-    const core::Allocation* a = state.FindAllocation(victim);
-    sched::RemoveFromView(after, *a);
-    bool covered = false;
-    for (const auto& p : node.potential) {
-      if (p.allocation->pod == victim) {
-        covered = !p.pdbs.empty();
-      }
-    }
-    ordered.emplace_back(covered, victim);
+    sched::RemoveFromView(after, *state.FindAllocation(victim));
   }
-  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  plan.nomination.reserved = core::Allocation{.pod = ReservationUid(request.uid.str()),
-                                              .node = chosen.node,
-                                              .cpu = request.cpu,
-                                              .memory = request.memory,
-                                              .containers = policy_->SelectGpus(request, after, rng_)};
+  plan.reserved = core::Allocation{.pod = ReservationUid(request.uid.str()),
+                                   .node = chosen.node,
+                                   .cpu = request.cpu,
+                                   .memory = request.memory,
+                                   .containers = policy_->SelectGpus(request, after, rng_)};
+  // Victims a budget covers first: if the API server refuses one, nothing else has been evicted.
+  std::vector<Victim> covered;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [covered, victim] : ordered) {
-      auto r = running_.find(victim.str());
-      plan.nomination.victims.push_back(victim);
-      plan.nomination.victim_keys.push_back(r == running_.end() ? std::string()
-                                                                : r->second.namespace_ + "/" + r->second.name);
+    for (const common::PodUid& victim : chosen.victims) {
+      auto found = running_.find(victim.str());
+      if (found == running_.end()) {
+        return std::nullopt;  // gone meanwhile (cannot be while the mirror's lock is held; never evict blind)
+      }
+      const Running& r = found->second;
+      const bool in_budget = std::any_of(budgets.begin(), budgets.end(), [&](const core::DisruptionBudget& b) {
+        return b.Counts(r.namespace_, r.name, r.labels);
+      });
+      (in_budget ? covered : plan.victims).push_back(Victim{.uid = victim, .namespace_ = r.namespace_, .name = r.name});
     }
   }
+  plan.victims.insert(plan.victims.begin(), covered.begin(), covered.end());
   return plan;
 }
 
-bool Scheduler::Preempt(const std::string& uid, const Pending& pod, const PreemptionPlan& plan) {
-  const Nomination& n = plan.nomination;
-  const std::string node = n.reserved.node.str();
+bool Scheduler::Preempt(const std::string& uid, const Pending& pod, const Nomination& plan) {
+  const std::string node = plan.reserved.node.str();
   const std::string preemptor = pod.namespace_ + "/" + pod.name;
   if (auto s = options_.preemptor->Nominate(pod.namespace_, pod.name, node); !s.ok()) {
     Log(common::LogLevel::kWarn, "pod " + preemptor + ": nominatedNodeName " + node + ": " + s.message());
   }
-  for (size_t i = 0; i < n.victims.size(); ++i) {
-    const std::string& key = n.victim_keys[i];
-    const size_t slash = key.find('/');
-    common::Status evicted = slash == std::string::npos
-                                 ? common::NotFound("victim " + n.victims[i].str() + " is no longer known")
-                                 : options_.preemptor->Evict(key.substr(0, slash), key.substr(slash + 1), n.victims[i]);
-    if (!evicted.ok()) {
+  for (const Victim& v : plan.victims) {
+    const std::string key = v.namespace_ + "/" + v.name;
+    if (common::Status evicted = options_.preemptor->Evict(v.namespace_, v.name, v.uid); !evicted.ok()) {
       Log(common::LogLevel::kWarn,
           "pod " + preemptor + ": preemption on " + node + " stopped: evicting " + key + ": " + evicted.message());
-      {
-        // The room goes back without waking anyone: no attempt ran since it was held.
-        auto lock = mirror_.WriteLock();
-        (void)TakeNomination(uid);
-      }
+      DropNomination(uid, /*wake=*/false);  // no attempt ran since the room was held: nobody to wake
       (void)options_.preemptor->Nominate(pod.namespace_, pod.name, "");
       Count(&SchedulerStats::preemption_failures);
       Emit(PodEvent{.namespace_ = pod.namespace_,
@@ -458,16 +425,16 @@ bool Scheduler::Preempt(const std::string& uid, const Pending& pod, const Preemp
       return false;
     }
     Count(&SchedulerStats::victims);
-    Emit(PodEvent{.namespace_ = key.substr(0, slash),
-                  .name = key.substr(slash + 1),
-                  .uid = n.victims[i].str(),
+    Emit(PodEvent{.namespace_ = v.namespace_,
+                  .name = v.name,
+                  .uid = v.uid.str(),
                   .type = "Normal",
                   .reason = "Preempted",
                   .message = "Preempted by " + preemptor + " on node " + node});
   }
   Count(&SchedulerStats::preemptions);
   Log(common::LogLevel::kInfo,
-      "pod " + preemptor + " preempted " + std::to_string(n.victims.size()) + " pod(s) on " + node);
+      "pod " + preemptor + " preempted " + std::to_string(plan.victims.size()) + " pod(s) on " + node);
   return true;
 }
 
@@ -570,11 +537,11 @@ bool Scheduler::ScheduleOne() {
       if (!result->allocation.has_value()) {
         const uint32_t blockers = BlockersOf(*result, request, state);
         std::string summary = result->Summary();
-        std::optional<PreemptionPlan> plan;
+        std::optional<Nomination> plan;
         size_t leaving = 0;
         if (nominated.has_value()) {
           for (const auto& victim : nominated->victims) {
-            leaving += state.FindAllocation(victim) != nullptr ? 1U : 0U;
+            leaving += state.FindAllocation(victim.uid) != nullptr ? 1U : 0U;
           }
         }
         if (leaving > 0) {
@@ -585,15 +552,15 @@ bool Scheduler::ScheduleOne() {
           }
         } else if (options_.preemptor != nullptr && !request.preempt_never) {
           plan = PlanPreemption(request, state, *result);
-          if (plan.has_value() && !HoldNomination(uid, plan->nomination, state)) {
+          if (plan.has_value() && !HoldNomination(uid, *plan, state)) {
             plan.reset();
           }
         }
         lock.unlock();
         bool backoff = false;
         if (plan.has_value()) {
-          const size_t victims = plan->nomination.victims.size();
-          const std::string node = plan->nomination.reserved.node.str();
+          const size_t victims = plan->victims.size();
+          const std::string node = plan->reserved.node.str();
           if (Preempt(uid, pod, *plan)) {
             summary += "; preempting " + std::to_string(victims) + " pod(s) of lower priority on " + node;
           } else {

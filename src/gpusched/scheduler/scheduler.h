@@ -179,15 +179,14 @@ class Scheduler {
     int64_t start_ms = 0;  // creation time
     bool deleting = false;
   };
-  // The room held for a pod that preempted, and whom it evicted.
-  struct Nomination {
-    core::Allocation reserved;             // charged under the uid "nominated/<pod uid>"
-    std::vector<common::PodUid> victims;   // covered by a budget first
-    std::vector<std::string> victim_keys;  // namespace/name, in the same order
+  // The room held for a pod that preempted, and whom it evicts.
+  struct Victim {
+    common::PodUid uid;
+    std::string namespace_, name;
   };
-  struct PreemptionPlan {
-    Nomination nomination;
-    size_t pdb_violations = 0;
+  struct Nomination {
+    core::Allocation reserved;    // charged under the uid "nominated/<pod uid>"
+    std::vector<Victim> victims;  // those a budget covers first (their eviction may be refused)
   };
 
   Scheduler(ClusterMirror& mirror, ports::Binder& binder, EventSink events, SchedulerOptions options,
@@ -196,13 +195,13 @@ class Scheduler {
   std::optional<Nomination> TakeNomination(const std::string& uid);
   // Charges a nomination's room and records it. Mirror write lock held.
   bool HoldNomination(const std::string& uid, Nomination nomination, core::ClusterState& state);
-  // Gives back a pod's held room, if any (it left the queue), and wakes what the room blocked.
-  void DropNomination(const std::string& uid);
+  // Gives back a pod's held room, if any, and with `wake` wakes what the room blocked.
+  void DropNomination(const std::string& uid, bool wake = true);
   // The best node to preempt on and its victims, or nullopt. Mirror write lock held.
-  std::optional<PreemptionPlan> PlanPreemption(const core::PodRequest& request, const core::ClusterState& state,
-                                               const sched::CycleResult& result);
+  std::optional<Nomination> PlanPreemption(const core::PodRequest& request, const core::ClusterState& state,
+                                           const sched::CycleResult& result);
   // Nominates, evicts; false when an eviction failed (the room is then given back).
-  bool Preempt(const std::string& uid, const Pending& pod, const PreemptionPlan& plan);
+  bool Preempt(const std::string& uid, const Pending& pod, const Nomination& plan);
   bool Ours(const std::string& scheduler_name) const;
   void Count(uint64_t SchedulerStats::*counter);  // one more, under mu_
   // FailedScheduling; the pod waits for an event that may free `blockers`, or with `backoff` for its backoff.
