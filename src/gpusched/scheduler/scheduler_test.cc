@@ -558,12 +558,18 @@ TEST_F(SchedulerPreemptionTest, PrefersTheNodeWithoutBudgetViolations) {
   EXPECT_EQ(preemptor_.evicted_, std::vector<std::string>{"default/batch@uid-batch"});
   EXPECT_EQ(preemptor_.nominated_, std::vector<std::string>{"default/h->b"});
 
+  // A budget that cannot be read leaves its last readable version in place (the victim choice above stands).
+  scheduler_->OnDisruptionBudget(EventType::kModified, {{"metadata", {{"namespace", "default"}, {"name", "db-pdb"}}},
+                                                        {"spec", {{"selector", {{"matchLabels", {{"app", 7}}}}}}}});
+  EXPECT_THAT(scheduler_->Metrics(), HasSubstr("gpusched_scheduler_disruption_budgets 1"));
+
   // Without the budget the victim of lower priority (db on a) would have been chosen.
   scheduler_->OnDisruptionBudget(EventType::kDeleted, {{"metadata", {{"namespace", "default"}, {"name", "db-pdb"}}}});
   scheduler_->OnPod(EventType::kAdded, Pod("h2", WholeGpu(), 10));
   Drain();
   ASSERT_EQ(preemptor_.evicted_.size(), 2U);
   EXPECT_EQ(preemptor_.evicted_[1], "default/db@uid-db");
+  EXPECT_THAT(scheduler_->Metrics(), HasSubstr("gpusched_scheduler_disruption_budgets 0"));
 }
 
 TEST_F(SchedulerPreemptionTest, ARefusedEvictionGivesTheRoomBack) {
