@@ -13,7 +13,9 @@ the pods' nodeSelector), so tests do not depend on each other's deletions.
      Unschedulable); a node with one GPU appears: the high one binds, the low one stays pending.
   3. node predicates: taints and tolerations, a cordoned node, nodeSelector, required node affinity (In), a cpu
      request no node has (Insufficient cpu), a pod created with spec.nodeName left alone.
-  4. an unsupported constraint (required podAntiAffinity) is refused by name, and does not hold up other pods.
+  4. inter-pod constraints: replicas with required podAntiAffinity go to different zones and the one that does not
+     fit binds once a replica leaves; required podAffinity waits for its peer; DoNotSchedule topology spread
+     balances the zones.
   5. a GPU freed by a deletion goes to the pending pod within 1 s (RESULT freed_to_bound_s=...).
   6. two replicas on one Lease: kill -9 of the leader, the standby binds new pods within lease + 10 s.
   7. kill -9 while 20 pods are being bound, restart: all 20 end bound, no GPU overcommitted, each bound once.
@@ -868,21 +870,69 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         self.audit(pool)
 
     @dump_logs_on_failure
-    def test_4_unsupported_constraint(self):
-        """A pod with required podAntiAffinity stays pending with a FailedScheduling event that names podAntiAffinity;
-        a plain pod of the same pool still binds."""
-        pool = "anti"
-        self.make_pool(pool, nodes=1, gpus=1)
-        p = self.pod("anti-0", SHARE, pool)
-        p["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": {POOL_LABEL: pool}}, "topologyKey": "kubernetes.io/hostname"}]}}
-        self.kube.create("pods", p)
-        msg = self.wait_failed("anti-0")
-        self.assertIn("podAntiAffinity", msg)
-        self.assertFalse(self.kube.get("pods", "anti-0")["spec"].get("nodeName"))
-        type(self).must_stay_pending.append("anti-0")
-        self.create_pod("anti-plain", SHARE, pool)
-        self.check_share_allocation(self.wait_bound("anti-plain"), SHARE)
+    def test_4_inter_pod_constraints(self):
+        """Two nodes in zones a and b. Replicas with required podAntiAffinity on the zone: the first two bind in
+        different zones, the third stays pending ("didn't match pod anti-affinity rules") until one replica is
+        deleted, then binds in its zone. A pod with required podAffinity to a cache waits ("didn't match pod
+        affinity rules") until a cache pod is bound in zone b, then joins zone b. Four pods with a DoNotSchedule
+        topology spread constraint (maxSkew 1 on the zone) end two in each zone, where binpack alone would stack
+        them on one node."""
+        pool = "inter"
+        node = {z: f"{pool}-node-{z}" for z in "ab"}
+        for z in "ab":
+            self.kube.create_gpu_node(node[z], gpus=4, labels={POOL_LABEL: pool, ZONE_LABEL: z})
+        nodes = len(self.kube.list("nodes"))
+
+        def make(name, app, affinity=None, spread=None, selector=None):
+            p = self.pod(name, SHARE, pool, node_selector=selector)
+            p["metadata"]["labels"]["app"] = app
+            if affinity:
+                p["spec"]["affinity"] = affinity
+            if spread:
+                p["spec"]["topologySpreadConstraints"] = spread
+            self.kube.create("pods", p)
+            return name
+
+        def term(app):
+            return [{"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": ZONE_LABEL}]
+
+        anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": term("inter-web")}}
+        for i in range(2):
+            make(f"inter-web-{i}", "inter-web", affinity=anti)
+        zones = {self.wait_bound(f"inter-web-{i}")["spec"]["nodeName"] for i in range(2)}
+        self.assertEqual(zones, set(node.values()), "one replica per zone")
+        make("inter-web-2", "inter-web", affinity=anti)
+        msg = self.wait_failed("inter-web-2", nodes=nodes)
+        self.assert_unschedulable("inter-web-2", msg)
+        self.assertIn("node(s) didn't match pod anti-affinity rules", msg)
+        type(self).must_stay_pending.remove("inter-web-2")
+        freed = self.kube.get("pods", "inter-web-0")["spec"]["nodeName"]
+        self.kube.delete("pods", "inter-web-0", grace=0)
+        self.assertEqual(self.wait_bound("inter-web-2")["spec"]["nodeName"], freed)
+
+        make("inter-aff", "inter-aff",
+             affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": term("inter-cache")}})
+        msg = self.wait_failed("inter-aff", nodes=nodes)
+        self.assert_unschedulable("inter-aff", msg)
+        self.assertIn("node(s) didn't match pod affinity rules", msg)
+        type(self).must_stay_pending.remove("inter-aff")
+        make("inter-cache", "inter-cache", selector={ZONE_LABEL: "b"})
+        self.assertEqual(self.wait_bound("inter-cache")["spec"]["nodeName"], node["b"])
+        self.assertEqual(self.wait_bound("inter-aff")["spec"]["nodeName"], node["b"])
+
+        spread = [{"maxSkew": 1, "topologyKey": ZONE_LABEL, "whenUnsatisfiable": "DoNotSchedule",
+                   "labelSelector": {"matchLabels": {"app": "inter-spread"}}}]
+        for i in range(4):
+            make(f"inter-spread-{i}", "inter-spread", spread=spread)
+        per_node = {}
+        for i in range(4):
+            bound = self.wait_bound(f"inter-spread-{i}")
+            self.check_share_allocation(bound, SHARE)
+            per_node[bound["spec"]["nodeName"]] = per_node.get(bound["spec"]["nodeName"], 0) + 1
+            scheduled = self.events(f"inter-spread-{i}", reason="Scheduled")
+            self.assertTrue(scheduled and scheduled[-1].get("type") == "Normal", scheduled)
+        self.assertEqual(per_node, {node["a"]: 2, node["b"]: 2})
+        log(f"inter-pod constraints: spread {per_node}")
         self.audit(pool)
 
     @dump_logs_on_failure

@@ -23,6 +23,7 @@
 #include "gpusched/adapters/k8s/pod_binder.h"
 #include "gpusched/adapters/prometheus/prometheus_source.h"
 #include "gpusched/cli/election_loop.h"
+#include "gpusched/cli/watch_event.h"
 #include "gpusched/common/log.h"
 #include "gpusched/sched/leader_elector.h"
 #include "gpusched/sched/metrics_cache.h"
@@ -32,18 +33,6 @@ namespace {
 
 namespace ext = adapters::extender;
 namespace k8s = adapters::k8s;
-
-ext::EventType ToEvent(k8s::WatchEvent::Type t) {
-  switch (t) {
-    case k8s::WatchEvent::Type::kAdded:
-      return ext::EventType::kAdded;
-    case k8s::WatchEvent::Type::kModified:
-      return ext::EventType::kModified;
-    case k8s::WatchEvent::Type::kDeleted:
-      return ext::EventType::kDeleted;
-  }
-  return ext::EventType::kModified;
-}
 
 // The config's metric sources. A source whose address is wrong or whose query does not run is reported here, at
 // start-up, and the extender still starts: scoring uses static attributes until the source answers.

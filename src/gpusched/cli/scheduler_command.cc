@@ -26,6 +26,7 @@
 #include "gpusched/adapters/k8s/pod_binder.h"
 #include "gpusched/adapters/k8s/pod_preemptor.h"
 #include "gpusched/cli/election_loop.h"
+#include "gpusched/cli/watch_event.h"
 #include "gpusched/common/log.h"
 #include "gpusched/net/http_server.h"
 #include "gpusched/policy/registry.h"
@@ -45,18 +46,6 @@ constexpr const char* kWho = "gpusched scheduler";
 int Fail(const std::string& message) {
   std::cerr << kWho << ": " << message << "\n";
   return 1;
-}
-
-ext::EventType ToEvent(k8s::WatchEvent::Type t) {
-  switch (t) {
-    case k8s::WatchEvent::Type::kAdded:
-      return ext::EventType::kAdded;
-    case k8s::WatchEvent::Type::kModified:
-      return ext::EventType::kModified;
-    case k8s::WatchEvent::Type::kDeleted:
-      return ext::EventType::kDeleted;
-  }
-  return ext::EventType::kModified;
 }
 
 }  // namespace

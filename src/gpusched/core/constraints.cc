@@ -39,6 +39,20 @@ bool LabelSelector::Matches(const std::map<std::string, std::string>& labels) co
   return true;
 }
 
+bool PodAffinityTerm::Matches(const std::string& owner_namespace, const std::string& pod_namespace,
+                              const std::map<std::string, std::string>& labels) const {
+  if (selects_nothing) {
+    return false;
+  }
+  if (!all_namespaces) {
+    if (namespaces.empty() ? pod_namespace != owner_namespace
+                           : std::find(namespaces.begin(), namespaces.end(), pod_namespace) == namespaces.end()) {
+      return false;
+    }
+  }
+  return selector.Matches(labels);
+}
+
 bool DisruptionBudget::Counts(const std::string& pod_namespace, const std::string& pod_name,
                               const std::map<std::string, std::string>& labels) const {
   if (pod_namespace != namespace_ || selector.Empty() || !selector.Matches(labels)) {

@@ -2,7 +2,8 @@
 
 // What a pod may demand of a node beyond resources, and what a node imposes, as Kubernetes defines them (the
 // scheduler's node predicates, sched/node_predicates.h, evaluate them): node labels against a pod's nodeSelector and
-// required node affinity; node taints against a pod's tolerations.
+// required node affinity; node taints against a pod's tolerations. And what a pod demands of the pods around it
+// (sched/inter_pod.h evaluates them): required inter-pod affinity and anti-affinity, topology spread.
 
 #include <cstdint>
 #include <map>
@@ -68,6 +69,37 @@ struct LabelSelector {
   // Every requirement holds for these labels (true for an empty selector: callers decide what empty means).
   [[nodiscard]] bool Matches(const std::map<std::string, std::string>& labels) const;
   bool operator==(const LabelSelector&) const = default;
+};
+
+// One term of a pod's required inter-pod affinity or anti-affinity (spec.affinity.podAffinity / podAntiAffinity
+// .requiredDuringSchedulingIgnoredDuringExecution[]): the pods it is about (selector, in `namespaces`) and the
+// topology domain they share with the pod (nodes with the same value of the label topology_key).
+struct PodAffinityTerm {
+  LabelSelector selector;
+  bool selects_nothing = false;         // labelSelector absent or null: the term matches no pod
+  std::vector<std::string> namespaces;  // empty: the namespace of the pod that has the term
+  bool all_namespaces = false;          // namespaceSelector {}: every namespace
+  std::string topology_key;
+
+  // Whether the term of a pod in `owner_namespace` is about a pod in `pod_namespace` with `labels`.
+  [[nodiscard]] bool Matches(const std::string& owner_namespace, const std::string& pod_namespace,
+                             const std::map<std::string, std::string>& labels) const;
+  bool operator==(const PodAffinityTerm&) const = default;
+};
+
+// A topology spread constraint with whenUnsatisfiable DoNotSchedule (spec.topologySpreadConstraints[]): among the
+// eligible nodes' domains (values of topology_key), the pods of the pod's namespace that `selector` matches may
+// differ by at most max_skew between the domain the pod goes to (counting the pod itself when it matches) and the
+// least populated one.
+struct TopologySpreadConstraint {
+  int32_t max_skew = 1;
+  std::string topology_key;
+  LabelSelector selector;           // matchLabelKeys already folded in (the pod's own values of those keys)
+  bool selects_nothing = false;     // labelSelector absent: no pod counts
+  int32_t min_domains = 0;          // below this many eligible domains the least populated counts as 0; 0 = unset
+  bool honor_node_affinity = true;  // nodeAffinityPolicy: Honor (default) or Ignore
+  bool honor_node_taints = false;   // nodeTaintsPolicy: Ignore (default) or Honor
+  bool operator==(const TopologySpreadConstraint&) const = default;
 };
 
 // A PodDisruptionBudget as preemption reads it.

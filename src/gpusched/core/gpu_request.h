@@ -55,8 +55,17 @@ struct PodRequest {
   // base units) and host ports (sched::FitNodeResources checks both).
   std::map<std::string, int64_t> scalars;
   std::vector<HostPort> host_ports;
+  // What inter-pod constraints read (sched/inter_pod.h): the pod's namespace and labels, its required pod affinity
+  // and anti-affinity terms, and its DoNotSchedule topology spread constraints.
+  std::string namespace_;
+  std::map<std::string, std::string> labels;
+  std::vector<PodAffinityTerm> pod_affinity, pod_anti_affinity;
+  std::vector<TopologySpreadConstraint> spread;
 
   [[nodiscard]] bool RequestsGpu() const { return !containers.empty(); }
+  [[nodiscard]] bool HasInterPodConstraints() const {
+    return !pod_affinity.empty() || !pod_anti_affinity.empty() || !spread.empty();
+  }
   // Σ count over containers.
   [[nodiscard]] int32_t GpuCount() const;
   // Σ count × milli over containers: the pod's total GPU compute.

@@ -1,5 +1,7 @@
 #include "gpusched/kube/constraints.h"
 
+#include <climits>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -227,6 +229,153 @@ common::Result<core::LabelSelector> DecodeLabelSelector(const json& selector, co
   return out;
 }
 
+namespace {
+
+// matchLabelKeys / mismatchLabelKeys of `j` (null: none): for each key the pod has, `key in (value)` or
+// `key notin (value)` joins the selector.
+common::Status FoldLabelKeys(const json& j, const char* field, core::NodeSelectorRequirement::Operator op,
+                             const std::map<std::string, std::string>& labels, const std::string& at,
+                             core::LabelSelector& selector) {
+  const json& keys = Member(j, field);
+  if (keys.is_null()) {
+    return common::Status::Ok();
+  }
+  if (!keys.is_array()) {
+    return Bad(at + "." + field + " is not a list");
+  }
+  for (const json& k : keys) {
+    if (!k.is_string()) {
+      return Bad(at + "." + field + " holds a non-string");
+    }
+    auto it = labels.find(k.get<std::string>());
+    if (it != labels.end()) {
+      selector.match_expressions.push_back({.key = it->first, .op = op, .values = {it->second}});
+    }
+  }
+  return common::Status::Ok();
+}
+
+}  // namespace
+
+common::Result<std::vector<core::PodAffinityTerm>> DecodeRequiredPodAffinity(
+    const json& spec, bool anti, const std::map<std::string, std::string>& labels) {
+  std::vector<core::PodAffinityTerm> out;
+  const char* kind = anti ? "podAntiAffinity" : "podAffinity";
+  const json& affinity = Member(spec, "affinity");
+  if (affinity.is_null()) {
+    return out;
+  }
+  if (!affinity.is_object()) {
+    return Bad("spec.affinity is not an object");
+  }
+  const json& a = Member(affinity, kind);
+  if (a.is_null()) {
+    return out;
+  }
+  if (!a.is_object()) {
+    return Bad(std::string("spec.affinity.") + kind + " is not an object");
+  }
+  const std::string where = std::string("spec.affinity.") + kind + ".requiredDuringSchedulingIgnoredDuringExecution";
+  return ObjectList<core::PodAffinityTerm>(
+      Member(a, "requiredDuringSchedulingIgnoredDuringExecution"), where,
+      [&](const json& t, const std::string& at) -> common::Result<core::PodAffinityTerm> {
+        core::PodAffinityTerm term;
+        GPUSCHED_ASSIGN_OR_RETURN(key, OptionalString(t, "topologyKey", at));
+        if (key.empty()) {
+          return Bad(at + ".topologyKey is empty");
+        }
+        term.topology_key = key;
+        const json& selector = Member(t, "labelSelector");
+        term.selects_nothing = selector.is_null();
+        GPUSCHED_ASSIGN_OR_RETURN(sel, DecodeLabelSelector(selector, at + ".labelSelector"));
+        term.selector = std::move(sel);
+        using Op = core::NodeSelectorRequirement::Operator;
+        GPUSCHED_RETURN_IF_ERROR(FoldLabelKeys(t, "matchLabelKeys", Op::kIn, labels, at, term.selector));
+        GPUSCHED_RETURN_IF_ERROR(FoldLabelKeys(t, "mismatchLabelKeys", Op::kNotIn, labels, at, term.selector));
+        const json& namespaces = Member(t, "namespaces");
+        if (!namespaces.is_null()) {
+          if (!namespaces.is_array()) {
+            return Bad(at + ".namespaces is not a list");
+          }
+          for (const json& n : namespaces) {
+            if (!n.is_string()) {
+              return Bad(at + ".namespaces holds a non-string");
+            }
+            term.namespaces.push_back(n.get<std::string>());
+          }
+        }
+        const json& ns_selector = Member(t, "namespaceSelector");
+        if (!ns_selector.is_null() && !ns_selector.is_object()) {
+          return Bad(at + ".namespaceSelector is not an object");
+        }
+        // {} selects every namespace; one with requirements needs namespace labels (refused by name elsewhere).
+        term.all_namespaces = ns_selector.is_object() && ns_selector.empty();
+        return term;
+      });
+}
+
+common::Result<std::vector<core::TopologySpreadConstraint>> DecodeTopologySpread(
+    const json& spec, const std::map<std::string, std::string>& labels) {
+  std::vector<core::TopologySpreadConstraint> out;
+  GPUSCHED_ASSIGN_OR_RETURN(
+      all,
+      ObjectList<std::optional<core::TopologySpreadConstraint>>(
+          Member(spec, "topologySpreadConstraints"), "spec.topologySpreadConstraints",
+          [&](const json& c, const std::string& at) -> common::Result<std::optional<core::TopologySpreadConstraint>> {
+            GPUSCHED_ASSIGN_OR_RETURN(when, OptionalString(c, "whenUnsatisfiable", at));
+            if (when == "ScheduleAnyway") {
+              return std::optional<core::TopologySpreadConstraint>();
+            }
+            if (!when.empty() && when != "DoNotSchedule") {
+              return Bad(at + ".whenUnsatisfiable \"" + when + "\" is not DoNotSchedule or ScheduleAnyway");
+            }
+            core::TopologySpreadConstraint k;
+            const json& skew = Member(c, "maxSkew");
+            if (!skew.is_number_integer() || skew.get<int64_t>() < 1 || skew.get<int64_t>() > INT32_MAX) {
+              return Bad(at + ".maxSkew must be an integer of at least 1");
+            }
+            k.max_skew = skew.get<int32_t>();
+            GPUSCHED_ASSIGN_OR_RETURN(key, OptionalString(c, "topologyKey", at));
+            if (key.empty()) {
+              return Bad(at + ".topologyKey is empty");
+            }
+            k.topology_key = key;
+            const json& selector = Member(c, "labelSelector");
+            k.selects_nothing = selector.is_null();
+            GPUSCHED_ASSIGN_OR_RETURN(sel, DecodeLabelSelector(selector, at + ".labelSelector"));
+            k.selector = std::move(sel);
+            GPUSCHED_RETURN_IF_ERROR(FoldLabelKeys(c, "matchLabelKeys", core::NodeSelectorRequirement::Operator::kIn,
+                                                   labels, at, k.selector));
+            const json& min_domains = Member(c, "minDomains");
+            if (!min_domains.is_null()) {
+              if (!min_domains.is_number_integer() || min_domains.get<int64_t>() < 1 ||
+                  min_domains.get<int64_t>() > INT32_MAX) {
+                return Bad(at + ".minDomains must be an integer of at least 1");
+              }
+              k.min_domains = min_domains.get<int32_t>();
+            }
+            GPUSCHED_ASSIGN_OR_RETURN(affinity_policy, OptionalString(c, "nodeAffinityPolicy", at));
+            if (affinity_policy == "Ignore") {
+              k.honor_node_affinity = false;
+            } else if (!affinity_policy.empty() && affinity_policy != "Honor") {
+              return Bad(at + ".nodeAffinityPolicy \"" + affinity_policy + "\" is not Honor or Ignore");
+            }
+            GPUSCHED_ASSIGN_OR_RETURN(taints_policy, OptionalString(c, "nodeTaintsPolicy", at));
+            if (taints_policy == "Honor") {
+              k.honor_node_taints = true;
+            } else if (!taints_policy.empty() && taints_policy != "Ignore") {
+              return Bad(at + ".nodeTaintsPolicy \"" + taints_policy + "\" is not Honor or Ignore");
+            }
+            return std::optional<core::TopologySpreadConstraint>(std::move(k));
+          }));
+  for (auto& c : all) {
+    if (c.has_value()) {
+      out.push_back(std::move(*c));
+    }
+  }
+  return out;
+}
+
 common::Result<core::DisruptionBudget> DecodeDisruptionBudget(const json& pdb) {
   core::DisruptionBudget out;
   if (!pdb.is_object()) {
@@ -289,8 +438,15 @@ UnevaluatedFields FindUnevaluatedFields(const json& pod) {
         continue;
       }
       const json& required = Member(a, "requiredDuringSchedulingIgnoredDuringExecution");
-      if (required.is_array() && !required.empty()) {
-        out.hard.push_back(std::string("spec.affinity.") + kind + ".requiredDuringSchedulingIgnoredDuringExecution");
+      if (required.is_array()) {
+        for (const json& term : required) {
+          const json& ns_selector = term.is_object() ? Member(term, "namespaceSelector") : json();
+          if (ns_selector.is_object() && !ns_selector.empty()) {
+            out.hard.push_back(std::string("spec.affinity.") + kind +
+                               ".requiredDuringSchedulingIgnoredDuringExecution[].namespaceSelector");
+            break;
+          }
+        }
       }
       const json& preferred = Member(a, "preferredDuringSchedulingIgnoredDuringExecution");
       if (preferred.is_array() && !preferred.empty()) {
@@ -307,17 +463,12 @@ UnevaluatedFields FindUnevaluatedFields(const json& pod) {
   }
   const json& spread = Member(spec, "topologySpreadConstraints");
   if (spread.is_array()) {
-    bool hard = false;
-    bool soft = false;
     for (const json& c : spread) {
       const json& when = c.is_object() ? Member(c, "whenUnsatisfiable") : json();
-      (when.is_string() && when.get<std::string>() == "ScheduleAnyway" ? soft : hard) = true;
-    }
-    if (hard) {
-      out.hard.push_back("spec.topologySpreadConstraints (whenUnsatisfiable: DoNotSchedule)");
-    }
-    if (soft) {
-      out.soft.push_back("spec.topologySpreadConstraints (whenUnsatisfiable: ScheduleAnyway)");
+      if (when.is_string() && when.get<std::string>() == "ScheduleAnyway") {
+        out.soft.push_back("spec.topologySpreadConstraints (whenUnsatisfiable: ScheduleAnyway)");
+        break;
+      }
     }
   }
   return out;

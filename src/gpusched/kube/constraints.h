@@ -27,17 +27,31 @@ common::Result<std::vector<core::NodeSelectorTerm>> DecodeRequiredNodeAffinity(c
 
 // `selector`: a metav1.LabelSelector (or null: empty). `where` names it in errors. Gt and Lt are refused.
 common::Result<core::LabelSelector> DecodeLabelSelector(const nlohmann::json& selector, const std::string& where);
+// `spec`: the pod's spec; its required pod affinity terms (`anti` false) or anti-affinity terms (true), `labels` the
+// pod's own (matchLabelKeys and mismatchLabelKeys add `key in (its value)` and `key notin (its value)` to the
+// selector). A term without topologyKey is InvalidArgument. A namespaceSelector other than {} is not evaluated:
+// FindUnevaluatedFields names it.
+common::Result<std::vector<core::PodAffinityTerm>> DecodeRequiredPodAffinity(
+    const nlohmann::json& spec, bool anti, const std::map<std::string, std::string>& labels);
+// `spec`: the pod's spec; its topology spread constraints with whenUnsatisfiable DoNotSchedule (the default;
+// ScheduleAnyway ones only score, and are left out). maxSkew must be at least 1, topologyKey set, minDomains at
+// least 1 when given; matchLabelKeys are folded into the selector with the pod's `labels`.
+common::Result<std::vector<core::TopologySpreadConstraint>> DecodeTopologySpread(
+    const nlohmann::json& spec, const std::map<std::string, std::string>& labels);
+
 // A policy/v1 or policy/v1beta1 PodDisruptionBudget: namespace, name, spec.selector and from its status what the
 // disruption controller allows (0 until the controller has written it: such a budget allows no eviction).
 common::Result<core::DisruptionBudget> DecodeDisruptionBudget(const nlohmann::json& pdb);
 
 // Scheduling fields of a pod that gpusched's scheduler does not evaluate, as paths naming them. A pod is never
 // placed as if they were absent without saying so:
-//   hard  the scheduler refuses to place the pod (it could break the constraint): required pod affinity and
-//         anti-affinity, topology spread constraints with whenUnsatisfiable DoNotSchedule (the default)
+//   hard  the scheduler refuses to place the pod (it could break the constraint): a pod affinity or anti-affinity
+//         term that selects namespaces by their labels (namespaceSelector other than {}: the scheduler does not
+//         watch namespaces)
 //   soft  the pod is placed, with a warning naming them: preferred pod and node affinity, ScheduleAnyway spread
 //         constraints
-// (Host ports and requests of ephemeral-storage, hugepages and extended resources are evaluated: FitNodeResources.)
+// (Evaluated: host ports and requests of ephemeral-storage, hugepages and extended resources, FitNodeResources;
+// required pod affinity and anti-affinity and DoNotSchedule spread constraints, sched/inter_pod.h.)
 struct UnevaluatedFields {
   std::vector<std::string> hard, soft;
 };

@@ -76,23 +76,74 @@ TEST(ConstraintsTest, FieldsTheSchedulerDoesNotEvaluateAreNamed) {
   const json pod = json::parse(R"({"spec": {
       "affinity": {
         "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]},
-        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]},
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"},
+            {"topologyKey": "zone", "namespaceSelector": {"matchLabels": {"team": "a"}}}]},
         "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}]}},
       "topologySpreadConstraints": [{"maxSkew": 1}, {"maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}],
       "initContainers": [{"name": "i", "resources": {"requests": {"ephemeral-storage": "1Gi"}}}],
       "containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}],
                       "resources": {"limits": {"rdma/hca": "1", "hugepages-2Mi": "2Mi"}}}]}})");
   UnevaluatedFields f = FindUnevaluatedFields(pod);
-  // Host ports and other resources are evaluated (FitNodeResources): not named.
+  // Host ports, other resources, required pod (anti-)affinity and DoNotSchedule spread are evaluated: not named.
+  // Namespaces chosen by their labels are not.
   EXPECT_EQ(f.hard,
-            (std::vector<std::string>{"spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-                                      "spec.topologySpreadConstraints (whenUnsatisfiable: DoNotSchedule)"}));
+            (std::vector<std::string>{"spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[]."
+                                      "namespaceSelector"}));
   EXPECT_EQ(f.soft,
             (std::vector<std::string>{"spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
                                       "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
                                       "spec.topologySpreadConstraints (whenUnsatisfiable: ScheduleAnyway)"}));
   EXPECT_TRUE(FindUnevaluatedFields(json()).hard.empty());
   EXPECT_TRUE(FindUnevaluatedFields(json::parse(R"({"spec": {"containers": 3, "affinity": []}})")).hard.empty());
+}
+
+TEST(ConstraintsTest, PodAffinityAndSpreadDecode) {
+  const json pod = json::parse(R"({"metadata": {"name": "p", "namespace": "ml", "labels": {"app": "web", "rev": "7"}},
+    "spec": {"containers": [],
+      "affinity": {
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+          {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "cache"}}, "namespaces": ["ml", "shared"]},
+          {"topologyKey": "zone", "namespaceSelector": {}, "labelSelector": {}, "matchLabelKeys": ["rev", "none"]}]},
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+          {"topologyKey": "kubernetes.io/hostname", "mismatchLabelKeys": ["app"]}]}},
+      "topologySpreadConstraints": [
+        {"maxSkew": 2, "topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "web"}}, "minDomains": 3,
+         "nodeAffinityPolicy": "Ignore", "nodeTaintsPolicy": "Honor", "matchLabelKeys": ["rev"]},
+        {"maxSkew": 1, "topologyKey": "rack", "whenUnsatisfiable": "ScheduleAnyway"},
+        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}]}})");
+  auto r = DecodePodRequest(pod, ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->namespace_, "ml");
+  EXPECT_EQ(r->labels, (std::map<std::string, std::string>{{"app", "web"}, {"rev", "7"}}));
+  ASSERT_EQ(r->pod_affinity.size(), 2U);
+  EXPECT_EQ(r->pod_affinity[0].namespaces, (std::vector<std::string>{"ml", "shared"}));
+  EXPECT_FALSE(r->pod_affinity[0].all_namespaces);
+  EXPECT_TRUE(r->pod_affinity[0].Matches("ml", "shared", {{"app", "cache"}}));
+  EXPECT_FALSE(r->pod_affinity[0].Matches("ml", "other", {{"app", "cache"}}));
+  // namespaceSelector {}: every namespace; matchLabelKeys: rev=7 joins the (empty) selector; "none" is not a label.
+  EXPECT_TRUE(r->pod_affinity[1].all_namespaces);
+  EXPECT_TRUE(r->pod_affinity[1].Matches("ml", "any", {{"rev", "7"}}));
+  EXPECT_FALSE(r->pod_affinity[1].Matches("ml", "any", {{"rev", "8"}}));
+  // No labelSelector: matches no pod; mismatchLabelKeys: app notin (web).
+  ASSERT_EQ(r->pod_anti_affinity.size(), 1U);
+  EXPECT_TRUE(r->pod_anti_affinity[0].selects_nothing);
+  EXPECT_FALSE(r->pod_anti_affinity[0].Matches("ml", "ml", {{"app", "db"}}));
+  // ScheduleAnyway is left out.
+  ASSERT_EQ(r->spread.size(), 2U);
+  const core::TopologySpreadConstraint& zone = r->spread[0];
+  EXPECT_EQ(zone.max_skew, 2);
+  EXPECT_EQ(zone.topology_key, "zone");
+  EXPECT_EQ(zone.min_domains, 3);
+  EXPECT_FALSE(zone.honor_node_affinity);
+  EXPECT_TRUE(zone.honor_node_taints);
+  EXPECT_TRUE(zone.selector.Matches({{"app", "web"}, {"rev", "7"}}));
+  EXPECT_FALSE(zone.selector.Matches({{"app", "web"}, {"rev", "6"}}));
+  EXPECT_TRUE(r->spread[1].selects_nothing);
+  EXPECT_TRUE(r->spread[1].honor_node_affinity);
+  EXPECT_FALSE(r->spread[1].honor_node_taints);
+  EXPECT_TRUE(r->HasInterPodConstraints());
+  EXPECT_FALSE(DecodePodRequest(json::parse(R"({"metadata": {"name": "q"}, "spec": {}})"), ResourceConfig{})
+                   ->HasInterPodConstraints());
 }
 
 TEST(ConstraintsTest, MalformedConstraintsAreErrorsNamingTheField) {
@@ -107,6 +158,20 @@ TEST(ConstraintsTest, MalformedConstraintsAreErrorsNamingTheField) {
       {R"({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
           {"matchExpressions": [{"key": "k", "operator": "Near"}]}]}}}})",
        "nodeSelectorTerms[0].matchExpressions[0].operator \"Near\""},
+      {R"({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {}}]}}})",
+       "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey is empty"},
+      {R"({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+          {"topologyKey": "zone", "labelSelector": {"matchExpressions": [{"key": "a", "operator": "Gt"}]}}]}}})",
+       "labelSelector.matchExpressions: operator Gt/Lt is for node selectors only"},
+      {R"({"topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "zone"}]})",
+       "spec.topologySpreadConstraints[0].maxSkew must be an integer of at least 1"},
+      {R"({"topologySpreadConstraints": [{"maxSkew": 1}]})", "spec.topologySpreadConstraints[0].topologyKey is empty"},
+      {R"({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "z", "whenUnsatisfiable": "Maybe"}]})",
+       "whenUnsatisfiable \"Maybe\" is not DoNotSchedule or ScheduleAnyway"},
+      {R"({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "z", "minDomains": 0}]})",
+       "minDomains must be an integer of at least 1"},
+      {R"({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "z", "nodeTaintsPolicy": "Always"}]})",
+       "nodeTaintsPolicy \"Always\" is not Honor or Ignore"},
   };
   for (const auto& [spec, want] : cases) {
     json pod = {{"metadata", {{"name", "p"}}}, {"spec", json::parse(spec)}};

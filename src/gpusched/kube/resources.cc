@@ -402,6 +402,27 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
     out.tolerations = std::move(t).value();
     out.required_node_affinity = std::move(a).value();
   }
+  out.namespace_ = ns != nullptr && ns->is_string() ? ns->get<std::string>() : std::string("default");
+  if (const json* labels = Find(*metadata, "labels"); labels != nullptr && labels->is_object()) {
+    for (const auto& [k, v] : labels->items()) {
+      if (v.is_string()) {
+        out.labels.emplace(k, v.get<std::string>());
+      }
+    }
+  }
+  if (Find(*spec, "affinity") != nullptr || Find(*spec, "topologySpreadConstraints") != nullptr) {
+    auto affinity = DecodeRequiredPodAffinity(*spec, /*anti=*/false, out.labels);
+    auto anti = DecodeRequiredPodAffinity(*spec, /*anti=*/true, out.labels);
+    auto spread = DecodeTopologySpread(*spec, out.labels);
+    for (const common::Status& st : {affinity.status(), anti.status(), spread.status()}) {
+      if (!st.ok()) {
+        return common::InvalidArgument(who + st.message());
+      }
+    }
+    out.pod_affinity = std::move(affinity).value();
+    out.pod_anti_affinity = std::move(anti).value();
+    out.spread = std::move(spread).value();
+  }
 
   auto containers = [&](std::string_view key,
                         std::string_view kind) -> common::Result<std::vector<ContainerResources>> {

@@ -101,7 +101,7 @@ policy::Fit CycleRunner::Filter(const core::PodRequest& pod, const core::NodeVie
 }
 
 policy::Fit CycleRunner::Filter(const core::PodRequest& pod, const core::NodeView& node,
-                                const policy::Snapshot& snapshot) const {
+                                const policy::Snapshot& snapshot, const InterPodConstraints* inter_pod) const {
   if (options_.check_node_constraints) {
     if (std::string why = CheckNodeConstraints(pod, *node.node); !why.empty()) {
       return policy::Fit::Unresolvable(std::move(why));
@@ -109,6 +109,12 @@ policy::Fit CycleRunner::Filter(const core::PodRequest& pod, const core::NodeVie
   }
   if (options_.check_node_resources) {
     policy::Fit fit = FitNodeResources(pod, node);
+    if (!fit.fits()) {
+      return fit;
+    }
+  }
+  if (inter_pod != nullptr) {
+    policy::Fit fit = inter_pod->Check(*node.node);
     if (!fit.fits()) {
       return fit;
     }
@@ -219,7 +225,10 @@ void CycleRunner::Evaluate(const core::PodRequest& pod, const core::ClusterState
 
 common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, core::ClusterState& state,
                                                   const policy::Snapshot& snapshot, common::Rng& rng,
-                                                  uint64_t allocation_id) {
+                                                  uint64_t allocation_id, const InterPodConstraints* inter_pod) {
+  if (inter_pod != nullptr && !inter_pod->Active()) {
+    inter_pod = nullptr;
+  }
   CycleResult result;
   const size_t slots = state.SlotCount();
   const uint32_t sig = options_.use_score_cache ? Signature(pod) : 0;
@@ -237,6 +246,9 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
     if (options_.check_node_constraints && !CheckNodeConstraints(pod, *view.node).empty()) {
       continue;
     }
+    if (inter_pod != nullptr && !inter_pod->Check(*view.node).fits()) {
+      continue;
+    }
     const Entry e =
         options_.use_score_cache ? Cached(pod, slot, sig, epoch, view, snapshot) : Evaluate(pod, view, snapshot);
     if (e.fits) {
@@ -248,7 +260,7 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
     if (options_.collect_reasons) {
       for (size_t slot = 0; slot < slots; ++slot) {
         if (state.IsLive(slot)) {
-          result.rejections.emplace_back(state.View(slot).name(), Filter(pod, state.View(slot), snapshot));
+          result.rejections.emplace_back(state.View(slot).name(), Filter(pod, state.View(slot), snapshot, inter_pod));
         }
       }
     }

@@ -3,7 +3,7 @@
 // The scheduling cycle every front end runs (simulator, extender, standalone scheduler), with the Kubernetes
 // phase names:
 //   Filter          node predicates (nodeName, cordon, node affinity, taints when asked; CPU, memory and pods count as
-//                   kube-scheduler's NodeResourcesFit) + policy Filter
+//                   kube-scheduler's NodeResourcesFit; inter-pod affinity and spread when given) + policy Filter
 //   Score           policy Score on the feasible nodes
 //   NormalizeScore  min-max to 0..100 when the policy asks (KSS's integer formula); with node constraints checked
 //                   and an untolerated PreferNoSchedule taint on a feasible node, kube-scheduler's weighted sum of
@@ -47,6 +47,7 @@
 #include "gpusched/core/cluster_state.h"
 #include "gpusched/policy/placement_policy.h"
 #include "gpusched/ports/binder.h"
+#include "gpusched/sched/inter_pod.h"
 
 namespace gpusched::sched {
 
@@ -93,10 +94,12 @@ class CycleRunner {
 
   [[nodiscard]] const policy::PlacementPolicy& policy() const { return policy_; }
 
-  // Node predicates, then the policy's Filter (FilterWithSnapshot, with an empty snapshot for the first form).
+  // Node predicates, inter-pod constraints when given (prepared for this pod), then the policy's Filter
+  // (FilterWithSnapshot, with an empty snapshot for the first form).
   [[nodiscard]] policy::Fit Filter(const core::PodRequest& pod, const core::NodeView& node) const;
   [[nodiscard]] policy::Fit Filter(const core::PodRequest& pod, const core::NodeView& node,
-                                   const policy::Snapshot& snapshot) const;
+                                   const policy::Snapshot& snapshot,
+                                   const InterPodConstraints* inter_pod = nullptr) const;
 
   // Scores of feasible nodes (each must have passed Filter), normalised when the policy asks.
   [[nodiscard]] std::vector<int64_t> ScoreNodes(const core::PodRequest& pod,
@@ -105,10 +108,12 @@ class CycleRunner {
 
   // One whole cycle over every live node of `state`, ending with Reserve. Errors only for broken state
   // (a policy choosing GPUs that do not fit); "fits nowhere" is a result without allocation.
-  // The reserved allocation carries allocation_id.
+  // The reserved allocation carries allocation_id. `inter_pod`: the pod's inter-pod constraints, prepared on
+  // `state` (evaluated outside the score cache, as the node constraints).
   [[nodiscard]] common::Result<CycleResult> Schedule(const core::PodRequest& pod, core::ClusterState& state,
                                                      const policy::Snapshot& snapshot, common::Rng& rng,
-                                                     uint64_t allocation_id = 0);
+                                                     uint64_t allocation_id = 0,
+                                                     const InterPodConstraints* inter_pod = nullptr);
 
   // Filter and raw Score (not normalised) of the given node slots of `state`, cached like Schedule; out[i] is
   // for slots[i]. For front ends that are handed the candidate nodes (the extender).

@@ -39,7 +39,8 @@ enum Blocker : uint32_t {
   kBlockedByResources = 1U << 1,  // CPU, memory, pods count, other resources of the node
   kBlockedByNodeSpec = 1U << 2,   // labels, taints, unschedulable, affinity (a node changed or was added)
   kBlockedByQuota = 1U << 3,      // a queue's quota
-  kBlockedByPods = 1U << 4,       // inter-pod (anti-)affinity, spread constraints, host ports
+  kBlockedByPods = 1U << 4,       // inter-pod (anti-)affinity, spread constraints, host ports (a pod left)
+  kBlockedByPodAdded = 1U << 5,   // pod affinity, spread constraints (a pod was placed)
   kBlockedByAnything = 0xffffffffU,
 };
 

@@ -45,7 +45,8 @@ namespace {
 void Log(common::LogLevel level, const std::string& message) { common::Log(level, "gpusched scheduler: " + message); }
 
 // What a summary's rejections were blocked by: the queue wakes the pod only for events that can free that.
-uint32_t BlockersOf(const sched::CycleResult& result, const core::PodRequest& pod, const core::ClusterState& state) {
+uint32_t BlockersOf(const sched::CycleResult& result, const core::PodRequest& pod, const core::ClusterState& state,
+                    const sched::InterPodConstraints& inter_pod) {
   if (result.considered_nodes == 0) {
     return sched::kBlockedByNodeSpec;  // no node at all: a node added is what helps
   }
@@ -59,6 +60,8 @@ uint32_t BlockersOf(const sched::CycleResult& result, const core::PodRequest& po
       blockers |= sched::kBlockedByNodeSpec;
     } else if (!sched::FitNodeResources(pod, *view).fits()) {
       blockers |= sched::kBlockedByResources;
+    } else if (const uint32_t b = inter_pod.Blockers(*view->node); b != 0) {
+      blockers |= b;  // a pod leaving or placed, or new labels on a node, as the failed rule says
     } else {
       blockers |= sched::kBlockedByGpu;
     }
@@ -192,35 +195,65 @@ void Scheduler::OnPod(EventType type, const json& pod) {
   }
   mirror_.OnPod(type, pod);
   const bool gone = type == EventType::kDeleted || meta->Terminal();
-  if (gone && held &&
-      queue_.OnClusterEvent(sched::kBlockedByGpu | sched::kBlockedByResources | sched::kBlockedByPods) > 0) {
-    Wake();
-  }
   if (gone || !meta->node_name.empty() || meta->deleting || !Ours(meta->scheduler_name)) {
     bool was_pending = false;
+    bool placed = false;   // a pod newly seen on a node, or with new labels
+    bool leaving = false;  // a placed pod now terminating: spread constraints stop counting it
     {
       std::lock_guard lock(mu_);
       was_pending = pending_.erase(uid) > 0;
       if (gone) {
         running_.erase(uid);
-      } else if (!meta->node_name.empty() && options_.preemptor != nullptr) {
-        // A bound pod: what preemption needs to know of it as a possible victim.
-        Running& r = running_[uid];
+        with_anti_affinity_.erase(uid);
+        assumed_.erase(uid);
+      } else if (!meta->node_name.empty()) {
+        // A bound pod: a possible victim of preemption, and what inter-pod constraints count.
+        auto [it, inserted] = running_.try_emplace(uid);
+        Running& r = it->second;
+        placed = inserted || r.assumed || r.labels != meta->labels || r.node.str() != meta->node_name;
+        r.uid = meta->uid;
         r.namespace_ = meta->namespace_;
         r.name = meta->name;
         r.labels = meta->labels;
+        r.node = common::NodeName(meta->node_name);
+        r.assumed = false;
+        assumed_.erase(uid);
         // The rule pending pods are ordered by; 0 where a priority label is not an integer.
         auto priority = kube::DecodePodPriority(pod, options_.resources.genius_labels);
         r.priority = priority.ok() ? *priority : 0;
+        leaving = !r.deleting && meta->deleting;
         r.deleting = meta->deleting;
         if (auto t = adapters::k8s::ParseMicroTime(meta->creation_timestamp); t.ok()) {
           r.start_ms = *t;
+        }
+        r.anti_affinity.clear();
+        if (const auto& spec = pod.find("spec"); spec != pod.end() && spec->is_object() && spec->contains("affinity")) {
+          auto anti = kube::DecodeRequiredPodAffinity(*spec, /*anti=*/true, r.labels);
+          if (anti.ok()) {
+            r.anti_affinity = std::move(anti).value();
+          } else {
+            Log(common::LogLevel::kWarn, "pod " + meta->Key() + " on " + meta->node_name +
+                                             ": its anti-affinity is not counted: " + anti.status().message());
+          }
+        }
+        if (r.anti_affinity.empty()) {
+          with_anti_affinity_.erase(uid);
+        } else {
+          with_anti_affinity_.insert(uid);
         }
       }
     }
     if (was_pending) {
       queue_.Delete(uid);
       DropNomination(uid);
+    }
+    // Only now that the pod's entry says what it holds and where: a woken pod must not see it as it was.
+    uint32_t freed = 0;
+    freed |= gone && held ? sched::kBlockedByGpu | sched::kBlockedByResources | sched::kBlockedByPods : 0U;
+    freed |= placed ? sched::kBlockedByPodAdded : 0U;
+    freed |= leaving ? sched::kBlockedByPods : 0U;
+    if (freed != 0 && queue_.OnClusterEvent(freed) > 0) {
+      Wake();
     }
     return;
   }
@@ -309,7 +342,8 @@ void Scheduler::DropNomination(const std::string& uid, bool wake) {
 
 std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRequest& request,
                                                                const core::ClusterState& state,
-                                                               const sched::CycleResult& result) {
+                                                               const sched::CycleResult& result,
+                                                               const sched::InterPodConstraints& inter_pod) {
   std::vector<core::DisruptionBudget> budgets;
   std::vector<int32_t> allowed;
   // The possible victims of each node, read under mu_ (lock order: the mirror's lock is held, then mu_).
@@ -329,8 +363,9 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
         continue;  // nothing on the node could make room
       }
       const core::NodeView* view = state.Find(name);
-      if (view == nullptr || !sched::CheckNodeConstraints(request, *view->node).empty()) {
-        continue;  // evicting pods does not change labels, taints or cordons
+      if (view == nullptr || !sched::CheckNodeConstraints(request, *view->node).empty() ||
+          !inter_pod.Check(*view->node).fits()) {
+        continue;  // evicting pods does not change labels, taints or cordons (nor, here, inter-pod constraints)
       }
       NodeCandidates c{.view = view};
       for (const common::PodUid& pod : state.PodsOn(name)) {
@@ -338,7 +373,7 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
           continue;
         }
         auto r = running_.find(pod.str());
-        if (r == running_.end() || r->second.deleting || r->second.priority >= request.priority) {
+        if (r == running_.end() || r->second.assumed || r->second.deleting || r->second.priority >= request.priority) {
           continue;  // not known bound yet (a bind in flight), leaving already, or not of lower priority
         }
         sched::PotentialVictim v{
@@ -522,7 +557,8 @@ bool Scheduler::ScheduleOne() {
                                                     .count()};
       // A pod that preempted before gets its held room back for this attempt: it may go anywhere.
       std::optional<Nomination> nominated = TakeNomination(uid);
-      auto result = runner_.Schedule(request, state, snapshot, rng_, mirror_.NextAllocationId());
+      const sched::InterPodConstraints inter_pod = PrepareInterPod(request, state);
+      auto result = runner_.Schedule(request, state, snapshot, rng_, mirror_.NextAllocationId(), &inter_pod);
       if (!result.ok()) {
         if (nominated.has_value()) {
           (void)HoldNomination(uid, std::move(*nominated), state);
@@ -535,7 +571,7 @@ bool Scheduler::ScheduleOne() {
         return true;
       }
       if (!result->allocation.has_value()) {
-        const uint32_t blockers = BlockersOf(*result, request, state);
+        const uint32_t blockers = BlockersOf(*result, request, state, inter_pod);
         std::string summary = result->Summary();
         std::optional<Nomination> plan;
         size_t leaving = 0;
@@ -551,7 +587,7 @@ bool Scheduler::ScheduleOne() {
             summary += "; waiting for " + std::to_string(leaving) + " preempted pod(s) to leave " + node;
           }
         } else if (options_.preemptor != nullptr && !request.preempt_never) {
-          plan = PlanPreemption(request, state, *result);
+          plan = PlanPreemption(request, state, *result, inter_pod);
           if (plan.has_value() && !HoldNomination(uid, *plan, state)) {
             plan.reset();
           }
@@ -574,6 +610,7 @@ bool Scheduler::ScheduleOne() {
         return true;
       }
       task.allocation = std::move(*result->allocation);
+      RecordAssumed(uid, pod, task.allocation);
     }
     mirror_.SetPriority(request.uid, request.priority);
     mirror_.SetApp(request.uid, request.app);
@@ -658,7 +695,9 @@ void Scheduler::Bind(BindTask task) {
                                    ": " + bound.message());
   queue_.Requeue(uid.str(), sched::SchedulingQueue::Outcome::kError);
   if (!unknown) {
-    (void)queue_.OnClusterEvent(sched::kBlockedByGpu | sched::kBlockedByResources);  // what it held is free
+    (void)DropStaleAssumed();
+    // What it held is free, and it no longer counts against anti-affinity and spread.
+    (void)queue_.OnClusterEvent(sched::kBlockedByGpu | sched::kBlockedByResources | sched::kBlockedByPods);
   }
   Emit(PodEvent{.namespace_ = task.namespace_,
                 .name = task.name,
@@ -671,16 +710,98 @@ void Scheduler::Bind(BindTask task) {
 
 size_t Scheduler::ExpireAssumed() {
   const size_t expired = mirror_.ExpireAssumed();
+  const size_t stale = DropStaleAssumed();
   if (expired > 0) {
-    {
-      std::lock_guard lock(mu_);
-      stats_.expired_assumptions += expired;
-    }
-    if (queue_.OnClusterEvent(sched::kBlockedByGpu | sched::kBlockedByResources) > 0) {
-      Wake();
-    }
+    std::lock_guard lock(mu_);
+    stats_.expired_assumptions += expired;
+  }
+  if (expired + stale > 0 &&
+      queue_.OnClusterEvent(sched::kBlockedByGpu | sched::kBlockedByResources | sched::kBlockedByPods) > 0) {
+    Wake();
   }
   return expired;
+}
+
+sched::InterPodConstraints Scheduler::PrepareInterPod(const core::PodRequest& request,
+                                                      const core::ClusterState& state) {
+  std::lock_guard lock(mu_);
+  if (!request.HasInterPodConstraints() && with_anti_affinity_.empty()) {
+    return {};
+  }
+  // An assumed placement counts while its allocation is held on its node.
+  auto counts = [&](const Running& r) {
+    if (!r.assumed) {
+      return true;
+    }
+    const core::Allocation* a = state.FindAllocation(r.uid);
+    return a != nullptr && a->node == r.node;
+  };
+  std::vector<const sched::PodOnNode*> all;
+  std::vector<const sched::PodOnNode*> anti;
+  if (request.HasInterPodConstraints()) {
+    all.reserve(running_.size());
+    for (const auto& [uid, r] : running_) {
+      if (counts(r)) {
+        all.push_back(&r);
+      }
+    }
+  }
+  for (const std::string& uid : with_anti_affinity_) {
+    auto it = running_.find(uid);
+    if (it != running_.end() && counts(it->second)) {
+      anti.push_back(&it->second);
+    }
+  }
+  return sched::InterPodConstraints::Prepare(request, all, anti, state);
+}
+
+void Scheduler::RecordAssumed(const std::string& uid, const Pending& pod, const core::Allocation& allocation) {
+  const core::PodRequest& request = *pod.request;
+  {
+    std::lock_guard lock(mu_);
+    auto [it, inserted] = running_.try_emplace(uid);
+    Running& r = it->second;
+    if (!inserted && !r.assumed) {
+      return;  // the watch has shown it bound already
+    }
+    r.uid = request.uid;
+    r.namespace_ = request.namespace_;
+    r.name = pod.name;
+    r.labels = request.labels;
+    r.node = allocation.node;
+    r.anti_affinity = request.pod_anti_affinity;
+    r.priority = request.priority;
+    r.assumed = true;
+    assumed_.insert(uid);
+    if (r.anti_affinity.empty()) {
+      with_anti_affinity_.erase(uid);
+    } else {
+      with_anti_affinity_.insert(uid);
+    }
+  }
+  (void)queue_.OnClusterEvent(sched::kBlockedByPodAdded);  // the caller goes on scheduling: no wake needed
+}
+
+size_t Scheduler::DropStaleAssumed() {
+  auto lock = mirror_.ReadLock();
+  const core::ClusterState& state = mirror_.state();
+  std::lock_guard guard(mu_);
+  size_t dropped = 0;
+  for (auto it = assumed_.begin(); it != assumed_.end();) {
+    auto r = running_.find(*it);
+    const core::Allocation* a = r == running_.end() ? nullptr : state.FindAllocation(r->second.uid);
+    if (r == running_.end() || a == nullptr || a->node != r->second.node) {
+      if (r != running_.end()) {
+        running_.erase(r);
+      }
+      with_anti_affinity_.erase(*it);
+      it = assumed_.erase(it);
+      ++dropped;
+    } else {
+      ++it;
+    }
+  }
+  return dropped;
 }
 
 void Scheduler::Start() {

@@ -11,9 +11,10 @@
 //   pop the next pod (highest priority, then oldest) -> the request could not be decoded, or uses a constraint
 //   this scheduler does not evaluate (kube::FindUnevaluatedFields' hard list): FailedScheduling naming it, parked
 //   until the pod changes -> else the cycle over every node under the mirror's write lock: node constraints
-//   (nodeName, cordon, nodeSelector, required node affinity, taints), pods count, CPU and memory, then the
-//   placement policy's GPU filter and score; the best node's GPUs are assumed with a fresh allocation id ->
-//   the bind is handed to a bind worker and the next attempt starts at once.
+//   (nodeName, cordon, nodeSelector, required node affinity, taints), pods count, CPU and memory, inter-pod
+//   affinity and anti-affinity and topology spread (sched/inter_pod.h, over every placed pod, those this scheduler
+//   assumed included), then the placement policy's GPU filter and score; the best node's GPUs are assumed with a
+//   fresh allocation id -> the bind is handed to a bind worker and the next attempt starts at once.
 //   Nowhere to go: FailedScheduling with the grouped reasons (CycleResult::Summary) and PodScheduled=False; the pod
 //   waits in the queue for an event that can make it fit (what blocked it: GPU capacity, CPU/memory/pods, node
 //   constraints), never for a timer.
@@ -58,6 +59,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -73,6 +75,7 @@
 #include "gpusched/ports/binder.h"
 #include "gpusched/ports/preemptor.h"
 #include "gpusched/sched/cycle_runner.h"
+#include "gpusched/sched/inter_pod.h"
 #include "gpusched/sched/scheduling_queue.h"
 
 namespace gpusched::scheduler {
@@ -171,13 +174,14 @@ class Scheduler {
     std::vector<std::string> soft_fields;  // not evaluated: told in the Scheduled event
   };
 
-  // A bound pod as preemption needs it.
-  struct Running {
-    std::string namespace_, name;
-    std::map<std::string, std::string> labels;
+  // A pod placed on a node, as preemption (a possible victim) and inter-pod constraints need it: bound (the watch
+  // showed it) or assumed (placed by this scheduler, its binding not seen yet; such an entry counts only while its
+  // allocation is held on that node).
+  struct Running : sched::PodOnNode {
+    std::string name;
     int32_t priority = 0;
     int64_t start_ms = 0;  // creation time
-    bool deleting = false;
+    bool assumed = false;
   };
   // The room held for a pod that preempted, and whom it evicts.
   struct Victim {
@@ -199,10 +203,17 @@ class Scheduler {
   void DropNomination(const std::string& uid, bool wake = true);
   // The best node to preempt on and its victims, or nullopt. Mirror write lock held.
   std::optional<Nomination> PlanPreemption(const core::PodRequest& request, const core::ClusterState& state,
-                                           const sched::CycleResult& result);
+                                           const sched::CycleResult& result,
+                                           const sched::InterPodConstraints& inter_pod);
   // Nominates, evicts; false when an eviction failed (the room is then given back).
   bool Preempt(const std::string& uid, const Pending& pod, const Nomination& plan);
   bool Ours(const std::string& scheduler_name) const;
+  // The pod's inter-pod constraints, counted over the placed pods (PodOnNode). Mirror lock held.
+  sched::InterPodConstraints PrepareInterPod(const core::PodRequest& request, const core::ClusterState& state);
+  // Records a placement this scheduler assumed (Running::assumed) and wakes what waits for a pod to be placed.
+  void RecordAssumed(const std::string& uid, const Pending& pod, const core::Allocation& allocation);
+  // Drops assumed entries whose allocation is no longer held (forgotten, expired); returns how many.
+  size_t DropStaleAssumed();
   void Count(uint64_t SchedulerStats::*counter);  // one more, under mu_
   // FailedScheduling; the pod waits for an event that may free `blockers`, or with `backoff` for its backoff.
   void Unschedulable(const std::string& uid, const Pending& pod, std::string message, uint32_t blockers,
@@ -229,7 +240,9 @@ class Scheduler {
 
   mutable std::mutex mu_;
   std::unordered_map<std::string, Pending> pending_;       // GUARDED_BY(mu_), by uid
-  std::unordered_map<std::string, Running> running_;       // GUARDED_BY(mu_), bound pods by uid
+  std::unordered_map<std::string, Running> running_;       // GUARDED_BY(mu_), placed pods by uid
+  std::unordered_set<std::string> with_anti_affinity_;     // GUARDED_BY(mu_), uids in running_ with anti-affinity
+  std::unordered_set<std::string> assumed_;                // GUARDED_BY(mu_), uids in running_ that are assumed
   std::map<std::string, core::DisruptionBudget> budgets_;  // GUARDED_BY(mu_), by namespace/name
   // GUARDED_BY(the mirror's lock, written under its write lock): nominations by pod uid. Lock order: the mirror's
   // lock, then mu_ (never the mirror's while mu_ is held).

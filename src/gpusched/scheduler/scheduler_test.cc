@@ -287,9 +287,11 @@ TEST_F(SchedulerTest, PodsRebuiltFromTheirAnnotationAreChargedTheirCpuToo) {
 
 TEST_F(SchedulerTest, ConstraintsItDoesNotEvaluateAreNeverIgnoredSilently) {
   scheduler_->OnNode(EventType::kAdded, Node("a", 2));
-  json anti = Pod("anti", Share(10));
+  json anti = Pod("anti", Share(10));  // namespaces chosen by their labels: the scheduler does not watch namespaces
   anti["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
-      json::array({{{"topologyKey", "kubernetes.io/hostname"}}});
+      json::array({{{"topologyKey", "kubernetes.io/hostname"},
+                    {"labelSelector", {{"matchLabels", {{"app", "x"}}}}},
+                    {"namespaceSelector", {{"matchLabels", {{"team", "a"}}}}}}});
   scheduler_->OnPod(EventType::kAdded, anti);
   json soft = Pod("soft", Share(10));
   soft["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] = json::array(
@@ -299,10 +301,112 @@ TEST_F(SchedulerTest, ConstraintsItDoesNotEvaluateAreNeverIgnoredSilently) {
   ASSERT_EQ(binder_.bound().size(), 1U);
   EXPECT_EQ(binder_.bound()[0].pod.str(), "uid-soft");
   EXPECT_THAT(EventsFor("anti", "FailedScheduling").at(0).message, HasSubstr("podAntiAffinity"));
+  EXPECT_THAT(EventsFor("anti", "FailedScheduling").at(0).message, HasSubstr("namespaceSelector"));
   const PodEvent scheduled = EventsFor("soft", "Scheduled").at(0);
   EXPECT_EQ(scheduled.type, "Warning");
   EXPECT_THAT(scheduled.message,
               HasSubstr("not evaluated: spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"));
+}
+
+json WithLabels(json pod, const json& labels) {
+  pod["metadata"]["labels"] = labels;
+  return pod;
+}
+
+json AntiAffinity(json pod, const std::string& app, const std::string& key) {
+  pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
+      json::array({{{"topologyKey", key}, {"labelSelector", {{"matchLabels", {{"app", app}}}}}}});
+  return pod;
+}
+
+// Replicas with anti-affinity on the hostname: each pod assumed counts at once, before the watch shows it bound,
+// so two replicas scheduled back to back never share a node; the third waits until one leaves.
+TEST_F(SchedulerTest, AntiAffinityKeepsReplicasApartAndWaitsForOneToLeave) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2, {{"kubernetes.io/hostname", "a"}}));
+  scheduler_->OnNode(EventType::kAdded, Node("b", 2, {{"kubernetes.io/hostname", "b"}}));
+  std::vector<json> pods;
+  for (const char* name : {"web-0", "web-1", "web-2"}) {
+    pods.push_back(AntiAffinity(WithLabels(Pod(name, Share(10)), {{"app", "web"}}), "web", "kubernetes.io/hostname"));
+    scheduler_->OnPod(EventType::kAdded, pods.back());
+  }
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 2U);
+  EXPECT_NE(binder_.bound()[0].node, binder_.bound()[1].node);
+  EXPECT_THAT(EventsFor("web-2", "FailedScheduling").at(0).message,
+              HasSubstr("0/2 nodes are available: 2 x node(s) didn't match pod anti-affinity rules"));
+  // The watch shows the two bound; a pod of another app is not kept away.
+  for (size_t i = 0; i < 2; ++i) {
+    ShowBound(pods[i], binder_.bound()[i]);
+  }
+  scheduler_->OnPod(EventType::kAdded, WithLabels(Pod("db", Share(10)), {{"app", "db"}}));
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 3U);
+  EXPECT_EQ(binder_.bound()[2].pod.str(), "uid-db");
+  // web-0 leaves: web-2 takes its node.
+  const std::string freed = binder_.bound()[0].node.str();
+  scheduler_->OnPod(EventType::kDeleted, AsBound(pods[0], binder_.bound()[0], "x"));
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 4U);
+  EXPECT_EQ(binder_.bound()[3].pod.str(), "uid-web-2");
+  EXPECT_EQ(binder_.bound()[3].node.str(), freed);
+}
+
+// A pod bound by another scheduler with anti-affinity keeps matching pods out of its zone.
+TEST_F(SchedulerTest, AntiAffinityOfPodsBoundByOthersIsHonoured) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2, {{"zone", "z1"}}));
+  scheduler_->OnNode(EventType::kAdded, Node("b", 2, {{"zone", "z1"}}));
+  scheduler_->OnNode(EventType::kAdded, Node("c", 2, {{"zone", "z2"}}));
+  json other = AntiAffinity(WithLabels(Pod("other", json::object()), {{"app", "db"}}), "db", "zone");
+  other["spec"]["schedulerName"] = "default-scheduler";
+  other["spec"]["nodeName"] = "a";
+  scheduler_->OnPod(EventType::kAdded, other);
+  scheduler_->OnPod(EventType::kAdded, WithLabels(Pod("db", Share(10)), {{"app", "db"}}));
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 1U);
+  EXPECT_EQ(binder_.bound()[0].node.str(), "c");
+}
+
+// A pod with affinity to a cache waits (no timer) until a cache pod is placed, then joins its zone.
+TEST_F(SchedulerTest, PodAffinityWaitsForAPeerAndJoinsItsZone) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2, {{"zone", "z1"}}));
+  scheduler_->OnNode(EventType::kAdded, Node("b", 2, {{"zone", "z2"}}));
+  json web = WithLabels(Pod("web", Share(10)), {{"app", "web"}});
+  web["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
+      json::array({{{"topologyKey", "zone"}, {"labelSelector", {{"matchLabels", {{"app", "cache"}}}}}}});
+  scheduler_->OnPod(EventType::kAdded, web);
+  Drain();
+  EXPECT_TRUE(binder_.bound().empty());
+  EXPECT_THAT(EventsFor("web", "FailedScheduling").at(0).message,
+              HasSubstr("2 x node(s) didn't match pod affinity rules"));
+  json cache = WithLabels(Pod("cache", json::object()), {{"app", "cache"}});
+  cache["spec"]["schedulerName"] = "default-scheduler";
+  cache["spec"]["nodeName"] = "b";
+  scheduler_->OnPod(EventType::kAdded, cache);
+  EXPECT_EQ(Drain(), 1) << "the placed cache pod woke it";
+  ASSERT_EQ(binder_.bound().size(), 1U);
+  EXPECT_EQ(binder_.bound()[0].node.str(), "b");
+}
+
+// Topology spread over zones, counting this scheduler's own placements as they are made; and a bind refused for
+// good frees the domain it was counted in.
+TEST_F(SchedulerTest, TopologySpreadBalancesZones) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 8, {{"zone", "z1"}}));
+  scheduler_->OnNode(EventType::kAdded, Node("b", 8, {{"zone", "z2"}}));
+  scheduler_->OnNode(EventType::kAdded, Node("bare", 8));
+  for (int i = 0; i < 4; ++i) {
+    json p = WithLabels(Pod("w" + std::to_string(i), Share(10)), {{"app", "w"}});
+    p["spec"]["topologySpreadConstraints"] =
+        json::array({{{"maxSkew", 1}, {"topologyKey", "zone"}, {"labelSelector", {{"matchLabels", {{"app", "w"}}}}}}});
+    scheduler_->OnPod(EventType::kAdded, p);
+  }
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 4U);
+  std::map<std::string, int> per_node;
+  for (const auto& a : binder_.bound()) {
+    per_node[a.node.str()] += 1;
+  }
+  // Binpack alone would stack all four on one node; spread puts two in each zone and none on the unlabelled node.
+  EXPECT_EQ(per_node, (std::map<std::string, int>{{"a", 2}, {"b", 2}}));
 }
 
 // Host ports and other resources are evaluated, and charged for pods bound by anyone.

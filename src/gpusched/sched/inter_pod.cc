@@ -1,0 +1,225 @@
+#include "gpusched/sched/inter_pod.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "gpusched/sched/node_predicates.h"
+#include "gpusched/sched/scheduling_queue.h"
+
+namespace gpusched::sched {
+namespace {
+
+const std::string* LabelOf(const core::Node& node, const std::string& key) {
+  auto it = node.labels.find(key);
+  return it == node.labels.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+int32_t InterPodConstraints::CountIn(const Domains& d, const std::string& key, const std::string& value) {
+  auto k = d.find(key);
+  if (k == d.end()) {
+    return 0;
+  }
+  auto v = k->second.find(value);
+  return v == k->second.end() ? 0 : v->second;
+}
+
+InterPodConstraints InterPodConstraints::Prepare(const core::PodRequest& pod, std::span<const PodOnNode* const> pods,
+                                                 std::span<const PodOnNode* const> with_anti_affinity,
+                                                 const core::ClusterState& state) {
+  InterPodConstraints c;
+  c.pod_ = &pod;
+  auto node_of = [&](const PodOnNode& p) -> const core::Node* {
+    const core::NodeView* v = state.Find(p.node);
+    return v == nullptr ? nullptr : v->node.get();
+  };
+  // Placed pods whose anti-affinity keeps this one away.
+  for (const PodOnNode* p : with_anti_affinity) {
+    if (p->uid == pod.uid) {
+      continue;
+    }
+    const core::Node* node = nullptr;
+    for (const core::PodAffinityTerm& t : p->anti_affinity) {
+      if (!t.Matches(p->namespace_, pod.namespace_, pod.labels)) {
+        continue;
+      }
+      node = node != nullptr ? node : node_of(*p);
+      if (node == nullptr) {
+        break;
+      }
+      if (const std::string* value = LabelOf(*node, t.topology_key); value != nullptr) {
+        c.existing_anti_[t.topology_key][*value] += 1;
+      }
+    }
+  }
+  // The pod's own affinity and anti-affinity terms against every placed pod.
+  if (!pod.pod_affinity.empty() || !pod.pod_anti_affinity.empty()) {
+    for (const PodOnNode* p : pods) {
+      if (p->uid == pod.uid) {
+        continue;
+      }
+      const core::Node* node = nullptr;
+      const bool all = !pod.pod_affinity.empty() &&
+                       std::all_of(pod.pod_affinity.begin(), pod.pod_affinity.end(),
+                                   [&](const auto& t) { return t.Matches(pod.namespace_, p->namespace_, p->labels); });
+      if (all && (node = node_of(*p)) != nullptr) {
+        for (const core::PodAffinityTerm& t : pod.pod_affinity) {
+          if (const std::string* value = LabelOf(*node, t.topology_key); value != nullptr) {
+            c.affinity_[t.topology_key][*value] += 1;
+          }
+        }
+      }
+      for (const core::PodAffinityTerm& t : pod.pod_anti_affinity) {
+        if (!t.Matches(pod.namespace_, p->namespace_, p->labels)) {
+          continue;
+        }
+        node = node != nullptr ? node : node_of(*p);
+        if (node == nullptr) {
+          break;
+        }
+        if (const std::string* value = LabelOf(*node, t.topology_key); value != nullptr) {
+          c.anti_[t.topology_key][*value] += 1;
+        }
+      }
+    }
+    c.affinity_first_ =
+        c.affinity_.empty() && std::all_of(pod.pod_affinity.begin(), pod.pod_affinity.end(), [&](const auto& t) {
+          return t.Matches(pod.namespace_, pod.namespace_, pod.labels);
+        });
+  }
+  // Spread: the domains of the eligible nodes, then the matching pods in each.
+  if (!pod.spread.empty()) {
+    const size_t n = pod.spread.size();
+    c.spread_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const core::TopologySpreadConstraint& k = pod.spread[i];
+      c.spread_[i].constraint = &k;
+      c.spread_[i].self_match = !k.selects_nothing && k.selector.Matches(pod.labels) ? 1 : 0;
+    }
+    std::vector<char> eligible(state.SlotCount() * n, 0);
+    for (size_t slot = 0; slot < state.SlotCount(); ++slot) {
+      if (!state.IsLive(slot)) {
+        continue;
+      }
+      const core::Node& node = *state.View(slot).node;
+      if (!std::all_of(pod.spread.begin(), pod.spread.end(),
+                       [&](const auto& k) { return LabelOf(node, k.topology_key) != nullptr; })) {
+        continue;
+      }
+      int affinity_ok = -1;  // -1: not evaluated yet
+      int taints_ok = -1;
+      for (size_t i = 0; i < n; ++i) {
+        const core::TopologySpreadConstraint& k = pod.spread[i];
+        if (k.honor_node_affinity) {
+          affinity_ok = affinity_ok >= 0 ? affinity_ok : (CheckNodeAffinity(pod, node).empty() ? 1 : 0);
+          if (affinity_ok == 0) {
+            continue;
+          }
+        }
+        if (k.honor_node_taints) {
+          taints_ok = taints_ok >= 0 ? taints_ok : (CheckTaints(pod, node).empty() ? 1 : 0);
+          if (taints_ok == 0) {
+            continue;
+          }
+        }
+        eligible[slot * n + i] = 1;
+        c.spread_[i].counts.try_emplace(*LabelOf(node, k.topology_key), 0);
+      }
+    }
+    for (const PodOnNode* p : pods) {
+      if (p->uid == pod.uid || p->deleting || p->namespace_ != pod.namespace_) {
+        continue;
+      }
+      auto slot = state.SlotOf(p->node);
+      if (!slot.has_value() || !state.IsLive(*slot)) {
+        continue;
+      }
+      const core::Node& node = *state.View(*slot).node;
+      for (size_t i = 0; i < n; ++i) {
+        const core::TopologySpreadConstraint& k = pod.spread[i];
+        if (eligible[*slot * n + i] != 0 && !k.selects_nothing && k.selector.Matches(p->labels)) {
+          c.spread_[i].counts[*LabelOf(node, k.topology_key)] += 1;
+        }
+      }
+    }
+    for (Spread& s : c.spread_) {
+      if (s.counts.empty() || static_cast<int64_t>(s.counts.size()) < s.constraint->min_domains) {
+        s.min_match = 0;
+        continue;
+      }
+      s.min_match = std::numeric_limits<int32_t>::max();
+      for (const auto& [value, count] : s.counts) {
+        s.min_match = std::min(s.min_match, count);
+      }
+    }
+  }
+  c.active_ =
+      !c.existing_anti_.empty() || !pod.pod_affinity.empty() || !pod.pod_anti_affinity.empty() || !pod.spread.empty();
+  return c;
+}
+
+policy::Fit InterPodConstraints::Check(const core::Node& node) const {
+  if (!active_) {
+    return policy::Fit::Fits();
+  }
+  return Evaluate(node).first;
+}
+
+uint32_t InterPodConstraints::Blockers(const core::Node& node) const { return active_ ? Evaluate(node).second : 0; }
+
+std::pair<policy::Fit, uint32_t> InterPodConstraints::Evaluate(const core::Node& node) const {
+  constexpr uint32_t kLabels = kBlockedByNodeSpec;
+  for (const Spread& s : spread_) {
+    const std::string& key = s.constraint->topology_key;
+    const std::string* value = LabelOf(node, key);
+    if (value == nullptr) {
+      return {
+          policy::Fit::Unresolvable("node(s) didn't match pod topology spread constraints (missing required label)" +
+                                    std::string(", no label ") + key),
+          kLabels};
+    }
+    auto it = s.counts.find(*value);
+    const int64_t count = it == s.counts.end() ? 0 : it->second;
+    const int64_t skew = count + s.self_match - s.min_match;
+    if (skew > s.constraint->max_skew) {
+      return {policy::Fit::Unschedulable("node(s) didn't match pod topology spread constraints, " + key + "=" + *value +
+                                         " would have skew " + std::to_string(skew) + " (max " +
+                                         std::to_string(s.constraint->max_skew) + ")"),
+              kBlockedByPods | kBlockedByPodAdded | kLabels};
+    }
+  }
+  const core::PodRequest& pod = *pod_;
+  if (!pod.pod_affinity.empty()) {
+    bool found = true;
+    for (const core::PodAffinityTerm& t : pod.pod_affinity) {
+      const std::string* value = LabelOf(node, t.topology_key);
+      if (value == nullptr) {
+        return {policy::Fit::Unresolvable("node(s) didn't match pod affinity rules, no label " + t.topology_key),
+                kLabels};
+      }
+      found = found && CountIn(affinity_, t.topology_key, *value) > 0;
+    }
+    if (!found && !affinity_first_) {
+      return {policy::Fit::Unresolvable("node(s) didn't match pod affinity rules"), kBlockedByPodAdded | kLabels};
+    }
+  }
+  for (const core::PodAffinityTerm& t : pod.pod_anti_affinity) {
+    if (const std::string* value = LabelOf(node, t.topology_key);
+        value != nullptr && CountIn(anti_, t.topology_key, *value) > 0) {
+      return {
+          policy::Fit::Unschedulable("node(s) didn't match pod anti-affinity rules, " + t.topology_key + "=" + *value),
+          kBlockedByPods | kLabels};
+    }
+  }
+  for (const auto& [key, values] : existing_anti_) {
+    if (const std::string* value = LabelOf(node, key); value != nullptr && values.contains(*value)) {
+      return {
+          policy::Fit::Unschedulable("node(s) didn't satisfy existing pods anti-affinity rules, " + key + "=" + *value),
+          kBlockedByPods | kLabels};
+    }
+  }
+  return {policy::Fit::Fits(), 0};
+}
+
+}  // namespace gpusched::sched
