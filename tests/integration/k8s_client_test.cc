@@ -628,6 +628,32 @@ TEST_F(K8sClientTest, InformerCachesOnlyWhatSchedulingReads) {
   EXPECT_TRUE(CacheMatchesServer(informer));  // same keys and resourceVersions as the server
 }
 
+// metadata.managedFields is dropped while the response or the watch event is parsed, before any transform; a
+// label or an annotation of that name is not.
+TEST_F(K8sClientTest, ManagedFieldsAreDroppedWhileParsingButNotLabelsOfThatName) {
+  auto managed = [](json pod) {
+    pod["metadata"]["managedFields"] = json::array({{{"manager", "kubectl"}}});
+    pod["metadata"]["labels"]["managedFields"] = "label";
+    pod["metadata"]["annotations"]["managedFields"] = "annotation";
+    return pod;
+  };
+  server_->UpsertPod(managed(Pod("default", "listed", "n1")));
+  Recorder& recorder = NewRecorder();  // owned by the fixture: it outlives the informer threads
+  Informer& informer = StartInformer({.path = "/api/v1/pods"}, recorder);
+  server_->UpsertPod(managed(Pod("default", "watched", "n1")));
+  ASSERT_TRUE(WaitFor([&] { return recorder.size() == 2; }));
+  for (const WatchEvent& e : recorder.events()) {
+    const json& metadata = e.object["metadata"];
+    EXPECT_FALSE(metadata.contains("managedFields")) << metadata.dump();
+    EXPECT_EQ(metadata["labels"]["managedFields"], "label") << metadata.dump();
+    EXPECT_EQ(metadata["annotations"]["managedFields"], "annotation") << metadata.dump();
+  }
+  const json got = *Client().Get("/api/v1/namespaces/default/pods/watched");
+  EXPECT_FALSE(got["metadata"].contains("managedFields"));
+  EXPECT_EQ(got["metadata"]["labels"]["managedFields"], "label");
+  (void)informer;
+}
+
 // cache_identity_only: the handler gets whole objects, the cache keeps identities, and a relist still finds what
 // was deleted and re-created meanwhile (the diff needs nothing else).
 TEST_F(K8sClientTest, InformerCanCacheIdentitiesOnly) {

@@ -22,6 +22,7 @@
 #include "gpusched/adapters/k8s/lease_lock.h"
 #include "gpusched/adapters/k8s/pod_binder.h"
 #include "gpusched/adapters/prometheus/prometheus_source.h"
+#include "gpusched/cli/allocator.h"
 #include "gpusched/cli/election_loop.h"
 #include "gpusched/cli/watch_event.h"
 #include "gpusched/common/log.h"
@@ -118,6 +119,7 @@ int Fail(const std::string& message) {
 
 int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_model) {
   common::SetLogLevel(flags.verbose ? common::LogLevel::kDebug : common::LogLevel::kInfo);
+  TuneAllocatorForLists();
   ext::ExtenderConfig config;
   if (!flags.config.empty()) {
     auto loaded = ext::LoadExtenderConfig(flags.config);

@@ -1,10 +1,10 @@
 #include "gpusched/cli/scheduler_command.h"
 
 #include <malloc.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +25,7 @@
 #include "gpusched/adapters/k8s/lease_lock.h"
 #include "gpusched/adapters/k8s/pod_binder.h"
 #include "gpusched/adapters/k8s/pod_preemptor.h"
+#include "gpusched/cli/allocator.h"
 #include "gpusched/cli/election_loop.h"
 #include "gpusched/cli/watch_event.h"
 #include "gpusched/common/log.h"
@@ -72,6 +73,7 @@ void AddSchedulerCommand(CLI::App& app, SchedulerFlags& flags, int& exit_code) {
 
 int RunScheduler(const SchedulerFlags& flags) {
   common::SetLogLevel(flags.verbose ? common::LogLevel::kDebug : common::LogLevel::kInfo);
+  TuneAllocatorForLists();
   scheduler::SchedulerConfig config;
   if (!flags.config.empty()) {
     auto loaded = scheduler::LoadSchedulerConfig(flags.config);
