@@ -12,6 +12,7 @@ gpusched, so kube-scheduler leaves them alone):
   - gpu-core 150, exclusive and shared names mixed in a container, and a malformed model list are refused at
     admission with the reason;
   - memory-only pods (aliyun.com/gpu-mem: 8, gpusched.io/gpu-memory: 20000) are stored with gpusched.io/gpu: 1;
+    a pod with Genius's labels (genius/gpu-number: 2) with gpusched.io/gpu: 2;
   - a pod without GPU resources is stored unchanged;
   - with the webhook stopped (SIGTERM, exit 0), a pod without GPU resources is still admitted (failurePolicy Ignore:
     the < 1.28 variant; on >= 1.28 matchConditions keep the API server from calling the webhook for it at all).
@@ -242,6 +243,19 @@ class WebhookE2E(unittest.TestCase):
                 for k in limits:  # kept as asked (the API server writes 20000 as "20k")
                     self.assertIn(k, resources["limits"])
                 self.assertEqual(pod["spec"]["schedulerName"], "gpusched")
+
+    def test_5b_genius_labelled_pods_get_their_device_count(self):
+        """A pod that asks for GPUs only through Genius's labels gets gpusched.io/gpu (genius/gpu-number) in its
+        first container's limits; labels that contradict themselves are refused with the label named."""
+        self.alice.create("pods", gpu_pod("genius", {"cpu": "100m"}, labels={
+            "genius/gpu-number": "2", "genius/gpu-memory-each": "8000"}), namespace=NS)
+        limits = self.pod("genius")["spec"]["containers"][0]["resources"]["limits"]
+        self.assertEqual(limits.get("gpusched.io/gpu"), "2", limits)
+        e = self.assertRefused(lambda: self.alice.create("pods", gpu_pod("genius-bad", {"cpu": "100m"}, labels={
+            "genius/gpu-memory-each": "1000", "genius/gpu-memory-total": "2000"}), namespace=NS),
+            422, "genius/gpu-memory-each and genius/gpu-memory-total are both set")
+        log(f"genius-bad: {e}")
+        self.assertIsNone(self.pod("genius-bad"))
 
     def test_6_pods_without_gpus_are_unchanged(self):
         sent = gpu_pod("plain", {"cpu": "100m", "memory": "128Mi"})

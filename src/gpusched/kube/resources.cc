@@ -489,12 +489,28 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
   out.cpu = common::MilliCpu{cpu};
   out.memory = MiB{memory};
 
-  // Genius's labels, for a pod that asks for no GPU resource.
+  // Genius's labels, for a pod that asks for no GPU resource, or only for the device count gpusched.io/gpu on its
+  // first container (what the webhook adds so that the kubelet calls gpusched's device plugin): then it must match
+  // genius/gpu-number, and the labels say what each GPU is.
   const json* labels = Find(*metadata, "labels");
-  if (out.containers.empty() && labels != nullptr && labels->is_object() && config.genius_labels) {
-    GPUSCHED_ASSIGN_OR_RETURN(genius, GeniusRequest(*labels, apps.empty() ? "main" : apps.front().name));
-    if (genius.has_value()) {
-      out.containers.push_back(std::move(*genius));
+  if (labels != nullptr && labels->is_object() && config.genius_labels) {
+    const bool device_count_only = out.containers.size() == 1 && app_gpu_containers == 1 && !apps.empty() &&
+                                   apps.front().gpu.size() == 1 && apps.front().gpu.contains(kResGpu) &&
+                                   out.containers.front().container == apps.front().name;
+    if (out.containers.empty() || device_count_only) {
+      GPUSCHED_ASSIGN_OR_RETURN(genius, GeniusRequest(*labels, apps.empty() ? "main" : apps.front().name));
+      if (genius.has_value() && device_count_only) {
+        if (out.containers.front().count != genius->count) {
+          return common::InvalidArgument(who + "container " + apps.front().name + ": " + std::string(kResGpu) + " " +
+                                         std::to_string(out.containers.front().count) + " does not match the " +
+                                         std::to_string(genius->count) + " GPU(s) that label " +
+                                         std::string(kLabelGeniusGpuNumber) + " asks for");
+        }
+        out.containers.clear();
+      }
+      if (genius.has_value()) {
+        out.containers.push_back(std::move(*genius));
+      }
     }
   }
 

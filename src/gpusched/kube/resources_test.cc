@@ -173,6 +173,26 @@ TEST(ResourcesTest, GeniusLabels) {
   ResourceConfig off;
   off.genius_labels = false;
   EXPECT_TRUE(DecodePodRequest(with_labels({{"genius/gpu-number", "4"}}), off)->containers.empty());
+  // The device count the webhook adds (gpusched.io/gpu alone on the first container) is read with the labels, and
+  // must match them; with the labels off it is whole GPUs, as everywhere.
+  json counted = with_labels({{"genius/gpu-number", "2"}, {"genius/gpu-memory-each", "8000"}});
+  counted["spec"]["containers"][0]["resources"]["limits"] = {{"gpusched.io/gpu", "2"}};
+  auto read = DecodePodRequest(counted, ResourceConfig{});
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->containers.size(), 1U);
+  EXPECT_EQ(read->containers[0].count, 2);
+  EXPECT_EQ(read->containers[0].memory_per_gpu.value(), 8000);
+  EXPECT_FALSE(read->containers[0].exclusive);
+  auto whole_without_labels = DecodePodRequest(counted, off);
+  ASSERT_TRUE(whole_without_labels.ok()) << whole_without_labels.status();
+  EXPECT_TRUE(whole_without_labels->containers[0].exclusive);
+  counted["spec"]["containers"][0]["resources"]["limits"] = {{"gpusched.io/gpu", "1"}};
+  auto mismatch = DecodePodRequest(counted, ResourceConfig{});
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_NE(mismatch.status().message().find("gpusched.io/gpu 1 does not match the 2 GPU(s) that label "
+                                             "genius/gpu-number asks for"),
+            std::string::npos)
+      << mismatch.status();
   for (const json& bad : {json{{"genius/gpu-number", "two"}}, json{{"genius/gpu-number", "0"}},
                           json{{"genius/gpu-memory-each", "1"}, {"genius/gpu-memory-total", "2"}},
                           json{{"genius/gpu-number", "1"}, {"genius/priority", "high"}}}) {

@@ -64,6 +64,49 @@ void AddDeviceCount(const json& container, const std::string& path, const Webhoo
       ": added " + name + ": " + count + " so that the kubelet hands it its GPUs through gpusched's device plugin");
 }
 
+// Rule 3 of mutator.h: the GPUs of a pod that asks for them only through Genius's labels (`count` of them) become
+// a device count on its first container.
+void AddGeniusDeviceCount(const json& spec, int32_t count, json& patch, std::vector<std::string>& warnings) {
+  const json* containers = Member(spec, "containers");
+  if (containers == nullptr || !containers->is_array() || containers->empty() || !(*containers)[0].is_object()) {
+    return;
+  }
+  const json& container = (*containers)[0];
+  const json* resources = Member(container, "resources");
+  const json* limits = resources != nullptr ? Member(*resources, "limits") : nullptr;
+  if ((resources != nullptr && !resources->is_object()) || (limits != nullptr && !limits->is_object())) {
+    return;
+  }
+  const std::string name(kube::kResGpu);
+  const std::string value = std::to_string(count);
+  if (limits != nullptr) {
+    patch.push_back(
+        {{"op", "add"}, {"path", "/spec/containers/0/resources/limits/" + EscapeJsonPointer(name)}, {"value", value}});
+  } else if (resources != nullptr) {
+    patch.push_back({{"op", "add"}, {"path", "/spec/containers/0/resources/limits"}, {"value", {{name, value}}}});
+  } else {
+    patch.push_back(
+        {{"op", "add"}, {"path", "/spec/containers/0/resources"}, {"value", {{"limits", {{name, value}}}}}});
+  }
+  const json* container_name = Member(container, "name");
+  warnings.push_back("gpusched: container " +
+                     (container_name != nullptr && container_name->is_string()
+                          ? container_name->get<std::string>().substr(0, 64)
+                          : std::string("(unnamed)")) +
+                     ": added " + name + ": " + value +
+                     " (the GPUs its genius/ labels ask for) so that the kubelet hands it its GPUs through gpusched's "
+                     "device plugin");
+}
+
+// The number of GPUs a pod asks for through Genius's labels alone (no GPU resource), or 0.
+int32_t GeniusGpuCount(const json& pod, const WebhookConfig& config) {
+  if (!config.resources.genius_labels) {
+    return 0;
+  }
+  auto request = kube::DecodePodRequest(pod, config.resources);
+  return request.ok() && request->containers.size() == 1 ? request->containers[0].count : 0;
+}
+
 }  // namespace
 
 std::string EscapeJsonPointer(std::string_view token) {
@@ -82,8 +125,12 @@ std::string EscapeJsonPointer(std::string_view token) {
 }
 
 AdmissionResponse Mutate(const AdmissionRequest& request, const WebhookConfig& config) {
-  if (!request.Is("pods") || request.operation != Operation::kCreate || !request.object.is_object() ||
-      !kube::RequestsGpuResource(request.object, config.resources)) {
+  if (!request.Is("pods") || request.operation != Operation::kCreate || !request.object.is_object()) {
+    return AdmissionResponse::Allow();
+  }
+  const bool resources = kube::RequestsGpuResource(request.object, config.resources);
+  const int32_t genius = resources ? 0 : GeniusGpuCount(request.object, config);
+  if (!resources && genius == 0) {
     return AdmissionResponse::Allow();
   }
   const json* spec = Member(request.object, "spec");
@@ -92,7 +139,9 @@ AdmissionResponse Mutate(const AdmissionRequest& request, const WebhookConfig& c
   }
   json patch = json::array();
   std::vector<std::string> warnings;
-  if (config.resources.Enabled(kube::kResGpu)) {
+  if (config.resources.Enabled(kube::kResGpu) && genius > 0) {
+    AddGeniusDeviceCount(*spec, genius, patch, warnings);
+  } else if (config.resources.Enabled(kube::kResGpu)) {
     for (const char* list : {"initContainers", "containers"}) {
       const json* containers = Member(*spec, list);
       if (containers == nullptr || !containers->is_array()) {

@@ -12,11 +12,16 @@
 //    them> in limits, and in requests too when its requests name a GPU resource (extended resources must be equal
 //    in both). Init containers too. Skipped when gpusched.io/gpu is not an enabled resource name, and for a
 //    container whose request does not decode.
-// 2. Scheduler. A pod that asks for an enabled GPU resource, in a namespace of config.scheduler_names, whose
-//    spec.schedulerName is absent, empty or default-scheduler, gets that namespace's scheduler.
+// 2. Scheduler. A pod that asks for an enabled GPU resource (or for GPUs through Genius's labels), in a namespace
+//    of config.scheduler_names, whose spec.schedulerName is absent, empty or default-scheduler, gets that
+//    namespace's scheduler.
+// 3. Genius's labels. A pod that asks for GPUs only through genius/gpu-number, -memory-each, -memory-total (with
+//    geniusLabels on, and no GPU resource) gets gpusched.io/gpu: <genius/gpu-number, default 1> in its first
+//    container's limits; the labels still say what each GPU is (kube::DecodePodRequest reads that device count
+//    with them, and refuses one that does not match).
 // The patch is a JSON Patch with '/' in resource names escaped as ~1; each change also comes back as a warning
 // (kubectl prints them), so nobody is surprised by a limit they did not write.
-// Anything but CREATE of a pod (no subresource), and pods without GPU resources: allowed, no patch.
+// Anything but CREATE of a pod (no subresource), and pods that ask for no GPU: allowed, no patch.
 
 #include <string>
 #include <string_view>

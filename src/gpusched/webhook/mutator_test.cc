@@ -120,6 +120,37 @@ TEST(MutatorTest, AddsTheDeviceCountToRequestsWithoutOne) {
   });
 }
 
+// Rule 3 of mutator.h: a pod that asks for GPUs through Genius's labels alone gets the device count, which the
+// decoder then reads with the labels (Check applies the patch and validates the result).
+TEST(MutatorTest, GeniusLabelsGetTheirDeviceCount) {
+  WebhookConfig per_namespace = SchedulerFor("team-a", "gpusched");
+  WebhookConfig labels_off;
+  labels_off.resources.genius_labels = false;
+  Check({
+      {.name = "two GPUs of 8000 MiB each: gpusched.io/gpu 2 in the first container's limits",
+       .request = Create(PodJson().Label("genius/gpu-number", "2").Label("genius/gpu-memory-each", "8000")),
+       .want_patch = {Add("/spec/containers/0/resources/limits", {{"gpusched.io/gpu", "2"}})}},
+      {.name = "memory only: one GPU; an existing limits map gets the entry",
+       .request = Create(PodJson().LimitsOnly({{"cpu", "1"}}).Label("genius/gpu-memory-total", "4000")),
+       .want_patch = {Add(kLimits0, "1")}},
+      {.name = "and the namespace's scheduler, as any GPU pod",
+       .request = Create(PodJson().Label("genius/gpu-number", "1")),
+       .want_patch = {Add("/spec/containers/0/resources/limits", {{"gpusched.io/gpu", "1"}}),
+                      {{"op", "replace"}, {"path", "/spec/schedulerName"}, {"value", "gpusched"}}},
+       .config = per_namespace},
+      {.name = "a GPU resource wins over the labels",
+       .request = Create(PodJson().Limits({{"nvidia.com/gpu", "1"}}).Label("genius/gpu-number", "4")),
+       .want_patch = nullptr},
+      {.name = "labels off: not a GPU pod",
+       .request = Create(PodJson().Label("genius/gpu-number", "2")),
+       .want_patch = nullptr,
+       .config = labels_off},
+      {.name = "labels that do not decode are left to the validating webhook",
+       .request = Create(PodJson().Label("genius/gpu-number", "two")),
+       .want_patch = nullptr},
+  });
+}
+
 TEST(MutatorTest, ResourceNamesDecideWhatCounts) {
   WebhookConfig no_aliyun;
   no_aliyun.resources.enabled.erase("aliyun.com/gpu-mem");

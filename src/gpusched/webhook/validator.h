@@ -12,7 +12,8 @@
 //        Binding's annotations onto the pod).
 //    The message names the annotation and the user.
 // 2. A GPU request that can never be met is denied at admission (422) instead of pending forever: on CREATE of a
-//    pod that asks for any enabled GPU resource, whatever kube::DecodePodRequest refuses (gpu-core above 100, a
+//    pod that asks for any enabled GPU resource or carries Genius's GPU labels (genius/gpu-number, -memory-each,
+//    -memory-total, with geniusLabels on), whatever kube::DecodePodRequest refuses (gpu-core above 100, a
 //    fractional or zero count, families mixed in one container, such as exclusive nvidia.com/gpu with shared
 //    gpusched.io/gpu-core, ...), with its message; and a gpusched.io/gpu-model annotation that is not a
 //    '|'-separated list of model names (CheckGpuModels).

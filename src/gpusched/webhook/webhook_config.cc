@@ -105,8 +105,8 @@ common::Result<WebhookConfig> ParseWebhookConfig(const std::string& yaml, const 
   if (!root.IsMap()) {
     return Bad(source, "the top level must be a mapping");
   }
-  static const std::set<std::string> kKeys = {"allowedUsers", "allowedGroups",  "schedulerName",
-                                              "namespaces",   "schedulerNames", "resourceNames"};
+  static const std::set<std::string> kKeys = {"allowedUsers",   "allowedGroups", "schedulerName", "namespaces",
+                                              "schedulerNames", "resourceNames", "geniusLabels"};
   std::string scheduler_name;
   std::vector<std::string> namespaces;
   bool has_scheduler_name = false;
@@ -119,7 +119,7 @@ common::Result<WebhookConfig> ParseWebhookConfig(const std::string& yaml, const 
     if (!kKeys.contains(key)) {
       return Bad(source, "unknown key \"" + key +
                              "\" (known: allowedUsers, allowedGroups, schedulerName, "
-                             "namespaces, schedulerNames, resourceNames)");
+                             "namespaces, schedulerNames, resourceNames, geniusLabels)");
     }
     const YAML::Node& v = kv.second;
     if (key == "allowedUsers") {
@@ -151,6 +151,11 @@ common::Result<WebhookConfig> ParseWebhookConfig(const std::string& yaml, const 
         GPUSCHED_RETURN_IF_ERROR(CheckSchedulerName(name, source, key + "." + ns));
         c.scheduler_names[ns] = name;
       }
+    } else if (key == "geniusLabels") {
+      if (!v.IsScalar() || (v.Scalar() != "true" && v.Scalar() != "false")) {
+        return Bad(source, "\"geniusLabels\" must be true or false");
+      }
+      c.resources.genius_labels = v.Scalar() == "true";
     } else if (key == "resourceNames") {
       GPUSCHED_ASSIGN_OR_RETURN(names, StringList(v, source, key));
       c.resources.enabled.clear();

@@ -13,6 +13,7 @@ TEST(WebhookConfigTest, DefaultsAllowDeployedSchedulerIdentitiesOnly) {
   EXPECT_TRUE(c->allowed_groups.empty());
   EXPECT_TRUE(c->scheduler_names.empty());
   EXPECT_EQ(c->resources.enabled, kube::AllGpuResourceNames());
+  EXPECT_TRUE(c->resources.genius_labels);
 
   EXPECT_TRUE(c->MayWriteAllocation({.username = std::string(kExtenderUser)}));
   EXPECT_FALSE(c->MayWriteAllocation({.username = "alice", .groups = {"system:masters"}}));
@@ -27,6 +28,7 @@ schedulerName: gpusched
 namespaces: [ml, research]
 schedulerNames: {vision: gpusched-vision.example.com}
 resourceNames: [gpusched.io/gpu, gpusched.io/gpu-memory]
+geniusLabels: false
 )yaml",
                               "w.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -37,6 +39,7 @@ resourceNames: [gpusched.io/gpu, gpusched.io/gpu-memory]
                 {"ml", "gpusched"}, {"research", "gpusched"}, {"vision", "gpusched-vision.example.com"}}));
   EXPECT_EQ(c->resources.enabled.size(), 2u);
   EXPECT_FALSE(c->resources.Enabled("aliyun.com/gpu-mem"));
+  EXPECT_FALSE(c->resources.genius_labels);
 
   // allowedUsers replaces the default; a group admits its members.
   EXPECT_FALSE(c->MayWriteAllocation({.username = std::string(kExtenderUser)}));
@@ -51,6 +54,7 @@ TEST(WebhookConfigTest, RefusesMistakesNamingTheKey) {
   const Case cases[] = {
       {"allowedUser: [a]", "unknown key \"allowedUser\""},
       {"- a", "top level must be a mapping"},
+      {"geniusLabels: sometimes", "\"geniusLabels\" must be true or false"},
       {"allowedUsers: {a: b}", "\"allowedUsers\" must be a list of strings"},
       {"allowedUsers: [[a]]", "\"allowedUsers\" must be a string"},
       {"allowedUsers: ['']", "\"allowedUsers\" has an empty entry"},
