@@ -62,6 +62,25 @@ const json& Member(const json& j, const char* key) {
   return it == j.end() ? kNull : *it;
 }
 
+// The list of strings at `key` of `j` (empty when absent or null); errors name "<at>.<key>".
+common::Result<std::vector<std::string>> StringList(const json& j, const char* key, const std::string& at) {
+  std::vector<std::string> out;
+  const json& list = Member(j, key);
+  if (list.is_null()) {
+    return out;
+  }
+  if (!list.is_array()) {
+    return Bad(at + "." + key + " is not a list");
+  }
+  for (const json& v : list) {
+    if (!v.is_string()) {
+      return Bad(at + "." + key + " holds a non-string");
+    }
+    out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
 common::Result<core::NodeSelectorRequirement> Requirement(const json& r, const std::string& at) {
   core::NodeSelectorRequirement req;
   GPUSCHED_ASSIGN_OR_RETURN(k, OptionalString(r, "key", at));
@@ -83,18 +102,8 @@ common::Result<core::NodeSelectorRequirement> Requirement(const json& r, const s
   } else {
     return Bad(at + ".operator \"" + op + "\" is not In, NotIn, Exists, DoesNotExist, Gt or Lt");
   }
-  const json& values = Member(r, "values");
-  if (!values.is_null()) {
-    if (!values.is_array()) {
-      return Bad(at + ".values is not a list");
-    }
-    for (const json& v : values) {
-      if (!v.is_string()) {
-        return Bad(at + ".values holds a non-string");
-      }
-      req.values.push_back(v.get<std::string>());
-    }
-  }
+  GPUSCHED_ASSIGN_OR_RETURN(values, StringList(r, "values", at));
+  req.values = std::move(values);
   return req;
 }
 
@@ -236,18 +245,9 @@ namespace {
 common::Status FoldLabelKeys(const json& j, const char* field, core::NodeSelectorRequirement::Operator op,
                              const std::map<std::string, std::string>& labels, const std::string& at,
                              core::LabelSelector& selector) {
-  const json& keys = Member(j, field);
-  if (keys.is_null()) {
-    return common::Status::Ok();
-  }
-  if (!keys.is_array()) {
-    return Bad(at + "." + field + " is not a list");
-  }
-  for (const json& k : keys) {
-    if (!k.is_string()) {
-      return Bad(at + "." + field + " holds a non-string");
-    }
-    auto it = labels.find(k.get<std::string>());
+  GPUSCHED_ASSIGN_OR_RETURN(keys, StringList(j, field, at));
+  for (const std::string& k : keys) {
+    auto it = labels.find(k);
     if (it != labels.end()) {
       selector.match_expressions.push_back({.key = it->first, .op = op, .values = {it->second}});
     }
@@ -292,18 +292,8 @@ common::Result<std::vector<core::PodAffinityTerm>> DecodeRequiredPodAffinity(
         using Op = core::NodeSelectorRequirement::Operator;
         GPUSCHED_RETURN_IF_ERROR(FoldLabelKeys(t, "matchLabelKeys", Op::kIn, labels, at, term.selector));
         GPUSCHED_RETURN_IF_ERROR(FoldLabelKeys(t, "mismatchLabelKeys", Op::kNotIn, labels, at, term.selector));
-        const json& namespaces = Member(t, "namespaces");
-        if (!namespaces.is_null()) {
-          if (!namespaces.is_array()) {
-            return Bad(at + ".namespaces is not a list");
-          }
-          for (const json& n : namespaces) {
-            if (!n.is_string()) {
-              return Bad(at + ".namespaces holds a non-string");
-            }
-            term.namespaces.push_back(n.get<std::string>());
-          }
-        }
+        GPUSCHED_ASSIGN_OR_RETURN(namespaces, StringList(t, "namespaces", at));
+        term.namespaces = std::move(namespaces);
         const json& ns_selector = Member(t, "namespaceSelector");
         if (!ns_selector.is_null() && !ns_selector.is_object()) {
           return Bad(at + ".namespaceSelector is not an object");

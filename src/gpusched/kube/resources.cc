@@ -403,7 +403,8 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
     out.required_node_affinity = std::move(a).value();
   }
   out.namespace_ = ns != nullptr && ns->is_string() ? ns->get<std::string>() : std::string("default");
-  if (const json* labels = Find(*metadata, "labels"); labels != nullptr && labels->is_object()) {
+  const json* labels = Find(*metadata, "labels");
+  if (labels != nullptr && labels->is_object()) {
     for (const auto& [k, v] : labels->items()) {
       if (v.is_string()) {
         out.labels.emplace(k, v.get<std::string>());
@@ -492,7 +493,6 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
   // Genius's labels, for a pod that asks for no GPU resource, or only for the device count gpusched.io/gpu on its
   // first container (what the webhook adds so that the kubelet calls gpusched's device plugin): then it must match
   // genius/gpu-number, and the labels say what each GPU is.
-  const json* labels = Find(*metadata, "labels");
   if (labels != nullptr && labels->is_object() && config.genius_labels) {
     const bool device_count_only = out.containers.size() == 1 && app_gpu_containers == 1 && !apps.empty() &&
                                    apps.front().gpu.size() == 1 && apps.front().gpu.contains(kResGpu) &&

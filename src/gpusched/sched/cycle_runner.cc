@@ -246,7 +246,7 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
     if (options_.check_node_constraints && !CheckNodeConstraints(pod, *view.node).empty()) {
       continue;
     }
-    if (inter_pod != nullptr && !inter_pod->Check(*view.node).fits()) {
+    if (inter_pod != nullptr && !inter_pod->Passes(*view.node)) {
       continue;
     }
     const Entry e =

@@ -14,7 +14,33 @@ const std::string* LabelOf(const core::Node& node, const std::string& key) {
   return it == node.labels.end() ? nullptr : &it->second;
 }
 
+// A placed pod's node, looked up once and only when a term matches the pod.
+class NodeOf {
+ public:
+  NodeOf(const PodOnNode& pod, const core::ClusterState& state) : pod_(pod), state_(state) {}
+  const core::Node* Get() {
+    if (!looked_up_) {
+      const core::NodeView* v = state_.Find(pod_.node);
+      node_ = v == nullptr ? nullptr : v->node.get();
+      looked_up_ = true;
+    }
+    return node_;
+  }
+
+ private:
+  const PodOnNode& pod_;
+  const core::ClusterState& state_;
+  const core::Node* node_ = nullptr;
+  bool looked_up_ = false;
+};
+
 }  // namespace
+
+void InterPodConstraints::CountDomain(Domains& d, const core::Node* node, const std::string& key) {
+  if (const std::string* value = node != nullptr ? LabelOf(*node, key) : nullptr; value != nullptr) {
+    d[key][*value] += 1;
+  }
+}
 
 int32_t InterPodConstraints::CountIn(const Domains& d, const std::string& key, const std::string& value) {
   auto k = d.find(key);
@@ -30,26 +56,15 @@ InterPodConstraints InterPodConstraints::Prepare(const core::PodRequest& pod, st
                                                  const core::ClusterState& state) {
   InterPodConstraints c;
   c.pod_ = &pod;
-  auto node_of = [&](const PodOnNode& p) -> const core::Node* {
-    const core::NodeView* v = state.Find(p.node);
-    return v == nullptr ? nullptr : v->node.get();
-  };
   // Placed pods whose anti-affinity keeps this one away.
   for (const PodOnNode* p : with_anti_affinity) {
     if (p->uid == pod.uid) {
       continue;
     }
-    const core::Node* node = nullptr;
+    NodeOf node_of(*p, state);
     for (const core::PodAffinityTerm& t : p->anti_affinity) {
-      if (!t.Matches(p->namespace_, pod.namespace_, pod.labels)) {
-        continue;
-      }
-      node = node != nullptr ? node : node_of(*p);
-      if (node == nullptr) {
-        break;
-      }
-      if (const std::string* value = LabelOf(*node, t.topology_key); value != nullptr) {
-        c.existing_anti_[t.topology_key][*value] += 1;
+      if (t.Matches(p->namespace_, pod.namespace_, pod.labels)) {
+        CountDomain(c.existing_anti_, node_of.Get(), t.topology_key);
       }
     }
   }
@@ -59,27 +74,18 @@ InterPodConstraints InterPodConstraints::Prepare(const core::PodRequest& pod, st
       if (p->uid == pod.uid) {
         continue;
       }
-      const core::Node* node = nullptr;
+      NodeOf node_of(*p, state);
       const bool all = !pod.pod_affinity.empty() &&
                        std::all_of(pod.pod_affinity.begin(), pod.pod_affinity.end(),
                                    [&](const auto& t) { return t.Matches(pod.namespace_, p->namespace_, p->labels); });
-      if (all && (node = node_of(*p)) != nullptr) {
+      if (all) {
         for (const core::PodAffinityTerm& t : pod.pod_affinity) {
-          if (const std::string* value = LabelOf(*node, t.topology_key); value != nullptr) {
-            c.affinity_[t.topology_key][*value] += 1;
-          }
+          CountDomain(c.affinity_, node_of.Get(), t.topology_key);
         }
       }
       for (const core::PodAffinityTerm& t : pod.pod_anti_affinity) {
-        if (!t.Matches(pod.namespace_, p->namespace_, p->labels)) {
-          continue;
-        }
-        node = node != nullptr ? node : node_of(*p);
-        if (node == nullptr) {
-          break;
-        }
-        if (const std::string* value = LabelOf(*node, t.topology_key); value != nullptr) {
-          c.anti_[t.topology_key][*value] += 1;
+        if (t.Matches(pod.namespace_, p->namespace_, p->labels)) {
+          CountDomain(c.anti_, node_of.Get(), t.topology_key);
         }
       }
     }
@@ -159,34 +165,20 @@ InterPodConstraints InterPodConstraints::Prepare(const core::PodRequest& pod, st
   return c;
 }
 
-policy::Fit InterPodConstraints::Check(const core::Node& node) const {
+InterPodConstraints::Failure InterPodConstraints::Evaluate(const core::Node& node) const {
   if (!active_) {
-    return policy::Fit::Fits();
+    return {};
   }
-  return Evaluate(node).first;
-}
-
-uint32_t InterPodConstraints::Blockers(const core::Node& node) const { return active_ ? Evaluate(node).second : 0; }
-
-std::pair<policy::Fit, uint32_t> InterPodConstraints::Evaluate(const core::Node& node) const {
-  constexpr uint32_t kLabels = kBlockedByNodeSpec;
   for (const Spread& s : spread_) {
     const std::string& key = s.constraint->topology_key;
     const std::string* value = LabelOf(node, key);
     if (value == nullptr) {
-      return {
-          policy::Fit::Unresolvable("node(s) didn't match pod topology spread constraints (missing required label)" +
-                                    std::string(", no label ") + key),
-          kLabels};
+      return {.rule = Rule::kSpreadLabel, .key = &key};
     }
     auto it = s.counts.find(*value);
-    const int64_t count = it == s.counts.end() ? 0 : it->second;
-    const int64_t skew = count + s.self_match - s.min_match;
+    const int64_t skew = (it == s.counts.end() ? 0 : it->second) + s.self_match - s.min_match;
     if (skew > s.constraint->max_skew) {
-      return {policy::Fit::Unschedulable("node(s) didn't match pod topology spread constraints, " + key + "=" + *value +
-                                         " would have skew " + std::to_string(skew) + " (max " +
-                                         std::to_string(s.constraint->max_skew) + ")"),
-              kBlockedByPods | kBlockedByPodAdded | kLabels};
+      return {.rule = Rule::kSpreadSkew, .key = &key, .value = value, .skew = skew, .max_skew = s.constraint->max_skew};
     }
   }
   const core::PodRequest& pod = *pod_;
@@ -195,31 +187,69 @@ std::pair<policy::Fit, uint32_t> InterPodConstraints::Evaluate(const core::Node&
     for (const core::PodAffinityTerm& t : pod.pod_affinity) {
       const std::string* value = LabelOf(node, t.topology_key);
       if (value == nullptr) {
-        return {policy::Fit::Unresolvable("node(s) didn't match pod affinity rules, no label " + t.topology_key),
-                kLabels};
+        return {.rule = Rule::kAffinityLabel, .key = &t.topology_key};
       }
       found = found && CountIn(affinity_, t.topology_key, *value) > 0;
     }
     if (!found && !affinity_first_) {
-      return {policy::Fit::Unresolvable("node(s) didn't match pod affinity rules"), kBlockedByPodAdded | kLabels};
+      return {.rule = Rule::kAffinity};
     }
   }
   for (const core::PodAffinityTerm& t : pod.pod_anti_affinity) {
     if (const std::string* value = LabelOf(node, t.topology_key);
         value != nullptr && CountIn(anti_, t.topology_key, *value) > 0) {
-      return {
-          policy::Fit::Unschedulable("node(s) didn't match pod anti-affinity rules, " + t.topology_key + "=" + *value),
-          kBlockedByPods | kLabels};
+      return {.rule = Rule::kAntiAffinity, .key = &t.topology_key, .value = value};
     }
   }
   for (const auto& [key, values] : existing_anti_) {
     if (const std::string* value = LabelOf(node, key); value != nullptr && values.contains(*value)) {
-      return {
-          policy::Fit::Unschedulable("node(s) didn't satisfy existing pods anti-affinity rules, " + key + "=" + *value),
-          kBlockedByPods | kLabels};
+      return {.rule = Rule::kExistingAntiAffinity, .key = &key, .value = value};
     }
   }
-  return {policy::Fit::Fits(), 0};
+  return {};
+}
+
+policy::Fit InterPodConstraints::Check(const core::Node& node) const {
+  const Failure f = Evaluate(node);
+  switch (f.rule) {
+    case Rule::kNone:
+      return policy::Fit::Fits();
+    case Rule::kSpreadLabel:
+      return policy::Fit::Unresolvable(
+          "node(s) didn't match pod topology spread constraints (missing required label), no label " + *f.key);
+    case Rule::kSpreadSkew:
+      return policy::Fit::Unschedulable("node(s) didn't match pod topology spread constraints, " + *f.key + "=" +
+                                        *f.value + " would have skew " + std::to_string(f.skew) + " (max " +
+                                        std::to_string(f.max_skew) + ")");
+    case Rule::kAffinityLabel:
+      return policy::Fit::Unresolvable("node(s) didn't match pod affinity rules, no label " + *f.key);
+    case Rule::kAffinity:
+      return policy::Fit::Unresolvable("node(s) didn't match pod affinity rules");
+    case Rule::kAntiAffinity:
+      return policy::Fit::Unschedulable("node(s) didn't match pod anti-affinity rules, " + *f.key + "=" + *f.value);
+    case Rule::kExistingAntiAffinity:
+      return policy::Fit::Unschedulable("node(s) didn't satisfy existing pods anti-affinity rules, " + *f.key + "=" +
+                                        *f.value);
+  }
+  return policy::Fit::Fits();
+}
+
+uint32_t InterPodConstraints::Blockers(const core::Node& node) const {
+  switch (Evaluate(node).rule) {
+    case Rule::kNone:
+      return 0;
+    case Rule::kSpreadLabel:
+    case Rule::kAffinityLabel:
+      return kBlockedByNodeSpec;
+    case Rule::kSpreadSkew:
+      return kBlockedByPods | kBlockedByPodAdded | kBlockedByNodeSpec;
+    case Rule::kAffinity:
+      return kBlockedByPodAdded | kBlockedByNodeSpec;
+    case Rule::kAntiAffinity:
+    case Rule::kExistingAntiAffinity:
+      return kBlockedByPods | kBlockedByNodeSpec;
+  }
+  return 0;
 }
 
 }  // namespace gpusched::sched

@@ -33,7 +33,6 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
-#include <utility>
 #include <vector>
 
 #include "gpusched/common/ids.h"
@@ -68,6 +67,8 @@ class InterPodConstraints {
 
   // Whether Check can reject a node.
   [[nodiscard]] bool Active() const { return active_; }
+  // Check without its reason (no string is built: the cycle's loop over every node).
+  [[nodiscard]] bool Passes(const core::Node& node) const { return Evaluate(node).rule == Rule::kNone; }
   // Fits, or the first failed rule's reason (kube-scheduler's order: spread, affinity, anti-affinity, existing
   // pods' anti-affinity): Unresolvable where only a change of labels can help (affinity; a missing topology
   // label), else Unschedulable.
@@ -84,9 +85,19 @@ class InterPodConstraints {
     int32_t min_match = 0;
     int32_t self_match = 0;
   };
+  // The rule a node fails first, and what the reason names (pointers into the node's labels and this object).
+  enum class Rule { kNone, kSpreadLabel, kSpreadSkew, kAffinityLabel, kAffinity, kAntiAffinity, kExistingAntiAffinity };
+  struct Failure {
+    Rule rule = Rule::kNone;
+    const std::string* key = nullptr;
+    const std::string* value = nullptr;
+    int64_t skew = 0;
+    int32_t max_skew = 0;
+  };
   static int32_t CountIn(const Domains& d, const std::string& key, const std::string& value);
-  // Check, and what can make it pass.
-  [[nodiscard]] std::pair<policy::Fit, uint32_t> Evaluate(const core::Node& node) const;
+  // One more pod in the domain of `key` on `node` (none when the node is unknown or lacks the label).
+  static void CountDomain(Domains& d, const core::Node* node, const std::string& key);
+  [[nodiscard]] Failure Evaluate(const core::Node& node) const;
 
   bool active_ = false;
   const core::PodRequest* pod_ = nullptr;

@@ -203,9 +203,7 @@ void Scheduler::OnPod(EventType type, const json& pod) {
       std::lock_guard lock(mu_);
       was_pending = pending_.erase(uid) > 0;
       if (gone) {
-        running_.erase(uid);
-        with_anti_affinity_.erase(uid);
-        assumed_.erase(uid);
+        Unplace(uid);
       } else if (!meta->node_name.empty()) {
         // A bound pod: a possible victim of preemption, and what inter-pod constraints count.
         auto [it, inserted] = running_.try_emplace(uid);
@@ -217,7 +215,6 @@ void Scheduler::OnPod(EventType type, const json& pod) {
         r.labels = meta->labels;
         r.node = common::NodeName(meta->node_name);
         r.assumed = false;
-        assumed_.erase(uid);
         // The rule pending pods are ordered by; 0 where a priority label is not an integer.
         auto priority = kube::DecodePodPriority(pod, options_.resources.genius_labels);
         r.priority = priority.ok() ? *priority : 0;
@@ -236,11 +233,7 @@ void Scheduler::OnPod(EventType type, const json& pod) {
                                              ": its anti-affinity is not counted: " + anti.status().message());
           }
         }
-        if (r.anti_affinity.empty()) {
-          with_anti_affinity_.erase(uid);
-        } else {
-          with_anti_affinity_.insert(uid);
-        }
+        Reindex(uid, r);
       }
     }
     if (was_pending) {
@@ -364,7 +357,7 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
       }
       const core::NodeView* view = state.Find(name);
       if (view == nullptr || !sched::CheckNodeConstraints(request, *view->node).empty() ||
-          !inter_pod.Check(*view->node).fits()) {
+          !inter_pod.Passes(*view->node)) {
         continue;  // evicting pods does not change labels, taints or cordons (nor, here, inter-pod constraints)
       }
       NodeCandidates c{.view = view};
@@ -728,27 +721,19 @@ sched::InterPodConstraints Scheduler::PrepareInterPod(const core::PodRequest& re
   if (!request.HasInterPodConstraints() && with_anti_affinity_.empty()) {
     return {};
   }
-  // An assumed placement counts while its allocation is held on its node.
-  auto counts = [&](const Running& r) {
-    if (!r.assumed) {
-      return true;
-    }
-    const core::Allocation* a = state.FindAllocation(r.uid);
-    return a != nullptr && a->node == r.node;
-  };
   std::vector<const sched::PodOnNode*> all;
   std::vector<const sched::PodOnNode*> anti;
   if (request.HasInterPodConstraints()) {
     all.reserve(running_.size());
     for (const auto& [uid, r] : running_) {
-      if (counts(r)) {
+      if (Counts(r, state)) {
         all.push_back(&r);
       }
     }
   }
   for (const std::string& uid : with_anti_affinity_) {
     auto it = running_.find(uid);
-    if (it != running_.end() && counts(it->second)) {
+    if (it != running_.end() && Counts(it->second, state)) {
       anti.push_back(&it->second);
     }
   }
@@ -772,12 +757,7 @@ void Scheduler::RecordAssumed(const std::string& uid, const Pending& pod, const 
     r.anti_affinity = request.pod_anti_affinity;
     r.priority = request.priority;
     r.assumed = true;
-    assumed_.insert(uid);
-    if (r.anti_affinity.empty()) {
-      with_anti_affinity_.erase(uid);
-    } else {
-      with_anti_affinity_.insert(uid);
-    }
+    Reindex(uid, r);
   }
   (void)queue_.OnClusterEvent(sched::kBlockedByPodAdded);  // the caller goes on scheduling: no wake needed
 }
@@ -786,22 +766,44 @@ size_t Scheduler::DropStaleAssumed() {
   auto lock = mirror_.ReadLock();
   const core::ClusterState& state = mirror_.state();
   std::lock_guard guard(mu_);
-  size_t dropped = 0;
-  for (auto it = assumed_.begin(); it != assumed_.end();) {
-    auto r = running_.find(*it);
-    const core::Allocation* a = r == running_.end() ? nullptr : state.FindAllocation(r->second.uid);
-    if (r == running_.end() || a == nullptr || a->node != r->second.node) {
-      if (r != running_.end()) {
-        running_.erase(r);
-      }
-      with_anti_affinity_.erase(*it);
-      it = assumed_.erase(it);
-      ++dropped;
-    } else {
-      ++it;
+  std::vector<std::string> stale;
+  for (const std::string& uid : assumed_) {
+    auto r = running_.find(uid);
+    if (r == running_.end() || !Counts(r->second, state)) {
+      stale.push_back(uid);
     }
   }
-  return dropped;
+  for (const std::string& uid : stale) {
+    Unplace(uid);
+  }
+  return stale.size();
+}
+
+bool Scheduler::Counts(const Running& r, const core::ClusterState& state) {
+  if (!r.assumed) {
+    return true;
+  }
+  const core::Allocation* a = state.FindAllocation(r.uid);
+  return a != nullptr && a->node == r.node;
+}
+
+void Scheduler::Reindex(const std::string& uid, const Running& r) {
+  if (r.anti_affinity.empty()) {
+    with_anti_affinity_.erase(uid);
+  } else {
+    with_anti_affinity_.insert(uid);
+  }
+  if (r.assumed) {
+    assumed_.insert(uid);
+  } else {
+    assumed_.erase(uid);
+  }
+}
+
+void Scheduler::Unplace(const std::string& uid) {
+  running_.erase(uid);
+  with_anti_affinity_.erase(uid);
+  assumed_.erase(uid);
 }
 
 void Scheduler::Start() {

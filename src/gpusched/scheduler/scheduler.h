@@ -214,6 +214,11 @@ class Scheduler {
   void RecordAssumed(const std::string& uid, const Pending& pod, const core::Allocation& allocation);
   // Drops assumed entries whose allocation is no longer held (forgotten, expired); returns how many.
   size_t DropStaleAssumed();
+  // Whether a placed pod counts: bound, or assumed with its allocation still held on its node. Mirror lock held.
+  static bool Counts(const Running& r, const core::ClusterState& state);
+  // Keeps with_anti_affinity_ and assumed_ in step with running_[uid] (r), or drops all three. mu_ held.
+  void Reindex(const std::string& uid, const Running& r);
+  void Unplace(const std::string& uid);
   void Count(uint64_t SchedulerStats::*counter);  // one more, under mu_
   // FailedScheduling; the pod waits for an event that may free `blockers`, or with `backoff` for its backoff.
   void Unschedulable(const std::string& uid, const Pending& pod, std::string message, uint32_t blockers,

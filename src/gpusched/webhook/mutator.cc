@@ -98,9 +98,10 @@ void AddGeniusDeviceCount(const json& spec, int32_t count, json& patch, std::vec
                      "device plugin");
 }
 
-// The number of GPUs a pod asks for through Genius's labels alone (no GPU resource), or 0.
+// The number of GPUs a pod asks for through Genius's labels alone (no GPU resource), or 0. Decoded only for a pod
+// that carries them: the webhook may be called for every pod.
 int32_t GeniusGpuCount(const json& pod, const WebhookConfig& config) {
-  if (!config.resources.genius_labels) {
+  if (!config.HasGeniusGpuLabels(pod)) {
     return 0;
   }
   auto request = kube::DecodePodRequest(pod, config.resources);

@@ -102,29 +102,10 @@ json Named(const AdmissionRequest& request) {
   return pod;
 }
 
-// Whether the pod asks for GPUs through Genius's labels (read when config.resources.genius_labels is on).
-bool HasGeniusGpuLabels(const json& pod, const WebhookConfig& config) {
-  if (!config.resources.genius_labels) {
-    return false;
-  }
-  const json* metadata = Member(pod, "metadata");
-  const json* labels = metadata != nullptr ? Member(*metadata, "labels") : nullptr;
-  if (labels == nullptr || !labels->is_object()) {
-    return false;
-  }
-  for (std::string_view key :
-       {kube::kLabelGeniusGpuNumber, kube::kLabelGeniusMemoryEach, kube::kLabelGeniusMemoryTotal}) {
-    if (labels->contains(key)) {
-      return true;
-    }
-  }
-  return false;
-}
-
 // Rule 2 of validator.h.
 std::optional<AdmissionResponse> CheckGpuRequest(const AdmissionRequest& request, const WebhookConfig& config) {
   if (!request.Is("pods") || request.operation != Operation::kCreate || !request.object.is_object() ||
-      (!kube::RequestsGpuResource(request.object, config.resources) && !HasGeniusGpuLabels(request.object, config))) {
+      (!kube::RequestsGpuResource(request.object, config.resources) && !config.HasGeniusGpuLabels(request.object))) {
     return std::nullopt;
   }
   const json pod = Named(request);

@@ -82,6 +82,9 @@ common::Status CheckNamespace(const std::string& ns, const std::string& source, 
 
 }  // namespace
 
+constexpr std::string_view kGeniusGpuLabels[] = {kube::kLabelGeniusGpuNumber, kube::kLabelGeniusMemoryEach,
+                                                 kube::kLabelGeniusMemoryTotal};
+
 bool WebhookConfig::MayWriteAllocation(const UserInfo& user) const {
   if (std::find(allowed_users.begin(), allowed_users.end(), user.username) != allowed_users.end()) {
     return true;
@@ -89,6 +92,22 @@ bool WebhookConfig::MayWriteAllocation(const UserInfo& user) const {
   return std::any_of(user.groups.begin(), user.groups.end(), [&](const std::string& g) {
     return std::find(allowed_groups.begin(), allowed_groups.end(), g) != allowed_groups.end();
   });
+}
+
+bool WebhookConfig::HasGeniusGpuLabels(const nlohmann::json& pod) const {
+  if (!resources.genius_labels || !pod.is_object()) {
+    return false;
+  }
+  auto metadata = pod.find("metadata");
+  if (metadata == pod.end() || !metadata->is_object()) {
+    return false;
+  }
+  auto labels = metadata->find("labels");
+  if (labels == metadata->end() || !labels->is_object()) {
+    return false;
+  }
+  return std::any_of(std::begin(kGeniusGpuLabels), std::end(kGeniusGpuLabels),
+                     [&](std::string_view key) { return labels->contains(key); });
 }
 
 common::Result<WebhookConfig> ParseWebhookConfig(const std::string& yaml, const std::string& source) {

@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "gpusched/common/status.h"
 #include "gpusched/kube/resources.h"
 #include "gpusched/webhook/admission_review.h"
@@ -37,6 +39,9 @@ struct WebhookConfig {
 
   // Whether `user` may write gpusched.io/allocation.
   [[nodiscard]] bool MayWriteAllocation(const UserInfo& user) const;
+  // Whether the pod carries Genius's GPU request labels (genius/gpu-number, -memory-each, -memory-total) and they
+  // are read (resources.genius_labels): both webhooks treat it as a GPU pod.
+  [[nodiscard]] bool HasGeniusGpuLabels(const nlohmann::json& pod) const;
 };
 
 // Parses YAML text; `source` names the file in errors.
