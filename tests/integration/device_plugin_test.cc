@@ -332,14 +332,20 @@ TEST_F(DevicePluginTest, HealthChangesAreStreamed) {
   StartBoth();
   inventory_.SetHealthy(2, false);
   ASSERT_TRUE(FakeKubelet::WaitFor(
-      [&] { return CountHealth(kGpu, "Unhealthy") == 4 && CountHealth(kNvidia, "Unhealthy") == 1; }, kDeadline));
+      [&] {
+        // Each resource has its own ListAndWatch stream: wait for all three.
+        return CountHealth(kGpu, "Unhealthy") == 4 && CountHealth(kNvidia, "Unhealthy") == 1 &&
+               CountHealth(kKeti, "Unhealthy") == 4;
+      },
+      kDeadline));
   EXPECT_EQ(CountHealth(kGpu, "Unhealthy", Uuid(2)), 4);
   EXPECT_EQ(CountHealth(kNvidia, "Unhealthy", Uuid(2)), 1);
   EXPECT_EQ(CountHealth(kKeti, "Unhealthy", Uuid(2)), 4);
   EXPECT_EQ(CountHealth(kGpu, "Healthy"), 28);
 
   inventory_.SetHealthy(2, true);
-  ASSERT_TRUE(FakeKubelet::WaitFor([&] { return CountHealth(kGpu, "Healthy") == 32; }, kDeadline));
+  ASSERT_TRUE(FakeKubelet::WaitFor(
+      [&] { return CountHealth(kGpu, "Healthy") == 32 && CountHealth(kKeti, "Healthy") == 32; }, kDeadline));
 
   // The driver is gone: every device turns Unhealthy, and back.
   inventory_.SetFailing(true);
