@@ -603,7 +603,7 @@ TEST_F(K8sClientTest, InformerCachesOnlyWhatSchedulingReads) {
   };
   server_->UpsertPod(fat(Pod("default", "listed", "n1")));
   Recorder& recorder = NewRecorder();  // owned by the fixture: it outlives the informer threads
-  Informer& informer = StartInformer({.path = "/api/v1/pods", .transform = StripForScheduling}, recorder);
+  Informer& informer = StartInformer({.path = "/api/v1/pods", .prune = &SchedulingPrune()}, recorder);
   server_->UpsertPod(fat(Pod("default", "watched", "n1")));
   ASSERT_TRUE(WaitFor([&] { return recorder.size() == 2; }));
   for (const WatchEvent& e : recorder.events()) {
@@ -628,7 +628,7 @@ TEST_F(K8sClientTest, InformerCachesOnlyWhatSchedulingReads) {
   EXPECT_TRUE(CacheMatchesServer(informer));  // same keys and resourceVersions as the server
 }
 
-// metadata.managedFields is dropped while the response or the watch event is parsed, before any transform; a
+// metadata.managedFields is dropped while the response or the watch event is parsed, whatever the prune rule; a
 // label or an annotation of that name is not.
 TEST_F(K8sClientTest, ManagedFieldsAreDroppedWhileParsingButNotLabelsOfThatName) {
   auto managed = [](json pod) {

@@ -213,7 +213,7 @@ int RunAgent(const AgentFlags& flags) {
     pods = std::make_unique<k8s::Informer>(
         *client,
         k8s::InformerOptions{
-            .path = "/api/v1/pods", .field_selector = "spec.nodeName=" + node, .transform = k8s::StripForScheduling},
+            .path = "/api/v1/pods", .field_selector = "spec.nodeName=" + node, .prune = &k8s::SchedulingPrune()},
         [&attribution, &pods, &node](const k8s::WatchEvent&) { attribution.SetPods(pods->List(), node); });
     pods->Start();
     pod_source = std::make_unique<ApiPodSource>(*client, node);

@@ -182,9 +182,9 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
 
   ext::ClusterMirror mirror(config.resources.app_label);
   // The caches keep only what scheduling reads (no managedFields, env, volumes, statuses, node images).
-  k8s::Informer nodes(**client, k8s::InformerOptions{.path = "/api/v1/nodes", .transform = k8s::StripForScheduling},
+  k8s::Informer nodes(**client, k8s::InformerOptions{.path = "/api/v1/nodes", .prune = &k8s::SchedulingPrune()},
                       [&mirror](const k8s::WatchEvent& e) { mirror.OnNode(ToEvent(e.type), e.object); });
-  k8s::Informer pods(**client, k8s::InformerOptions{.path = "/api/v1/pods", .transform = k8s::StripForScheduling},
+  k8s::Informer pods(**client, k8s::InformerOptions{.path = "/api/v1/pods", .prune = &k8s::SchedulingPrune()},
                      [&mirror](const k8s::WatchEvent& e) { mirror.OnPod(ToEvent(e.type), e.object); });
   nodes.Start();
   pods.Start();

@@ -168,11 +168,11 @@ int RunScheduler(const SchedulerFlags& flags) {
   // The mirror keeps what scheduling needs of every object; the informers keep identities only.
   k8s::Informer nodes(
       **client,
-      k8s::InformerOptions{.path = "/api/v1/nodes", .transform = k8s::StripForScheduling, .cache_identity_only = true},
+      k8s::InformerOptions{.path = "/api/v1/nodes", .prune = &k8s::SchedulingPrune(), .cache_identity_only = true},
       [&sched](const k8s::WatchEvent& e) { sched.OnNode(ToEvent(e.type), e.object); });
   k8s::Informer pods(
       **client,
-      k8s::InformerOptions{.path = "/api/v1/pods", .transform = k8s::StripForScheduling, .cache_identity_only = true},
+      k8s::InformerOptions{.path = "/api/v1/pods", .prune = &k8s::SchedulingPrune(), .cache_identity_only = true},
       [&sched](const k8s::WatchEvent& e) { sched.OnPod(ToEvent(e.type), e.object); });
   // Budgets only where preemption is on (it alone reads them).
   std::unique_ptr<k8s::Informer> budgets;
@@ -180,7 +180,7 @@ int RunScheduler(const SchedulerFlags& flags) {
     budgets = std::make_unique<k8s::Informer>(
         **client,
         k8s::InformerOptions{.path = "/apis/" + policy_version + "/poddisruptionbudgets",
-                             .transform = k8s::StripForScheduling},
+                             .prune = &k8s::SchedulingPrune()},
         [&sched](const k8s::WatchEvent& e) { sched.OnDisruptionBudget(ToEvent(e.type), e.object); });
   }
   std::vector<const k8s::Informer*> informers = {&nodes, &pods};

@@ -360,6 +360,71 @@ const std::set<std::string, std::less<>>& AllGpuResourceNames() {
   return names;
 }
 
+namespace {
+
+// The containers listed under spec.<key> ("containers", "initContainers"); `who` prefixes errors.
+common::Result<std::vector<ContainerResources>> ReadContainers(const json& spec, std::string_view key,
+                                                               std::string_view kind, const ResourceConfig& config,
+                                                               const std::string& who) {
+  std::vector<ContainerResources> list;
+  const json* cs = Find(spec, key);
+  if (cs == nullptr) {
+    return list;
+  }
+  if (!cs->is_array()) {
+    return common::InvalidArgument(who + "spec." + std::string(key) + " is not a list");
+  }
+  list.reserve(cs->size());
+  for (const auto& c : *cs) {
+    auto r = ReadContainer(c, config, kind);
+    if (!r.ok()) {
+      return common::InvalidArgument(who + r.status().message());
+    }
+    list.push_back(std::move(r).value());
+  }
+  return list;
+}
+
+// kube-scheduler's effective request: the containers' sum, or an init container's amount where it is larger
+// (init containers run one at a time); host ports of the containers.
+PodResources SumResources(const std::vector<ContainerResources>& apps, const std::vector<ContainerResources>& inits) {
+  PodResources out;
+  int64_t cpu = 0;
+  int64_t memory = 0;
+  for (const auto& c : apps) {
+    cpu += c.cpu_milli;
+    memory += c.memory_mib;
+    for (const auto& [resource, amount] : c.other) {
+      out.scalars[resource] += amount;
+    }
+    out.host_ports.insert(out.host_ports.end(), c.host_ports.begin(), c.host_ports.end());
+  }
+  for (const auto& c : inits) {
+    cpu = std::max(cpu, c.cpu_milli);
+    memory = std::max(memory, c.memory_mib);
+    for (const auto& [resource, amount] : c.other) {
+      out.scalars[resource] = std::max(out.scalars[resource], amount);
+    }
+  }
+  out.cpu = common::MilliCpu{cpu};
+  out.memory = MiB{memory};
+  return out;
+}
+
+}  // namespace
+
+common::Result<PodResources> DecodePodResources(const json& pod) {
+  // No GPU resource name is enabled: GPU requests are neither decoded nor refused.
+  static const ResourceConfig kNoGpus{.enabled = {}};
+  const json* spec = Find(pod, "spec");
+  if (spec == nullptr || !spec->is_object()) {
+    return common::InvalidArgument("pod has no spec");
+  }
+  GPUSCHED_ASSIGN_OR_RETURN(apps, ReadContainers(*spec, "containers", "container", kNoGpus, ""));
+  GPUSCHED_ASSIGN_OR_RETURN(inits, ReadContainers(*spec, "initContainers", "init container", kNoGpus, ""));
+  return SumResources(apps, inits);
+}
+
 common::Result<core::PodRequest> DecodePodRequest(const json& pod, const ResourceConfig& config) {
   if (!pod.is_object()) {
     return common::InvalidArgument("pod is not a JSON object");
@@ -425,37 +490,16 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
     out.spread = std::move(spread).value();
   }
 
-  auto containers = [&](std::string_view key,
-                        std::string_view kind) -> common::Result<std::vector<ContainerResources>> {
-    std::vector<ContainerResources> list;
-    const json* cs = Find(*spec, key);
-    if (cs == nullptr) {
-      return list;
-    }
-    if (!cs->is_array()) {
-      return common::InvalidArgument(who + "spec." + std::string(key) + " is not a list");
-    }
-    for (const auto& c : *cs) {
-      auto r = ReadContainer(c, config, kind);
-      if (!r.ok()) {
-        return common::InvalidArgument(who + r.status().message());
-      }
-      list.push_back(std::move(r).value());
-    }
-    return list;
-  };
-  GPUSCHED_ASSIGN_OR_RETURN(apps, containers("containers", "container"));
-  GPUSCHED_ASSIGN_OR_RETURN(inits, containers("initContainers", "init container"));
-
-  int64_t cpu = 0;
-  int64_t memory = 0;
+  GPUSCHED_ASSIGN_OR_RETURN(apps, ReadContainers(*spec, "containers", "container", config, who));
+  GPUSCHED_ASSIGN_OR_RETURN(inits, ReadContainers(*spec, "initContainers", "init container", config, who));
+  {
+    PodResources sum = SumResources(apps, inits);
+    out.cpu = sum.cpu;
+    out.memory = sum.memory;
+    out.scalars = std::move(sum.scalars);
+    out.host_ports = std::move(sum.host_ports);
+  }
   for (const auto& c : apps) {
-    cpu += c.cpu_milli;
-    memory += c.memory_mib;
-    for (const auto& [resource, amount] : c.other) {
-      out.scalars[resource] += amount;
-    }
-    out.host_ports.insert(out.host_ports.end(), c.host_ports.begin(), c.host_ports.end());
     auto r = GpuRequestOf(c, "container", config.gpushare_memory_unit_mib);
     if (!r.ok()) {
       return common::InvalidArgument(who + r.status().message());
@@ -466,11 +510,6 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
   }
   const size_t app_gpu_containers = out.containers.size();
   for (const auto& c : inits) {
-    cpu = std::max(cpu, c.cpu_milli);
-    memory = std::max(memory, c.memory_mib);
-    for (const auto& [resource, amount] : c.other) {
-      out.scalars[resource] = std::max(out.scalars[resource], amount);
-    }
     auto r = GpuRequestOf(c, "init container", config.gpushare_memory_unit_mib);
     if (!r.ok()) {
       return common::InvalidArgument(who + r.status().message());
@@ -487,9 +526,6 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
       out.containers.push_back(std::move(init));
     }
   }
-  out.cpu = common::MilliCpu{cpu};
-  out.memory = MiB{memory};
-
   // Genius's labels, for a pod that asks for no GPU resource, or only for the device count gpusched.io/gpu on its
   // first container (what the webhook adds so that the kubelet calls gpusched's device plugin): then it must match
   // genius/gpu-number, and the labels say what each GPU is.

@@ -93,6 +93,17 @@ struct ResourceConfig {
 // InvalidArgument and name the container and resource.
 common::Result<core::PodRequest> DecodePodRequest(const nlohmann::json& pod, const ResourceConfig& config);
 
+// What a bound pod holds of its node besides GPUs, with DecodePodRequest's rules (containers summed, init
+// containers' maximum): CPU, memory, other resources and host ports. Reads only spec.containers and
+// spec.initContainers, so a pod whose other fields do not decode is still charged. Errors name the container.
+struct PodResources {
+  common::MilliCpu cpu{0};
+  common::MiB memory{0};
+  std::map<std::string, int64_t> scalars;
+  std::vector<core::HostPort> host_ports;
+};
+[[nodiscard]] common::Result<PodResources> DecodePodResources(const nlohmann::json& pod);
+
 // The pod's application class: the annotation gpusched.io/app, else the label `app_label` names (when not
 // empty), else "" (unknown: the interference model's prior). An empty or non-string value counts as absent.
 // The pod's priority: spec.priority, else the label gpusched.io/priority, else genius/priority (with

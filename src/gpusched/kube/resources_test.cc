@@ -335,6 +335,44 @@ TEST(ResourcesTest, InitContainersCountAsKubernetesCountsThem) {
   EXPECT_EQ(r->containers[1].count, 2);
 }
 
+TEST(ResourcesTest, ABoundPodsResourcesAreItsRequestsWithoutTheRest) {
+  json pod = PodWith({{"gpusched.io/gpu-core", "50"}, {"cpu", "1"}});
+  pod["spec"]["containers"][0]["resources"]["requests"] = {
+      {"cpu", "1"}, {"memory", "1Gi"}, {"example.com/fpga", "2"}, {"gpusched.io/gpu-core", "500"}};
+  pod["spec"]["containers"][0]["ports"] = json::array({{{"containerPort", 80}, {"hostPort", 8080}}});
+  pod["spec"]["initContainers"] =
+      json::array({{{"name", "init"}, {"resources", {{"requests", {{"cpu", "3"}, {"example.com/fpga", "1"}}}}}}});
+  auto r = DecodePodResources(pod);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->cpu.value(), 3000);
+  EXPECT_EQ(r->memory.value(), 1024);
+  EXPECT_EQ(r->scalars, (std::map<std::string, int64_t>{{"example.com/fpga", 2}}));
+  ASSERT_EQ(r->host_ports.size(), 1u);
+  EXPECT_EQ(r->host_ports[0].port, 8080);
+
+  // The GPU request (500 % of a GPU) is not read, nor are fields that do not decode: a bound pod is charged.
+  pod["spec"]["tolerations"] = "not a list";
+  auto again = DecodePodResources(pod);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->cpu.value(), 3000);
+  EXPECT_FALSE(DecodePodRequest(pod, ResourceConfig{}).ok());
+
+  // The same sums as the whole request where that decodes.
+  pod["spec"].erase("tolerations");
+  pod["spec"]["containers"][0]["resources"]["requests"]["gpusched.io/gpu-core"] = "50";
+  auto whole = DecodePodRequest(pod, ResourceConfig{});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->cpu, r->cpu);
+  EXPECT_EQ(whole->memory, r->memory);
+  EXPECT_EQ(whole->scalars, r->scalars);
+
+  pod["spec"]["containers"][0]["resources"]["requests"]["memory"] = "lots";
+  auto bad = DecodePodResources(pod);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("container main"), std::string::npos) << bad.status();
+  EXPECT_FALSE(DecodePodResources(json{{"metadata", json::object()}}).ok());
+}
+
 TEST(ResourcesTest, ModelsAndPriority) {
   json pod = PodWith({{"nvidia.com/gpu", "1"}}, {{"gpusched.io/gpu-model", "A100-SXM4-80GB | H100"}});
   pod["spec"]["priority"] = 1000;

@@ -279,9 +279,8 @@ void ClusterMirror::ReleaseHeld(const common::PodUid& pod) {
 }
 
 void ClusterMirror::RequestsOf(const nlohmann::json& pod, const std::string& key, core::Allocation& allocation) {
-  // CPU and memory only: no GPU resource name is enabled, so GPU requests are neither decoded nor refused.
-  static const kube::ResourceConfig kNoGpus{.enabled = {}};
-  if (auto request = kube::DecodePodRequest(pod, kNoGpus); request.ok()) {
+  // CPU, memory, other resources and host ports; the annotation says the GPUs.
+  if (auto request = kube::DecodePodResources(pod); request.ok()) {
     allocation.cpu = request->cpu;
     allocation.memory = request->memory;
     allocation.scalars = request->scalars;

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "gpusched/adapters/k8s/api_errors.h"
+#include "gpusched/adapters/k8s/json_prune.h"
 
 namespace gpusched::adapters::k8s {
 namespace {
@@ -397,26 +398,37 @@ const ClientConfig& ApiClient::config() const { return impl_->config; }
 Result<json> ApiClient::Get(const std::string& path) { return impl_->Call("GET", path); }
 
 Result<ListResult> ApiClient::List(const std::string& path, const std::string& field_selector,
-                                   const std::string& label_selector) {
+                                   const std::string& label_selector, const JsonPrune* item_prune) {
   ListResult out;
-  GPUSCHED_ASSIGN_OR_RETURN(
-      rv, ListPages(path, field_selector, label_selector, [&out](std::vector<json>& items, bool restarted) {
-        if (restarted) {
-          out.items.clear();
-        }
-        for (json& item : items) {
-          out.items.push_back(std::move(item));
-        }
-      }));
+  GPUSCHED_ASSIGN_OR_RETURN(rv, ListPages(
+                                    path, field_selector, label_selector,
+                                    [&out](std::vector<json>& items, bool restarted) {
+                                      if (restarted) {
+                                        out.items.clear();
+                                      }
+                                      for (json& item : items) {
+                                        out.items.push_back(std::move(item));
+                                      }
+                                    },
+                                    item_prune));
   out.resource_version = std::move(rv);
   return out;
 }
 
 Result<std::string> ApiClient::ListPages(const std::string& path, const std::string& field_selector,
-                                         const std::string& label_selector, const PageHandler& on_page) {
+                                         const std::string& label_selector, const PageHandler& on_page,
+                                         const JsonPrune* item_prune) {
+  JsonPrune page_prune;
+  JsonPrune& items_prune = page_prune.Under("items");
+  if (item_prune != nullptr) {
+    items_prune = *item_prune;
+  }
+  items_prune.Under("metadata").Drop("managedFields");  // whatever the rule, as Get and Watch do
+  // Pages are fetched one after the other (the next starts once this one is parsed), so one reader serves all.
+  PrunedReader reader;
   // A page: the parsed body, or nullopt for a 410 on a continue token (the token expired: start over).
   std::atomic<size_t> last_size{0};
-  auto fetch = [this, &path, &field_selector, &label_selector, &last_size](
+  auto fetch = [this, &path, &field_selector, &label_selector, &last_size, &page_prune, &reader](
                    std::string token, bool may_restart) -> Result<std::optional<json>> {
     std::string target = path;
     AddParam(target, "limit", std::to_string(kPageSize));
@@ -436,7 +448,11 @@ Result<std::string> ApiClient::ListPages(const std::string& path, const std::str
     if (response.code == 410 && continued && may_restart) {
       return std::optional<json>();
     }
-    GPUSCHED_ASSIGN_OR_RETURN(page, ParseBody("GET", path, response));
+    if (!Is2xx(response.code)) {
+      return StatusFromHttp("GET", path, response.code, response.body);
+    }
+    GPUSCHED_ASSIGN_OR_RETURN(
+        page, reader.Parse(response.body, page_prune, "GET " + path + ": HTTP " + std::to_string(response.code)));
     if (!page.is_object()) {
       return common::Internal("GET " + path + ": list response is not an object");
     }

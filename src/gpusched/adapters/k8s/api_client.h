@@ -30,6 +30,8 @@
 
 namespace gpusched::adapters::k8s {
 
+class JsonPrune;
+
 struct ListResult {
   std::vector<nlohmann::json> items;
   std::string resource_version;  // of the list: watch from here
@@ -61,13 +63,15 @@ class ApiClient {
   // GET with limit=500 and continue tokens; selectors optional ("" = none). A 410 on a continue token (the token
   // expired between pages) restarts the list from the first page once.
   common::Result<ListResult> List(const std::string& path, const std::string& field_selector = "",
-                                  const std::string& label_selector = "");
+                                  const std::string& label_selector = "", const JsonPrune* item_prune = nullptr);
   // The same list, handed over a page at a time (at most 500 objects), so that a large list never has to be held
   // whole; returns the list's resourceVersion. `restarted` is true for the first page of a list that started over
   // (the continue token expired): what the earlier pages said may be out of date.
   using PageHandler = std::function<void(std::vector<nlohmann::json>& items, bool restarted)>;
+  // Each item is read without metadata.managedFields and what `item_prune` drops.
   common::Result<std::string> ListPages(const std::string& path, const std::string& field_selector,
-                                        const std::string& label_selector, const PageHandler& on_page);
+                                        const std::string& label_selector, const PageHandler& on_page,
+                                        const JsonPrune* item_prune = nullptr);
 
   // GET path?watch=1&resourceVersion=rv&allowWatchBookmarks=true&timeoutSeconds=N (N <= 0: no timeoutSeconds).
   // Calls on_event({"type","object"}) for each line, BOOKMARK included, on the calling thread. Returns when the

@@ -59,42 +59,6 @@ std::string ObjectKey(const json& object) {
   return ns.empty() ? name : ns + "/" + name;
 }
 
-void StripForScheduling(json& object) {
-  if (!object.is_object()) {
-    return;
-  }
-  if (auto md = object.find("metadata"); md != object.end() && md->is_object()) {
-    md->erase("managedFields");
-    if (auto an = md->find("annotations"); an != md->end() && an->is_object()) {
-      an->erase("kubectl.kubernetes.io/last-applied-configuration");
-    }
-  }
-  if (auto spec = object.find("spec"); spec != object.end() && spec->is_object()) {
-    spec->erase("volumes");
-    for (const char* list : {"containers", "initContainers", "ephemeralContainers"}) {
-      auto containers = spec->find(list);
-      if (containers == spec->end() || !containers->is_array()) {
-        continue;
-      }
-      for (json& c : *containers) {
-        if (!c.is_object()) {
-          continue;
-        }
-        for (const char* field : {"env", "envFrom", "command", "args", "livenessProbe", "readinessProbe",
-                                  "startupProbe", "lifecycle", "volumeMounts", "volumeDevices"}) {
-          c.erase(field);
-        }
-      }
-    }
-  }
-  if (auto status = object.find("status"); status != object.end() && status->is_object()) {
-    for (const char* field : {"containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses", "images",
-                              "volumesInUse", "volumesAttached"}) {
-      status->erase(field);
-    }
-  }
-}
-
 Informer::Informer(ApiClient& client, InformerOptions options, Handler handler)
     : client_(client),
       options_(std::move(options)),
@@ -257,35 +221,34 @@ bool Informer::SyncPageByPage() {
   const auto t0 = std::chrono::steady_clock::now();
   std::unordered_set<std::string> seen;
   size_t count = 0;
-  auto listed = client_.ListPages(options_.path, options_.field_selector, options_.label_selector,
-                                  [this, &seen, &count](std::vector<json>& items, bool restarted) {
-                                    if (restarted) {
-                                      seen.clear();
-                                      count = 0;
-                                    }
-                                    for (json& item : items) {
-                                      if (options_.transform) {
-                                        options_.transform(item);
-                                      }
-                                      std::string key = ObjectKey(item);
-                                      if (key.empty()) {
-                                        continue;
-                                      }
-                                      ++count;
-                                      seen.insert(key);
-                                      {
-                                        // Objects delivered by an earlier, failed or restarted attempt are compared
-                                        // like a relist's.
-                                        std::lock_guard<std::mutex> lock(mu_);
-                                        const auto it = cache_.find(key);
-                                        if (it != cache_.end() && !Replaced(it->second, item) &&
-                                            ResourceVersionOf(it->second) == ResourceVersionOf(item)) {
-                                          continue;
-                                        }
-                                      }
-                                      Apply(WatchEvent::Type::kAdded, std::move(item));
-                                    }
-                                  });
+  auto listed = client_.ListPages(
+      options_.path, options_.field_selector, options_.label_selector,
+      [this, &seen, &count](std::vector<json>& items, bool restarted) {
+        if (restarted) {
+          seen.clear();
+          count = 0;
+        }
+        for (json& item : items) {
+          std::string key = ObjectKey(item);
+          if (key.empty()) {
+            continue;
+          }
+          ++count;
+          seen.insert(key);
+          {
+            // Objects delivered by an earlier, failed or restarted attempt are compared
+            // like a relist's.
+            std::lock_guard<std::mutex> lock(mu_);
+            const auto it = cache_.find(key);
+            if (it != cache_.end() && !Replaced(it->second, item) &&
+                ResourceVersionOf(it->second) == ResourceVersionOf(item)) {
+              continue;
+            }
+          }
+          Apply(WatchEvent::Type::kAdded, std::move(item));
+        }
+      },
+      options_.prune);
   if (!listed.ok()) {
     Backoff(listed.status());
     return false;
@@ -327,7 +290,7 @@ bool Informer::ListAndDeliver(bool first) {
     return SyncPageByPage();
   }
   const auto t0 = std::chrono::steady_clock::now();
-  auto listed = client_.List(options_.path, options_.field_selector, options_.label_selector);
+  auto listed = client_.List(options_.path, options_.field_selector, options_.label_selector, options_.prune);
   if (!listed.ok()) {
     Backoff(listed.status());
     return false;
@@ -338,9 +301,6 @@ bool Informer::ListAndDeliver(bool first) {
   // The diff against the cache; on the first list the cache is empty and everything is kAdded.
   std::map<std::string, json> fresh;
   for (json& item : list.items) {
-    if (options_.transform) {
-      options_.transform(item);
-    }
     std::string key = ObjectKey(item);
     if (!key.empty()) {
       fresh.emplace(std::move(key), std::move(item));
@@ -426,9 +386,9 @@ void Informer::OnWatchEvent(const json& event, bool& got_events) {
     std::lock_guard<std::mutex> lock(mu_);
     resource_version_ = rv;
   }
-  if (options_.transform) {
+  if (options_.prune != nullptr) {
     json copy = object;
-    options_.transform(copy);
+    options_.prune->Apply(copy);
     Apply(t, std::move(copy));
     return;
   }

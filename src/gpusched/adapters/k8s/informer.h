@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "gpusched/adapters/k8s/api_client.h"
+#include "gpusched/adapters/k8s/json_prune.h"
 
 namespace gpusched::adapters::k8s {
 
@@ -51,9 +52,10 @@ struct WatchEvent {
 struct InformerOptions {
   std::string path;  // "/api/v1/nodes" or "/api/v1/pods" (or a namespaced collection)
   std::string field_selector, label_selector;
-  // Applied to every object (listed or watched) before it is cached and delivered, e.g. StripForScheduling. It
-  // must keep metadata.name, namespace, uid and resourceVersion.
-  std::function<void(nlohmann::json&)> transform;
+  // What to leave out of every object (listed: while its page is read; watched: before it is cached and
+  // delivered), e.g. &SchedulingPrune(); nullptr: metadata.managedFields. It must keep metadata.name, namespace,
+  // uid and resourceVersion.
+  const JsonPrune* prune = nullptr;
   // The server ends a healthy watch after watch_timeout_seconds (the informer watches again from the last
   // resourceVersion: no relist); one it has not ended watch_grace_seconds later is stalled (a dead load balancer,
   // a hung apiserver) and is cut off and watched again. No event, bookmark, list or end of a watch for stale_after
@@ -73,14 +75,6 @@ struct InformerOptions {
 
 // "ns/name" for namespaced objects, else "name".
 [[nodiscard]] std::string ObjectKey(const nlohmann::json& object);
-
-// Drops what no gpusched component reads from a cached pod or node and what makes such objects large: everywhere
-// metadata.managedFields and the kubectl.kubernetes.io/last-applied-configuration annotation; on pods the
-// containers' env, envFrom, command, args, probes, lifecycle and volumeMounts, spec.volumes, and the container
-// statuses; on nodes status.images, volumesInUse and volumesAttached. Identity, labels, annotations, resources,
-// scheduling fields (nodeName, schedulerName, priority, selectors, affinity, tolerations, ports), phase,
-// conditions and node capacity stay.
-void StripForScheduling(nlohmann::json& object);
 
 class Informer {
  public:
