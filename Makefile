@@ -23,21 +23,23 @@ RELEASE_PRESET := release
 GPUSCHED_BIN := ./build/$(RELEASE_PRESET)/src/gpusched/cli/gpusched
 DEMO_OUT := out/demo
 
-.PHONY: help deps build demo test e2e fuzz tsan bench bench-extender format lint clean
+.PHONY: help deps build demo test e2e fuzz tsan bench bench-extender format lint image clean
 
 help:
 	@echo "gpusched make targets:"
 	@echo "  deps    install missing Debian packages (scripts/install-deps.sh)"
 	@echo "  build   configure (once) and build preset '$(RELEASE_PRESET)'"
 	@echo "  demo    build, then run a simulation into $(DEMO_OUT)/"
-	@echo "  test    unit, integration and fuzz-replay tests, benchmark smoke runs, then the e2e suite (real etcd,"
-	@echo "          kube-apiserver, kube-scheduler; built once by scripts/build-k8s.sh), preset '$(TEST_PRESET)'"
+	@echo "  test    unit, integration and fuzz-replay tests, benchmark smoke runs, the install tree check, then the"
+	@echo "          e2e suite (real etcd, kube-apiserver, kube-scheduler; built once by scripts/build-k8s.sh),"
+	@echo "          preset '$(TEST_PRESET)'"
 	@echo "          (CI=true: preset 'ci', format + layering checks first, then short libFuzzer runs and TSan)"
 	@echo "  e2e     only the end-to-end suite (scripts/e2e.sh)"
 	@echo "  fuzz    coverage-guided fuzzing of every decoder with clang's libFuzzer (FUZZ_SECONDS=$(FUZZ_SECONDS) each)"
 	@echo "  tsan    the concurrency tests (extender, API client) under ThreadSanitizer"
 	@echo "  bench-extender  extender latency and throughput on loopback (bench/extender-latency.sh)"
 	@echo "  bench   build, then bench/sim-speed.sh"
+	@echo "  image   the container image from ./Dockerfile (docker, podman or buildah: scripts/build-image.sh)"
 	@echo "  format  clang-format -i the C++ sources"
 	@echo "  lint    check formatting and the layering rules (ARCHITECTURE.md section 2)"
 	@echo "  clean   remove build/ and out/"
@@ -65,6 +67,7 @@ endif
 	cmake --build --preset $(TEST_PRESET) --parallel $(JOBS)
 	ctest --preset $(TEST_PRESET) -LE 'e2e|bench' --output-on-failure
 	ctest --preset $(TEST_PRESET) -L bench --output-on-failure
+	bash scripts/check-install.sh build/$(TEST_PRESET)
 	bash scripts/e2e.sh build/$(TEST_PRESET)
 ifeq ($(CI),true)
 	bash scripts/fuzz.sh 10
@@ -90,6 +93,9 @@ bench-extender: deps
 bench: build
 	bash bench/sim-speed.sh
 	bash bench/fidelity.sh
+
+image:
+	bash scripts/build-image.sh
 
 format:
 	bash scripts/format.sh

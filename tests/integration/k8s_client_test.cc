@@ -331,6 +331,15 @@ TEST_F(K8sClientTest, ListPaginatesAndFilters) {
     keys.insert(ObjectKey(pod));
   }
   EXPECT_EQ(keys.size(), 1203U);  // no duplicates across pages
+  // The page size is the client's setting: 1203 pods in pages of 1000 -> 2 more requests.
+  ClientConfig big_pages = Config();
+  big_pages.list_page_size = 1000;
+  auto again = MakeClient(big_pages)->List("/api/v1/pods");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->items.size(), 1203U);
+  EXPECT_EQ(server_->RequestCount("GET", "list-pods"), 5);
+  big_pages.list_page_size = 0;
+  EXPECT_FALSE(ApiClient::Create(big_pages).ok());
 
   auto count = [this](const std::string& path, const std::string& fields, const std::string& labels) -> size_t {
     auto list = Client().List(path, fields, labels);

@@ -9,7 +9,7 @@
 
 namespace gpusched::agent {
 
-std::vector<core::Gpu> InventoryOf(const std::vector<ports::GpuSample>& samples) {
+std::vector<core::Gpu> InventoryOf(const std::vector<ports::GpuSample>& samples, int32_t max_sharers) {
   std::vector<core::Gpu> gpus;
   gpus.reserve(samples.size());
   for (const auto& s : samples) {
@@ -19,7 +19,8 @@ std::vector<core::Gpu> InventoryOf(const std::vector<ports::GpuSample>& samples)
                              .memory = s.memory_total,
                              .numa_node = s.numa_node,
                              .nvlink_peers = s.nvlink_peers,
-                             .healthy = s.healthy});
+                             .healthy = s.healthy,
+                             .max_sharers = max_sharers});
   }
   return gpus;
 }
@@ -30,7 +31,8 @@ void InventoryPublisher::SetCurrent(std::optional<std::string> annotation) {
 }
 
 common::Status InventoryPublisher::Publish(const std::vector<ports::GpuSample>& samples) {
-  const std::string value = kube::EncodeGpuInventory(InventoryOf(samples));
+  const std::vector<core::Gpu> gpus = InventoryOf(samples, max_sharers_);
+  const std::string value = kube::EncodeGpuInventory(gpus);
   {
     std::lock_guard lock(mu_);
     if (current_.has_value()) {
@@ -39,7 +41,7 @@ common::Status InventoryPublisher::Publish(const std::vector<ports::GpuSample>& 
       }
       // Another encoding of the same GPUs (written by an older agent, keys in another order) is no change either.
       auto theirs = kube::DecodeGpuInventory(*current_);
-      if (theirs.ok() && *theirs == InventoryOf(samples)) {
+      if (theirs.ok() && *theirs == gpus) {
         return common::Status::Ok();
       }
     }

@@ -27,15 +27,17 @@
 
 namespace gpusched::agent {
 
-// The inventory part of the samples (no live metrics).
-std::vector<core::Gpu> InventoryOf(const std::vector<ports::GpuSample>& samples);
+// The inventory part of the samples (no live metrics); `max_sharers`: the device ids per GPU the node's device
+// plugin advertises (0: unknown), so that schedulers never put more pods on one GPU than the kubelet admits.
+std::vector<core::Gpu> InventoryOf(const std::vector<ports::GpuSample>& samples, int32_t max_sharers = 0);
 
 class InventoryPublisher {
  public:
   // Patches annotation gpusched.io/gpus of `node` to `value` (the API client's PatchNodeAnnotations in the agent).
   using Patch = std::function<common::Status(const std::string& node, const std::string& value)>;
 
-  InventoryPublisher(std::string node, Patch patch) : node_(std::move(node)), patch_(std::move(patch)) {}
+  InventoryPublisher(std::string node, Patch patch, int32_t max_sharers = 0)
+      : node_(std::move(node)), patch_(std::move(patch)), max_sharers_(max_sharers) {}
 
   // What the node carries now (its annotation at start-up), or nullopt when it has none.
   void SetCurrent(std::optional<std::string> annotation);
@@ -48,6 +50,7 @@ class InventoryPublisher {
  private:
   const std::string node_;
   const Patch patch_;
+  const int32_t max_sharers_;
   mutable std::mutex mu_;
   std::optional<std::string> current_;  // GUARDED_BY(mu_)
   uint64_t patches_ = 0;                // GUARDED_BY(mu_)

@@ -53,6 +53,34 @@ TEST(InventoryPublisherTest, PatchesOnlyWhenTheInventoryChanges) {
   EXPECT_EQ(pub.patches(), 2u);
 }
 
+TEST(InventoryPublisherTest, PublishesHowManyPodsMayShareEachGpu) {
+  std::string value;
+  InventoryPublisher pub(
+      "n",
+      [&](const std::string&, const std::string& v) {
+        value = v;
+        return common::Status::Ok();
+      },
+      /*max_sharers=*/10);
+  ASSERT_TRUE(pub.Publish(Samples(2)).ok());
+  auto decoded = kube::DecodeGpuInventory(value);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  for (const core::Gpu& g : *decoded) {
+    EXPECT_EQ(g.max_sharers, 10);
+  }
+  // An older agent's annotation without the limit is a change: the limit gets published.
+  InventoryPublisher newer(
+      "n",
+      [&](const std::string&, const std::string& v) {
+        value = v;
+        return common::Status::Ok();
+      },
+      10);
+  newer.SetCurrent(kube::EncodeGpuInventory(InventoryOf(Samples(2))));
+  ASSERT_TRUE(newer.Publish(Samples(2)).ok());
+  EXPECT_EQ(newer.patches(), 1u);
+}
+
 TEST(InventoryPublisherTest, ARestartWithTheSameGpusPatchesNothingAndFailuresAreRetried) {
   int calls = 0;
   bool fail = false;

@@ -198,10 +198,12 @@ int RunAgent(const AgentFlags& flags) {
     }
     client = std::move(c).value();
     // The node's inventory annotation as it is now: a restart with the same GPUs patches nothing.
-    publisher =
-        std::make_unique<agent::InventoryPublisher>(node, [&client](const std::string& n, const std::string& value) {
+    publisher = std::make_unique<agent::InventoryPublisher>(
+        node,
+        [&client](const std::string& n, const std::string& value) {
           return client->PatchNodeAnnotations(n, {{std::string(kube::kAnnotationGpus), value}});
-        });
+        },
+        flags.replicas);
     if (auto current = client->Get("/api/v1/nodes/" + node); current.ok()) {
       const auto& md = (*current)["metadata"];
       if (md.contains("annotations") && md["annotations"].contains(std::string(kube::kAnnotationGpus))) {

@@ -168,6 +168,7 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
   if (!client_config.ok()) {
     return Fail(client_config.status().message());
   }
+  client_config->list_page_size = k8s::kListPageSizeForAllPods;
   auto client = k8s::ApiClient::Create(std::move(client_config).value());
   if (!client.ok()) {
     return Fail(client.status().message());

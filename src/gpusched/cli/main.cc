@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 #include "gpusched/cli/agent_command.h"
 #include "gpusched/cli/extender_command.h"
 #include "gpusched/cli/interference_command.h"
@@ -14,6 +16,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"gpusched: a Kubernetes GPU scheduler (scheduler, extender, agent, webhook, simulate, interference)"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("gpusched ") + GPUSCHED_VERSION);
   int exit_code = 0;
   gpusched::cli::SimulateFlags simulate;
   gpusched::cli::AddSimulateCommand(app, simulate, exit_code);

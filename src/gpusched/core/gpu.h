@@ -21,6 +21,9 @@ struct Gpu {
   int32_t numa_node = -1;             // -1 = unknown
   std::vector<int32_t> nvlink_peers;  // indices of GPUs with a direct NVLink
   bool healthy = true;
+  // How many pods may share this GPU: the device ids the node's device plugin advertises for it (the kubelet admits
+  // no more containers than that). 0: no limit known (a trace, or an inventory without it).
+  int32_t max_sharers = 0;
 
   bool operator==(const Gpu&) const = default;
 };

@@ -59,6 +59,7 @@ common::Result<std::string> Str(const json& obj, const char* key, bool required,
 
 constexpr int64_t kMaxGpus = 1024;
 constexpr int64_t kMaxMemory = int64_t{1} << 40;
+constexpr int64_t kMaxSharers = 1000;  // the device plugin advertises at most 1000 ids per GPU
 
 }  // namespace
 
@@ -146,6 +147,9 @@ std::string EncodeGpuInventory(const std::vector<core::Gpu>& gpus) {
       j["nvlink_peers"] = g.nvlink_peers;
     }
     j["healthy"] = g.healthy;
+    if (g.max_sharers > 0) {
+      j["sharers"] = g.max_sharers;
+    }
     list.push_back(std::move(j));
   }
   return list.dump();
@@ -169,12 +173,14 @@ common::Result<std::vector<core::Gpu>> DecodeGpuInventory(std::string_view text)
     GPUSCHED_ASSIGN_OR_RETURN(index, Int(g, "index", 0, kMaxGpus - 1, std::nullopt, where));
     GPUSCHED_ASSIGN_OR_RETURN(memory, Int(g, "memory_mib", 0, kMaxMemory, std::nullopt, where));
     GPUSCHED_ASSIGN_OR_RETURN(numa, Int(g, "numa", -1, 1024, -1, where));
+    GPUSCHED_ASSIGN_OR_RETURN(sharers, Int(g, "sharers", 0, kMaxSharers, 0, where));
     GPUSCHED_ASSIGN_OR_RETURN(uuid, Str(g, "uuid", false, where));
     GPUSCHED_ASSIGN_OR_RETURN(model, Str(g, "model", false, where));
     gpu.model = std::move(model);
     gpu.index = static_cast<int32_t>(index);
     gpu.memory = common::MiB{memory};
     gpu.numa_node = static_cast<int32_t>(numa);
+    gpu.max_sharers = static_cast<int32_t>(sharers);
     gpu.uuid = common::GpuUuid(uuid);
     if (auto h = g.find("healthy"); h != g.end() && !h->is_null()) {
       if (!h->is_boolean()) {

@@ -78,6 +78,16 @@ TEST(AnnotationsTest, InventoryRoundTripsAndChecksIndices) {
   EXPECT_FALSE(DecodeGpuInventory(R"([{"index":0,"memory_mib":1},{"index":0,"memory_mib":1}])").ok());
   EXPECT_FALSE(DecodeGpuInventory(R"([{"index":1,"memory_mib":1}])").ok());
   EXPECT_FALSE(DecodeGpuInventory(R"({"index":0})").ok());
+  // The sharer limit (device ids per GPU) round-trips; absent is 0 (unknown), out of range is refused.
+  gpus[0].max_sharers = 10;
+  auto limited = DecodeGpuInventory(EncodeGpuInventory(gpus));
+  ASSERT_TRUE(limited.ok()) << limited.status();
+  EXPECT_EQ((*limited)[0].max_sharers, 10);
+  EXPECT_EQ((*limited)[1].max_sharers, 0);
+  auto bad_sharers = DecodeGpuInventory(R"([{"index":0,"memory_mib":1,"sharers":-1}])");
+  ASSERT_FALSE(bad_sharers.ok());
+  EXPECT_NE(bad_sharers.status().message().find("sharers"), std::string::npos) << bad_sharers.status();
+  EXPECT_FALSE(DecodeGpuInventory(R"([{"index":0,"memory_mib":1,"sharers":100000}])").ok());
   EXPECT_FALSE(DecodeGpuInventory(R"([{"index":0,"memory_mib":1,"healthy":"yes"}])").ok());
   EXPECT_TRUE(DecodeGpuInventory("[]")->empty());
 }

@@ -25,6 +25,11 @@ std::string ModelList(const std::vector<std::string>& models) {
   return s;
 }
 
+// A GPU that already has as many sharers as its node's device plugin has device ids for it.
+bool AtSharerLimit(const core::Gpu& spec, const core::GpuState& g) {
+  return spec.max_sharers > 0 && g.holders >= spec.max_sharers;
+}
+
 // Why container c does not fit; the states are those it would see.
 Fit Explain(const core::GpuRequest& c, const core::NodeView& node, std::span<const core::GpuState> gpus) {
   // Could an empty node host it? If not, nothing on this node could make it fit.
@@ -60,9 +65,14 @@ Fit Explain(const core::GpuRequest& c, const core::NodeView& node, std::span<con
   }
   // A share: name the GPU that came closest.
   size_t best = gpus.size();
+  int32_t full = 0;  // usable GPUs with as many sharers as they have device ids
   for (size_t i = 0; i < gpus.size(); ++i) {
     const core::Gpu& spec = node.node->gpus[i];
     if (!spec.healthy || gpus[i].exclusive || !c.AllowsModel(spec.model)) {
+      continue;
+    }
+    if (AtSharerLimit(spec, gpus[i])) {
+      ++full;
       continue;
     }
     if (best == gpus.size() || gpus[i].free > gpus[best].free) {
@@ -77,7 +87,10 @@ Fit Explain(const core::GpuRequest& c, const core::NodeView& node, std::span<con
   }
   if (best == gpus.size()) {
     return Fit::Unschedulable(who + "needs " + need + " on " + std::to_string(c.count) +
-                              " GPU(s); every usable GPU is held exclusively");
+                              " GPU(s); every usable GPU is " +
+                              (full > 0 ? "shared by as many pods as the node's device plugin admits (" +
+                                              std::to_string(full) + " such GPU(s)) or held exclusively"
+                                        : std::string("held exclusively")));
   }
   return Fit::Unschedulable(who + "needs " + need + " on " + std::to_string(c.count) + " GPU(s); most free is " +
                             GpuName(node, best) + " with " + std::to_string(gpus[best].free.value()) + " milli and " +
@@ -153,7 +166,7 @@ bool GpuCanHost(const core::GpuRequest& c, const core::NodeView& node, std::span
   if (WantsWhole(c)) {
     return g.holders == 0 && g.free >= kGpuMilli && g.memory_free >= c.MemoryOn(spec);
   }
-  return g.free >= c.milli_per_gpu && g.memory_free >= c.MemoryOn(spec);
+  return g.free >= c.milli_per_gpu && g.memory_free >= c.MemoryOn(spec) && !AtSharerLimit(spec, g);
 }
 
 Fit FitGpus(const core::PodRequest& pod, const core::NodeView& node) {

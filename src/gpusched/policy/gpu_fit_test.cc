@@ -271,5 +271,36 @@ TEST(SelectGpusTest, RandomTakesOnlyFittingGpusAndEveryOne) {
   EXPECT_GT(chosen[3], 0);
 }
 
+// A GPU takes no more sharers than its node's device plugin has device ids for it (the kubelet would refuse the
+// next one); whole-GPU requests and other GPUs are unaffected.
+TEST(FitGpusTest, AGpuTakesNoMoreSharersThanItsDeviceIds) {
+  core::NodeView view = View("n1").Gpus(2).Free({700, 1000}).Build();
+  auto node = std::make_shared<core::Node>(*view.node);
+  node->gpus[0].max_sharers = 2;
+  node->gpus[1].max_sharers = 2;
+  view.node = std::move(node);
+  view.gpus[0].holders = 2;  // 300 milli held by two pods: full, with 700 milli free
+  const core::PodRequest share = Pod("p").Share(100).Build();
+  EXPECT_FALSE(GpuCanHost(share.containers[0], view, view.gpus, 0));
+  EXPECT_TRUE(GpuCanHost(share.containers[0], view, view.gpus, 1));
+  ASSERT_TRUE(FitGpus(share, view).fits());
+  EXPECT_EQ(GpuIndices(SelectGpusBest(share, view)), (std::vector<int32_t>{1}));
+
+  view.gpus[1].holders = 2;
+  view.gpus[1].free = common::MilliGpu{800};
+  const Fit fit = FitGpus(share, view);
+  ASSERT_FALSE(fit.fits());
+  EXPECT_THAT(fit.reason, HasSubstr("shared by as many pods as the node's device plugin admits (2 such GPU(s))"));
+
+  // One sharer fewer and it fits again; no limit known (0) is no limit.
+  view.gpus[1].holders = 1;
+  EXPECT_TRUE(FitGpus(share, view).fits());
+  view.gpus[1].holders = 50;
+  auto unlimited = std::make_shared<core::Node>(*view.node);
+  unlimited->gpus[1].max_sharers = 0;
+  view.node = std::move(unlimited);
+  EXPECT_TRUE(FitGpus(share, view).fits());
+}
+
 }  // namespace
 }  // namespace gpusched::policy

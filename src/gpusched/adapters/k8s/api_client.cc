@@ -26,7 +26,6 @@ using common::Status;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr long kPageSize = 500;
 constexpr size_t kMaxPooledHandles = 8;
 constexpr size_t kMaxErrorBody = 64 * 1024;
 constexpr auto kTokenRefresh = std::chrono::minutes(1);
@@ -387,6 +386,9 @@ Result<std::unique_ptr<ApiClient>> ApiClient::Create(ClientConfig config) {
   if (config.request_timeout.count() <= 0) {
     return common::InvalidArgument("request_timeout must be positive");
   }
+  if (config.list_page_size <= 0) {
+    return common::InvalidArgument("list_page_size must be positive");
+  }
   auto impl = std::make_unique<Impl>(std::move(config));
   impl->token = impl->config.token;
   impl->token_read = Clock::now();
@@ -431,7 +433,7 @@ Result<std::string> ApiClient::ListPages(const std::string& path, const std::str
   auto fetch = [this, &path, &field_selector, &label_selector, &last_size, &page_prune, &reader](
                    std::string token, bool may_restart) -> Result<std::optional<json>> {
     std::string target = path;
-    AddParam(target, "limit", std::to_string(kPageSize));
+    AddParam(target, "limit", std::to_string(impl_->config.list_page_size));
     const bool continued = !token.empty();
     if (continued) {
       AddParam(target, "continue", token);
@@ -442,7 +444,7 @@ Result<std::string> ApiClient::ListPages(const std::string& path, const std::str
     if (!label_selector.empty()) {
       AddParam(target, "labelSelector", label_selector);
     }
-    // Pages of pods run to about 1.7 MB; the size of the last one is a good guess for the next.
+    // A page of 2000 pods runs to about 7 MB; the size of the last one is a good guess for the next.
     GPUSCHED_ASSIGN_OR_RETURN(response, impl_->Perform("GET", target, "", "", last_size.load()));
     last_size.store(response.body.size() + response.body.size() / 8);
     if (response.code == 410 && continued && may_restart) {

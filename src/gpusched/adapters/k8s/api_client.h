@@ -60,12 +60,12 @@ class ApiClient {
   // GET; the parsed body.
   common::Result<nlohmann::json> Get(const std::string& path);
 
-  // GET with limit=500 and continue tokens; selectors optional ("" = none). A 410 on a continue token (the token
-  // expired between pages) restarts the list from the first page once.
+  // GET with limit=config().list_page_size and continue tokens; selectors optional ("" = none). A 410 on a continue
+  // token (the token expired between pages) restarts the list from the first page once.
   common::Result<ListResult> List(const std::string& path, const std::string& field_selector = "",
                                   const std::string& label_selector = "", const JsonPrune* item_prune = nullptr);
-  // The same list, handed over a page at a time (at most 500 objects), so that a large list never has to be held
-  // whole; returns the list's resourceVersion. `restarted` is true for the first page of a list that started over
+  // The same list, handed over a page at a time (at most list_page_size objects), so that a large list never has to be
+  // held whole; returns the list's resourceVersion. `restarted` is true for the first page of a list that started over
   // (the continue token expired): what the earlier pages said may be out of date.
   using PageHandler = std::function<void(std::vector<nlohmann::json>& items, bool restarted)>;
   // Each item is read without metadata.managedFields and what `item_prune` drops.

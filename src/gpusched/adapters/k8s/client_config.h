@@ -8,6 +8,7 @@
 // rejected with InvalidArgument naming the file and the user.
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 #include "gpusched/common/status.h"
@@ -23,7 +24,12 @@ struct ClientConfig {
   bool insecure_skip_verify = false;
   std::string namespace_;  // default namespace (kubeconfig context / in-cluster namespace file)
   std::chrono::milliseconds request_timeout{10000};
+  // Objects per page of a list (limit=). The scheduler and the extender, which list every pod at start, ask for
+  // kListPageSizeForAllPods: at 50,000 pods, pages of 500 made their restart a second slower.
+  int64_t list_page_size = 500;
 };
+
+inline constexpr int64_t kListPageSizeForAllPods = 2000;
 
 // kubeconfig YAML (apiVersion v1, kind Config): clusters[].cluster.{server, certificate-authority(-data),
 // insecure-skip-tls-verify}, users[].user.{token, tokenFile, client-certificate(-data), client-key(-data)}, contexts,

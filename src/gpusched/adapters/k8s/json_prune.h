@@ -1,6 +1,6 @@
 #pragma once
 
-// Reading large API answers (a list page of 500 pods is about 1.7 MB) into nlohmann::json with the fields nobody
+// Reading large API answers (a list page of 2000 pods is about 7 MB) into nlohmann::json with the fields nobody
 // reads left out while reading, and the same rule applied to objects already parsed (watch events).
 
 #include <map>
