@@ -96,17 +96,20 @@ def main():
         return 2
     listed = dockerfile_runtime_packages(args.dockerfile)
     paths = ldd(args.binary)
-    direct, problems, sanitized = set(), [], False
+    # The package of every library ldd reports, looked up once (dpkg -S); None: no package ships it.
+    package = {soname: package_of(path) for soname, path in paths.items() if not SANITIZER_RUNTIMES.match(soname)}
+    direct_libs, problems, sanitized = {}, [], False  # direct_libs: package -> the libraries the binary names
     for soname in needed(args.binary):
         if SANITIZER_RUNTIMES.match(soname):
             print(f"check-image-deps: {soname}: a sanitizer runtime (this is not a release build): skipped")
             sanitized = True
             continue
-        pkg = package_of(paths.get(soname, soname))
+        pkg = package[soname] if soname in package else package_of(soname)
         if pkg is None:
             problems.append(f"{soname} ({paths.get(soname, 'not found')}) belongs to no Debian package")
         else:
-            direct.add(pkg)
+            direct_libs.setdefault(pkg, []).append(soname)
+    direct = set(direct_libs)
     wanted = direct - BASE_IMAGE
     closure = depends_closure(set(listed) | BASE_IMAGE)
     if sanitized:
@@ -114,14 +117,10 @@ def main():
         # the instrumentation touches): a package the listed ones bring anyway is not missing.
         wanted -= closure - set(listed)
     for pkg in sorted(wanted - set(listed)):
-        libs = [s for s in needed(args.binary) if package_of(paths.get(s, s)) == pkg]
-        problems.append(f"the Dockerfile misses {pkg} (for {', '.join(libs)})")
+        problems.append(f"the Dockerfile misses {pkg} (for {', '.join(direct_libs[pkg])})")
     for pkg in sorted(set(listed) - wanted - set(NOT_LIBRARIES)):
         problems.append(f"the Dockerfile carries {pkg}, which ships no library the binary links")
-    for soname, path in sorted(paths.items()):
-        if SANITIZER_RUNTIMES.match(soname):
-            continue
-        pkg = package_of(path)
+    for soname, pkg in sorted(package.items()):
         if pkg is not None and pkg not in closure:
             problems.append(f"{soname} comes from {pkg}, which no listed package depends on")
     for p in problems:
