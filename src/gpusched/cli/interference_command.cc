@@ -24,7 +24,7 @@ interference::ModelOptions Options(const InterferenceFlags& f) {
 }
 
 void AddModelFlags(CLI::App* c, InterferenceFlags& f) {
-  c->add_option("--data", f.data, "Folder laid out like ../shared/data/interference (gavel/, coscheml/, *.csv)")
+  c->add_option("--data", f.data, "Folder of co-location measurements (gavel/, coscheml/, *.csv; docs/interference.md)")
       ->capture_default_str();
   c->add_option("--references", f.references, "Reference applications each one is fingerprinted against")
       ->capture_default_str()

@@ -183,7 +183,8 @@ void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code) {
   ColocationFlags& c = flags.colocation;
   cmd->add_option("--colocation", c.source,
                   "Co-location mode: 'gavel' (or a CSV of pairs) jobs sharing GPUs, stretched by measured slowdowns");
-  cmd->add_option("--interference-data", c.data, "Co-location: folder laid out like ../shared/data/interference")
+  cmd->add_option("--interference-data", c.data,
+                  "Co-location: folder of co-location measurements (gavel/, coscheml/, *.csv; docs/interference.md)")
       ->capture_default_str();
   cmd->add_option("--gpu", c.gpu, "Co-location: GPU table (k80, p100, v100)")->capture_default_str();
   cmd->add_option("--nodes", c.nodes, "Co-location: nodes")->capture_default_str()->check(CLI::Range(1, 100000));
