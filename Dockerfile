@@ -25,7 +25,7 @@ FROM debian:bookworm-slim
 # fonts-dejavu-core (text in the plots of simulate and monitor).
 RUN apt-get update && apt-get install -y --no-install-recommends \
       libabsl20220623 libcairo2 libcurl4 libfmt9 libgrpc++1.51 libgrpc29 libprometheus-cpp-core1.0 \
-      libprotobuf32 libsimdjson14 libssl3 libxgboost0 libyaml-cpp0.7 \
+      libprotobuf32 libsimdjson14 libspdlog1.10 libssl3 libxgboost0 libyaml-cpp0.7 \
       ca-certificates fonts-dejavu-core \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /stage/usr/local /usr/local

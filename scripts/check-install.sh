@@ -15,11 +15,22 @@ if [ "$got" != "gpusched $version" ]; then
   echo "check-install: the installed gpusched --version says '$got', not 'gpusched $version'" >&2
   exit 1
 fi
-for f in share/doc/gpusched/README.md share/doc/gpusched/install.md share/gpusched/deploy/rbac.yaml; do
+for f in share/doc/gpusched/README.md share/doc/gpusched/install.md share/gpusched/deploy/base/extender/rbac.yaml share/gpusched/deploy/scheduler/kustomization.yaml share/gpusched/examples/shared-pod.yaml; do
   if [ ! -f "$stage/$f" ]; then
     echo "check-install: $f is not installed" >&2
     exit 1
   fi
 done
+# The installed overlays render on their own (kustomize paths stay inside the installed deploy/).
+if command -v kubectl >/dev/null && kubectl kustomize "$stage/share/gpusched/deploy/agent" >/dev/null 2>&1; then
+  for overlay in scheduler extender agent monitoring quickstart; do
+    if ! kubectl kustomize "$stage/share/gpusched/deploy/$overlay" >/dev/null; then
+      echo "check-install: the installed deploy/$overlay does not render with kubectl kustomize" >&2
+      exit 1
+    fi
+  done
+else
+  echo "check-install: no kubectl >= 1.21 here: the installed overlays were not rendered"
+fi
 echo "check-install: $(find "$stage" -type f | wc -l) files installed; $got"
 python3 scripts/check-image-deps.py "$stage/bin/gpusched"

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# The serving certificate of `gpusched webhook` for clusters without cert-manager (deploy/webhook.yaml,
+# The serving certificate of `gpusched webhook` for clusters without cert-manager (deploy/base/webhook/webhook.yaml,
 # docs/webhook.md): makes a CA and a certificate for gpusched-webhook.<namespace>.svc with openssl, stores them as
 # the Secret <namespace>/gpusched-webhook-tls, and patches the CA into caBundle of every webhook of the
 # MutatingWebhookConfiguration and ValidatingWebhookConfiguration gpusched-webhook.
 #
-# Run it after `kubectl apply -f deploy/webhook.yaml`, and again before the certificate expires. With --dir the CA is
+# Run it after `kubectl apply -f deploy/base/webhook/webhook.yaml`, and again before the certificate expires. With --dir the CA is
 # kept there and reused on the next run, so a renewal changes only the serving certificate (the running webhook
 # picks it up within 30 s) and caBundle stays valid throughout; without --dir every run makes a new CA, and for the
 # few seconds between the caBundle patch and the webhook reloading its certificate GPU pods may be refused.
 #
 # Usage: scripts/webhook-certs.sh [--namespace NS] [--days N] [--dir DIR] [--dry-run]
-#   --namespace  where deploy/webhook.yaml runs the webhook (default kube-system)
+#   --namespace  where deploy/base/webhook/webhook.yaml runs the webhook (default kube-system)
 #   --days       certificate lifetime (default 825)
 #   --dir        keep ca.{crt,key} and tls.{crt,key} there (mode 0700); default: a temporary directory
 #   --dry-run    make the files and print the kubectl commands instead of running them
@@ -82,7 +82,7 @@ else
     --dry-run=client -o yaml | kubectl apply -f -
 fi
 for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
-  count=1  # deploy/webhook.yaml: one mutating webhook, two validating ones
+  count=1  # deploy/base/webhook/webhook.yaml: one mutating webhook, two validating ones
   [[ "$kind" == mutating* ]] || count=2
   if ((!DRY_RUN)); then
     count="$(kubectl get "$kind" gpusched-webhook -o jsonpath='{range .webhooks[*]}x{end}' | wc -c)"

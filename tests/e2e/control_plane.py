@@ -463,16 +463,18 @@ class ControlPlane:
 
     def scheduler_config_text(self):
         """The KubeSchedulerConfiguration for this kube-scheduler's version. With an extender URL, it is the user's
-        file from deploy/ (so the tests check what users deploy), with the URL, kubeconfig and leader election
+        file from deploy/extender (so the tests check what users deploy), with the URL, kubeconfig and leader election
         replaced; without one, a bare config."""
         api = scheduler_config_api(self.version)
         if self.extender_url:
-            name = "scheduler-config.yaml" if api.endswith("/v1") else "scheduler-config-v1beta1.yaml"
-            with open(os.path.join(REPO_ROOT, "deploy", name)) as f:
+            name = "kube-scheduler-config.yaml" if api.endswith("/v1") else "kube-scheduler-config-v1beta1.yaml"
+            with open(os.path.join(REPO_ROOT, "deploy", "extender", name)) as f:
                 text = f.read()
             subs = [(r"(?m)^apiVersion: .*$", f"apiVersion: {api}"),
                     (r"(?m)^(\s+kubeconfig:) .*$", rf"\g<1> {self.kubeconfig}"),
                     (r"(?m)^(\s+leaderElect:) .*$", r"\g<1> false"),
+                    # The suites' pods leave schedulerName unset: this kube-scheduler is the only one.
+                    (r"(?m)^(- schedulerName:) .*$", r"\g<1> default-scheduler"),
                     (r"(?m)^(- urlPrefix:) .*$", rf"\g<1> {self.extender_url}")]
             tls = self.extender_tls(self.pki) if callable(self.extender_tls) else self.extender_tls
             if tls:
@@ -483,7 +485,7 @@ class ControlPlane:
             for pattern, repl in subs:
                 text, n = re.subn(pattern, repl, text)
                 if n != 1:
-                    raise ControlPlaneError(f"deploy/{name}: expected one match of {pattern!r}, found {n}")
+                    raise ControlPlaneError(f"deploy/extender/{name}: expected one match of {pattern!r}, found {n}")
         else:
             text = (f"apiVersion: {api}\nkind: KubeSchedulerConfiguration\n"
                     f"clientConnection:\n  kubeconfig: {self.kubeconfig}\n"

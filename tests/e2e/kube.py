@@ -179,13 +179,17 @@ class Kube:
         all_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                       "nvidia.com/gpu.product": "NVIDIA-" + model, "nvidia.com/gpu.count": str(gpus)}
         all_labels.update(labels or {})
+        self.create_ready_node(name, all_labels, {GPUS_ANNOTATION: json.dumps(inventory, separators=(",", ":"))},
+                               {"cpu": cpu, "memory": memory, "pods": "110", "nvidia.com/gpu": str(gpus)})
+        return inventory
+
+    def create_ready_node(self, name, labels, annotations, resources):
+        """A Node as a kubelet would register it, made Ready and without the not-ready taint (no kubelet here)."""
         self.create("nodes", {
             "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": all_labels,
-                         "annotations": {GPUS_ANNOTATION: json.dumps(inventory, separators=(",", ":"))}},
+            "metadata": {"name": name, "labels": dict(labels), "annotations": dict(annotations)},
             "spec": {}})
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        resources = {"cpu": cpu, "memory": memory, "pods": "110", "nvidia.com/gpu": str(gpus)}
         self.patch("nodes", name, {"status": {
             "capacity": resources, "allocatable": resources,
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
@@ -198,7 +202,6 @@ class Kube:
         node = self.get("nodes", name)
         taints = [t for t in node["spec"].get("taints", []) if t.get("key") != "node.kubernetes.io/not-ready"]
         self.patch("nodes", name, {"spec": {"taints": taints or None}})
-        return inventory
 
     # -- waiting ----------------------------------------------------------------------------------------------
 

@@ -38,9 +38,9 @@ class Component:
         return f"system:serviceaccount:{self.namespace}:{self.name}"
 
 
-EXTENDER = Component("gpusched-extender", "kube-system", "deploy/rbac.yaml")
-AGENT = Component("gpusched-agent", "kube-system", "deploy/agent.yaml")
-SCHEDULER = Component("gpusched-scheduler", "kube-system", "deploy/scheduler.yaml")
+EXTENDER = Component("gpusched-extender", "kube-system", "deploy/base/extender/rbac.yaml")
+AGENT = Component("gpusched-agent", "kube-system", "deploy/base/agent/agent.yaml")
+SCHEDULER = Component("gpusched-scheduler", "kube-system", "deploy/base/scheduler/scheduler.yaml")
 
 # Grants a suite may leave unused: (ServiceAccount, apiGroup, resource, verb) -> why the suite cannot use it.
 ALLOWED_UNUSED = {

@@ -5,7 +5,7 @@ used). The agent runs with fake GPUs, no kubelet (the device plugin retries its 
   - labels its DCGM metrics with the pods that hold each GPU (from their gpusched.io/allocation annotations) and
     exports gpusched's allocation gauges;
   - exits 0 on SIGTERM;
-  - runs as its ServiceAccount with deploy/agent.yaml's RBAC, which grants exactly the verbs it used (rbac_audit).
+  - runs as its ServiceAccount with deploy/base/agent/agent.yaml's RBAC, which grants exactly the verbs it used (rbac_audit).
 Environment: as test_extender.py (GPUSCHED_BIN, GPUSCHED_K8S_BIN, GPUSCHED_ETCD, GPUSCHED_E2E_KEEP).
 """
 import http.client
@@ -21,9 +21,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from control_plane import (ControlPlane, Process, find_etcd, find_k8s_bin, free_port, wait_until,  # noqa: E402
                            write_kubeconfig)
 from kube import ALLOCATION_ANNOTATION, GPUS_ANNOTATION, gpu_pod  # noqa: E402
+import monitoring_check  # noqa: E402
 import rbac_audit  # noqa: E402
 
 NODE = "agent-node-0"
+# gRPC's own log lines (absl format, "E1126 13:00:00.000000 ..."), which do not go through gpusched's logger.
+GRPC_LOG_LINE = re.compile(r"^[DIWE]\d{4} \d\d:\d\d:\d\d")
 
 
 def log(msg):
@@ -70,7 +73,7 @@ class AgentE2E(unittest.TestCase):
         cls.kube.create("nodes", {"apiVersion": "v1", "kind": "Node",
                                   "metadata": {"name": NODE, "labels": {"kubernetes.io/hostname": NODE}},
                                   "spec": {}})
-        # The agent runs with exactly deploy/agent.yaml's permissions: a client certificate for its ServiceAccount's
+        # The agent runs with exactly deploy/base/agent/agent.yaml's permissions: a client certificate for its ServiceAccount's
         # user name, which that file's ClusterRoleBinding names. tearDownClass compares them with what it used.
         rbac_audit.apply_rbac(cls.kube, rbac_audit.AGENT.manifest)
         crt, key = cls.cp.pki.client_cert("agent", f"/CN={rbac_audit.AGENT.user}")
@@ -87,7 +90,7 @@ class AgentE2E(unittest.TestCase):
             cls.cp.keep_dir = True  # the audit log and the agents' logs, for a look afterwards
             raise
 
-    def start_agent(self):
+    def start_agent(self, extra=()):
         n = len(self.runs) + 1
         plugin_dir = os.path.join(self.cp.dir, "device-plugins")
         os.makedirs(plugin_dir, exist_ok=True)
@@ -95,7 +98,7 @@ class AgentE2E(unittest.TestCase):
                        [os.environ["GPUSCHED_BIN"], "agent", "--fake-gpus", "4xA100-80GB", "--node-name", NODE,
                         "--kubeconfig", self.agent_kubeconfig, "--listen", f"127.0.0.1:{self.port}",
                         "--interval", "0.2", "--device-plugin-dir", plugin_dir,
-                        "--pod-resources-socket", os.path.join(self.cp.dir, "no-pod-resources.sock")],
+                        "--pod-resources-socket", os.path.join(self.cp.dir, "no-pod-resources.sock"), *extra],
                        os.path.join(self.cp.dir, f"agent-{n}.log"))
         self.runs.append(proc)
         self.addCleanup(proc.stop)
@@ -126,8 +129,14 @@ class AgentE2E(unittest.TestCase):
 
         # Without a kubelet the device plugin says why it is not registered, and keeps trying.
         status, body = http_get(self.port, "/healthz")
+        self.assertEqual(status, 200, body)  # alive: a restart would not bring a kubelet
         self.assertIn("device plugin not registered", body)
         self.assertIn("kubelet", body)
+        status, body = http_get(self.port, "/readyz")
+        self.assertEqual(status, 503, body)  # not ready: no pod can get a GPU here
+        self.assertIn("device plugin not registered with the kubelet", body)
+        status, body = http_get(self.port, "/version")
+        self.assertEqual((status, json.loads(body)["component"]), (200, "agent"), body)
 
         # A pod bound here with an allocation: its name appears on its GPU's series; the gauges count it.
         uuid = gpus[1]["uuid"]
@@ -143,20 +152,43 @@ class AgentE2E(unittest.TestCase):
             util = [line for line in text.splitlines()
                     if line.startswith("DCGM_FI_DEV_GPU_UTIL{") and f'UUID="{uuid}"' in line]
             allocated = [line for line in text.splitlines()
-                         if line.startswith("gpusched_gpu_allocated_milli{") and f'UUID="{uuid}"' in line]
+                         if line.startswith("gpusched_gpu_allocated_milli{") and f'uuid="{uuid}"' in line]
             return util and all('pod="trainer"' in u and 'namespace="default"' in u and 'container="main"' in u
                                 for u in util) and allocated and allocated[0].endswith(" 300")
         self.kube.wait_for(labelled, 30, what="pod labels and allocation gauge on /metrics")
+        # Every agent metric the alerts and the dashboard of deploy/monitoring use is there (the device plugin's
+        # too: it runs, unregistered, without a kubelet), and `promtool check metrics` finds nothing but
+        # dcgm-exporter's own label names on the DCGM_* series.
+        _, text = http_get(self.port, "/metrics")
+        self.assertEqual(monitoring_check.check_exposition(
+            text, ["gpusched_agent_", "gpusched_gpu_", "gpusched_pod_", "DCGM_"]), [])
+        self.assertEqual(monitoring_check.promtool_check_metrics(text), [])
+        self.assertIn('gpusched_pod_gpu_allocated_milli{gpu="1",uuid="' + uuid, text)
 
-        # A restarted agent with the same GPUs patches nothing.
+        # The first agent logs text lines: an RFC 3339 UTC timestamp, the level, the component.
+        with open(agent.log_path, errors="replace") as f:
+            lines = [x for x in f.read().splitlines()[1:] if not GRPC_LOG_LINE.match(x)]
+        self.assertTrue(lines)
+        for line in lines:
+            self.assertRegex(line, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z (debug|info|warning|error) agent: ")
+
+        # A restarted agent with the same GPUs patches nothing. This one logs JSON, kube-style verbose.
         agent.stop()
         self.assertEqual(agent.proc.returncode, 0, agent.tail(20))
-        agent = self.start_agent()
+        agent = self.start_agent(extra=("--log-format", "json", "--v=4"))
         self.kube.wait_for(lambda: http_get(self.port, "/metrics")[0] == 200, 10, what="/metrics after restart")
         time.sleep(2)
         self.assertEqual(self.node()["metadata"]["resourceVersion"], rv, "a restarted agent patched the node")
         agent.stop()
         self.assertEqual(agent.proc.returncode, 0, agent.tail(20))
+        with open(agent.log_path, errors="replace") as f:
+            lines = [x for x in f.read().splitlines()[1:] if not GRPC_LOG_LINE.match(x)]
+        self.assertTrue(lines)
+        for line in lines:
+            entry = json.loads(line)
+            self.assertEqual(sorted(entry), ["component", "level", "msg", "ts"], line)
+            self.assertEqual(entry["component"], "agent")
+            self.assertIn(entry["level"], ("debug", "info", "warning", "error"))
         for p in self.runs:
             with open(p.log_path, errors="replace") as f:
                 self.assertNotRegex(f.read(), r"ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:", p.log_path)

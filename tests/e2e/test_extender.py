@@ -14,7 +14,7 @@ Environment:
   GPUSCHED_E2E_POLICY extender policy (default binpack)
   GPUSCHED_E2E_KEEP   keep the temporary directory (logs, certs, configs) after the run
   GPUSCHED_E2E_TMPDIR where to make that directory (default $TMPDIR or /tmp)
-  GPUSCHED_E2E_EXTENDER_ADMIN  run the extender as cluster admin instead of with deploy/rbac.yaml's permissions
+  GPUSCHED_E2E_EXTENDER_ADMIN  run the extender as cluster admin instead of with deploy/base/extender/rbac.yaml's permissions
 
 Run: cd tests/e2e && GPUSCHED_BIN=... python3 -m unittest -v test_extender
 """
@@ -38,10 +38,11 @@ from control_plane import (REPO_ROOT, ControlPlane, Process, find_etcd, find_k8s
                            wait_until, write_kubeconfig)
 from allocation_checks import AllocationChecks  # noqa: E402
 from kube import ALLOCATION_ANNOTATION, GPU_MEMORY_MIB, GPUS_ANNOTATION, Kube, gpu_pod  # noqa: E402
+import monitoring_check  # noqa: E402
 import rbac_audit  # noqa: E402
 
 POOL_LABEL = "gpusched-e2e/pool"
-EXTENDER_USER = "system:serviceaccount:kube-system:gpusched-extender"  # deploy/rbac.yaml
+EXTENDER_USER = "system:serviceaccount:kube-system:gpusched-extender"  # deploy/base/extender/rbac.yaml
 PATH_PREFIX = "/scheduler"
 SHARE = {"gpusched.io/gpu": 1, "gpusched.io/gpu-memory": 20000, "gpusched.io/gpu-core": 30}
 BIND_TIMEOUT = 30
@@ -271,9 +272,9 @@ class ExtenderE2E(AllocationChecks, unittest.TestCase):
             cls.kube.ensure_service_account("default")
             kubeconfig = cls.cp.kubeconfig
             if not os.environ.get("GPUSCHED_E2E_EXTENDER_ADMIN"):
-                # Run the extender with exactly deploy/rbac.yaml's permissions: a client certificate for the
+                # Run the extender with exactly deploy/base/extender/rbac.yaml's permissions: a client certificate for the
                 # ServiceAccount's user name, which that file's ClusterRoleBinding names.
-                with open(os.path.join(REPO_ROOT, "deploy", "rbac.yaml")) as f:
+                with open(os.path.join(REPO_ROOT, "deploy", "base", "extender", "rbac.yaml")) as f:
                     cls.kube.apply_yaml(f.read())
                 crt, key = cls.cp.pki.client_cert("extender", f"/CN={EXTENDER_USER}")
                 kubeconfig = write_kubeconfig(os.path.join(cls.cp.dir, "extender.kubeconfig"), cls.cp.server,
@@ -291,7 +292,7 @@ class ExtenderE2E(AllocationChecks, unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        # deploy/rbac.yaml grants exactly the verbs the extender used in this suite (rbac_audit.py).
+        # deploy/base/extender/rbac.yaml grants exactly the verbs the extender used in this suite (rbac_audit.py).
         if not os.environ.get("GPUSCHED_E2E_EXTENDER_ADMIN"):
             try:
                 rbac_audit.check_component(cls.kube, cls.cp.audit_log, rbac_audit.EXTENDER, log=log)
@@ -480,11 +481,22 @@ class ExtenderE2E(AllocationChecks, unittest.TestCase):
     # -- tests ------------------------------------------------------------------------------------------------
 
     @dump_logs_on_failure
-    def test_0_deploy_manifests(self):
-        """deploy/extender.yaml passes the apiserver's validation (server-side dry run)."""
-        with open(os.path.join(REPO_ROOT, "deploy", "extender.yaml")) as f:
-            objs = self.kube.apply_yaml(f.read(), dry_run=True)
-        self.assertEqual(sorted(o["kind"] for o in objs), ["ConfigMap", "DaemonSet"])
+    def test_0_metrics_and_version(self):
+        """/metrics passes `promtool check metrics` (Prometheus's naming rules); /version names the release."""
+        for path in ("/metrics", "/version"):
+            conn = self.ext.connection(timeout=5)
+            try:
+                conn.request("GET", path)
+                r = conn.getresponse()
+                body = r.read().decode()
+            finally:
+                conn.close()
+            self.assertEqual(r.status, 200, body[:300])
+            if path == "/metrics":
+                self.assertIn("gpusched_extender_http_requests_total", body)
+                self.assertEqual(monitoring_check.promtool_check_metrics(body), [])
+            else:
+                self.assertRegex(json.loads(body)["version"], r"^\d+\.\d+\.\d+$")
 
     @dump_logs_on_failure
     def test_1_share(self):

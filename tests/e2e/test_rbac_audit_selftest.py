@@ -29,8 +29,13 @@ def _load_check_rbac():
 check_rbac = _load_check_rbac()
 
 
+# Each component's manifest in deploy/base, by its file name.
+DEPLOY_FILES = {"rbac.yaml": "deploy/base/extender/rbac.yaml", "agent.yaml": "deploy/base/agent/agent.yaml",
+                "scheduler.yaml": "deploy/base/scheduler/scheduler.yaml", "webhook.yaml": "deploy/base/webhook/webhook.yaml"}
+
+
 def deploy_docs(name):
-    with open(os.path.join(REPO_ROOT, "deploy", name)) as f:
+    with open(os.path.join(REPO_ROOT, DEPLOY_FILES[name])) as f:
         return [d for d in check_rbac.load_all(f.read()) if isinstance(d, dict)]
 
 
@@ -161,7 +166,7 @@ class CompareTest(unittest.TestCase):
         self.assertEqual(roles_from(deploy_docs("scheduler.yaml"), rbac_audit.EXTENDER), [])
         self.assertEqual(roles_from(deploy_docs("agent.yaml"), rbac_audit.EXTENDER), [])
         self.assertEqual(roles_from(deploy_docs("webhook.yaml"),
-                                    rbac_audit.Component("gpusched-webhook", "kube-system", "deploy/webhook.yaml")),
+                                    rbac_audit.Component("gpusched-webhook", "kube-system", "deploy/base/webhook/webhook.yaml")),
                          [], "the webhook calls no API and gets no role")
 
     def test_allow_list_names_grants_of_deploy(self):

@@ -1,13 +1,13 @@
 """End-to-end: `gpusched scheduler`, gpusched's own scheduler, schedules GPU pods against a real kube-apiserver.
 
 Runs etcd and kube-apiserver on loopback without kube-scheduler (control_plane.py, kube_scheduler=False), fake GPU
-nodes (Node objects) and `$GPUSCHED_BIN scheduler` with deploy/scheduler.yaml's configuration (the ConfigMap's
+nodes (Node objects) and `$GPUSCHED_BIN scheduler` with deploy/base/scheduler/scheduler.yaml's configuration (the ConfigMap's
 file, with the listen address and shorter lease timings replaced) and exactly that file's RBAC permissions (a client
 certificate for the ServiceAccount's user name; rbac_audit.py compares them with the requests it made at the end).
 Every pod has spec.schedulerName gpusched; each test has its own pool of nodes (label gpusched-e2e/pool, matched by
 the pods' nodeSelector), so tests do not depend on each other's deletions.
 
-  0. deploy/scheduler.yaml passes the apiserver's validation (server-side dry run).
+  0. deploy/base/scheduler/scheduler.yaml passes the apiserver's validation (server-side dry run).
   1. fractional sharing: three 30% / 20000 MiB pods share one GPU, each with an allocation and a Scheduled event.
   2. priority: with no node, a low- and a high-priority pod both fail (FailedScheduling, PodScheduled=False
      Unschedulable); a node with one GPU appears: the high one binds, the low one stays pending.
@@ -27,7 +27,7 @@ After every test, audit() checks every pod of the cluster (allocations valid and
 ids, pods that did not fit still pending); tests 6 and 7 also count the bindings in kube-apiserver's audit log.
 
 Tests 6 and 7 stop the suite's scheduler (SIGTERM) and start it again afterwards. All replicas use the Lease name of
-deploy/scheduler.yaml (gpusched-scheduler): its Role grants get and update on that name only.
+deploy/base/scheduler/scheduler.yaml (gpusched-scheduler): its Role grants get and update on that name only.
 
 Environment:
   GPUSCHED_BIN        the gpusched binary (required; the tests skip without it or without its `scheduler` verb)
@@ -35,7 +35,7 @@ Environment:
   GPUSCHED_ETCD       etcd binary (else etcd on PATH)
   GPUSCHED_E2E_KEEP   keep the temporary directory (logs, certs, configs, audit log) after the run
   GPUSCHED_E2E_TMPDIR where to make that directory (default $TMPDIR or /tmp)
-  GPUSCHED_E2E_SCHEDULER_ADMIN  run the scheduler as cluster admin instead of with deploy/scheduler.yaml's RBAC
+  GPUSCHED_E2E_SCHEDULER_ADMIN  run the scheduler as cluster admin instead of with deploy/base/scheduler/scheduler.yaml's RBAC
   GPUSCHED_E2E_RBAC_PARTIAL     report RBAC grants left unused without failing (when running some tests only)
 
 Run: cd tests/e2e && GPUSCHED_BIN=... python3 -m unittest -v test_scheduler
@@ -62,20 +62,21 @@ from control_plane import (REPO_ROOT, ControlPlane, Process, find_etcd, find_k8s
                            wait_until, write_kubeconfig)
 from allocation_checks import AllocationChecks  # noqa: E402
 from kube import ALLOCATION_ANNOTATION, GPU_MEMORY_MIB, GPUS_ANNOTATION, Kube, KubeError, gpu_pod  # noqa: E402
+import monitoring_check  # noqa: E402
 import rbac_audit  # noqa: E402
 
 POOL_LABEL = "gpusched-e2e/pool"
 ZONE_LABEL = "gpusched-e2e/zone"
-SCHEDULER_NAME = "gpusched"  # deploy/scheduler.yaml's schedulerNames
+SCHEDULER_NAME = "gpusched"  # deploy/base/scheduler/scheduler.yaml's schedulerNames
 SHARE = {"gpusched.io/gpu": 1, "gpusched.io/gpu-memory": 20000, "gpusched.io/gpu-core": 30}
 WHOLE = {"nvidia.com/gpu": 1}
 BIND_TIMEOUT = 30
 FAIL_TIMEOUT = 30
 # Short lease timings so that a failover fits in a test (deploy/ has 15/10/2).
 LEASE_S, RENEW_S, RETRY_S = 4, 3, 1
-LEASE_NAME = "gpusched-scheduler"  # deploy/scheduler.yaml: its Role grants get and update on this name only
+LEASE_NAME = "gpusched-scheduler"  # deploy/base/scheduler/scheduler.yaml: its Role grants get and update on this name only
 LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{LEASE_NAME}"
-DEPLOY = os.path.join(REPO_ROOT, "deploy", "scheduler.yaml")
+DEPLOY = os.path.join(REPO_ROOT, "deploy", "base", "scheduler", "scheduler.yaml")
 ADMIN_ENV = "GPUSCHED_E2E_SCHEDULER_ADMIN"
 ADMIN_USER = "gpusched-e2e-admin"  # the CN of control_plane.Pki's admin certificate
 
@@ -108,23 +109,23 @@ def _skip_reason():
 SKIP_REASON = _skip_reason()
 
 
-# -- deploy/scheduler.yaml ------------------------------------------------------------------------------------------
+# -- deploy/base/scheduler/scheduler.yaml ------------------------------------------------------------------------------------------
 
 
 def deploy_documents():
-    """deploy/scheduler.yaml's documents (text), in file order."""
+    """deploy/base/scheduler/scheduler.yaml's documents (text), in file order."""
     with open(DEPLOY) as f:
         return [d for d in re.split(r"(?m)^---[ \t]*$", f.read()) if re.search(r"(?m)^kind:", d)]
 
 
 def deploy_scheduler_config():
-    """The scheduler's config file as the ConfigMap of deploy/scheduler.yaml holds it."""
+    """The scheduler's config file as the ConfigMap of deploy/base/scheduler/scheduler.yaml holds it."""
     cm = [d for d in deploy_documents() if re.search(r"(?m)^kind:[ \t]*ConfigMap[ \t]*$", d)]
     if len(cm) != 1:
-        raise AssertionError(f"deploy/scheduler.yaml: expected one ConfigMap, found {len(cm)}")
+        raise AssertionError(f"deploy/base/scheduler/scheduler.yaml: expected one ConfigMap, found {len(cm)}")
     m = re.search(r"(?m)^  scheduler\.yaml: \|\n((?:    .*\n|[ \t]*\n)+)", cm[0] + "\n")
     if not m:
-        raise AssertionError("deploy/scheduler.yaml: the ConfigMap has no `scheduler.yaml: |` block")
+        raise AssertionError("deploy/base/scheduler/scheduler.yaml: the ConfigMap has no `scheduler.yaml: |` block")
     return "".join(line[4:] + "\n" for line in m.group(1).splitlines())
 
 
@@ -142,7 +143,7 @@ def scheduler_config(port, leader_election=True):
     for pattern, repl in subs:
         text, n = re.subn(pattern, repl, text)
         if n != 1:
-            raise AssertionError(f"deploy/scheduler.yaml's config: expected one match of {pattern!r}, found {n}")
+            raise AssertionError(f"deploy/base/scheduler/scheduler.yaml's config: expected one match of {pattern!r}, found {n}")
     return text
 
 
@@ -373,7 +374,7 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
             cls.user = ADMIN_USER if cls.admin else rbac_audit.SCHEDULER.user
             kubeconfig = cls.cp.kubeconfig
             if not cls.admin:
-                # Exactly deploy/scheduler.yaml's permissions: its ServiceAccount, roles and bindings, and a client
+                # Exactly deploy/base/scheduler/scheduler.yaml's permissions: its ServiceAccount, roles and bindings, and a client
                 # certificate for the ServiceAccount's user name, which those bindings name.
                 rbac_audit.apply_rbac(cls.kube, rbac_audit.SCHEDULER.manifest)
                 crt, key = cls.cp.pki.client_cert("scheduler", f"/CN={cls.user}")
@@ -414,14 +415,14 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
                 if not (review.get("status") or {}).get("allowed"):
                     return False
             return True
-        wait_until(allowed, 30, interval=0.2, what="deploy/scheduler.yaml's RBAC to take effect")
+        wait_until(allowed, 30, interval=0.2, what="deploy/base/scheduler/scheduler.yaml's RBAC to take effect")
 
     @classmethod
     def tearDownClass(cls):
         # How many Events the pods that never fit collected (each attempt writes one).
         counts = {n: len(cls.kube.events_for(n, reason="FailedScheduling")) for n in cls.must_stay_pending}
         log(f"FailedScheduling events of the pods still pending: {counts}")
-        # deploy/scheduler.yaml grants exactly the verbs the scheduler used in this suite (rbac_audit.py).
+        # deploy/base/scheduler/scheduler.yaml grants exactly the verbs the scheduler used in this suite (rbac_audit.py).
         if not cls.admin:
             try:
                 rbac_audit.check_component(cls.kube, cls.cp.audit_log, rbac_audit.SCHEDULER, log=log)
@@ -677,14 +678,14 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
 
     @dump_logs_on_failure
     def test_0_deploy_manifest(self):
-        """deploy/scheduler.yaml passes the apiserver's validation (server-side dry run). The ServiceAccount, roles
+        """deploy/base/scheduler/scheduler.yaml passes the apiserver's validation (server-side dry run). The ServiceAccount, roles
         and bindings exist already (the suite applied them), so every object is dry-run under another name."""
         kinds = []
         for doc in deploy_documents():
             kind = re.search(r"(?m)^kind:[ \t]*(\S+)", doc).group(1)
             doc, n = re.subn(r"(?m)^(metadata:\n(?:[ ]{2}.*\n)*?[ ]{2}name:[ \t]*)(\S+)", r"\g<1>\g<2>-dry-run", doc,
                              count=1)
-            self.assertEqual(n, 1, f"no metadata.name in the {kind} of deploy/scheduler.yaml")
+            self.assertEqual(n, 1, f"no metadata.name in the {kind} of deploy/base/scheduler/scheduler.yaml")
             if kind == "PodDisruptionBudget" and self.cp.version < (1, 21):
                 # policy/v1 came in 1.21; the same spec as policy/v1beta1.
                 doc, n = re.subn(r"(?m)^apiVersion:[ \t]*policy/v1[ \t]*$", "apiVersion: policy/v1beta1", doc)
@@ -743,6 +744,12 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         self.assertGreaterEqual(sum(binds.values()), 3, binds)
         self.assertGreaterEqual(sum(attempts.values()), 3, attempts)
         self.assertEqual(leader, [1.0])
+        # Every scheduler metric the alerts and the dashboard of deploy/monitoring use is there, and the page passes
+        # `promtool check metrics`.
+        status, text = http_get(self.main.port, "/metrics", timeout=5)
+        self.assertEqual(status, 200)
+        self.assertEqual(monitoring_check.check_exposition(text, ["gpusched_scheduler_"]), [])
+        self.assertEqual(monitoring_check.promtool_check_metrics(text), [])
 
     @dump_logs_on_failure
     def test_2_priority_order(self):

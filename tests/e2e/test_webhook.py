@@ -1,13 +1,13 @@
 """End-to-end: `gpusched webhook` behind a real kube-apiserver (control_plane.py; admission webhooks are on by
 default since 1.9). The webhook runs on 127.0.0.1 with a serving certificate from the test PKI (IP SAN 127.0.0.1);
-the test registers deploy/webhook.yaml's MutatingWebhookConfiguration and ValidatingWebhookConfiguration changed
+the test registers deploy/base/webhook/webhook.yaml's MutatingWebhookConfiguration and ValidatingWebhookConfiguration changed
 only as that file documents for Kubernetes < 1.28 (matchConditions removed, failurePolicy Ignore) and pointed at
 that URL with the test CA as caBundle. Then, in namespace team-a (config: GPU pods there get schedulerName
 gpusched, so kube-scheduler leaves them alone):
   - alice (client certificate CN=alice, edit's verbs on pods in team-a) cannot create a pod with a forged
     gpusched.io/allocation, nor change or remove it on an existing pod by PATCH; the reason names the annotation
     and the user;
-  - the extender's identity (deploy/rbac.yaml's ServiceAccount, as a client certificate) may set it by PATCH and in a
+  - the extender's identity (deploy/base/extender/rbac.yaml's ServiceAccount, as a client certificate) may set it by PATCH and in a
     Binding; the cluster admin, not listed, may not bind with it;
   - gpu-core 150, exclusive and shared names mixed in a container, and a malformed model list are refused at
     admission with the reason;
@@ -16,7 +16,7 @@ gpusched, so kube-scheduler leaves them alone):
   - a pod without GPU resources is stored unchanged;
   - with the webhook stopped (SIGTERM, exit 0), a pod without GPU resources is still admitted (failurePolicy Ignore:
     the < 1.28 variant; on >= 1.28 matchConditions keep the API server from calling the webhook for it at all).
-Also a server-side dry run of deploy/webhook.yaml. Environment: as test_extender.py (GPUSCHED_BIN, GPUSCHED_K8S_BIN,
+Also a server-side dry run of deploy/base/webhook/webhook.yaml. Environment: as test_extender.py (GPUSCHED_BIN, GPUSCHED_K8S_BIN,
 GPUSCHED_ETCD, GPUSCHED_E2E_KEEP).
 """
 import base64
@@ -34,11 +34,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from control_plane import (REPO_ROOT, ControlPlane, Process, find_etcd, find_k8s_bin, free_port,  # noqa: E402
                            wait_until)
 from kube import ALLOCATION_ANNOTATION, Kube, KubeError, gpu_pod  # noqa: E402
+import monitoring_check  # noqa: E402
 
 NS = "team-a"
 ALICE = "alice"
-EXTENDER_USER = "system:serviceaccount:kube-system:gpusched-extender"  # deploy/rbac.yaml
-DEPLOY = os.path.join(REPO_ROOT, "deploy", "webhook.yaml")
+EXTENDER_USER = "system:serviceaccount:kube-system:gpusched-extender"  # deploy/base/extender/rbac.yaml
+DEPLOY = os.path.join(REPO_ROOT, "deploy", "base", "webhook", "webhook.yaml")
 ALLOCATION = json.dumps({"node": "wh-node-1", "id": 1, "containers": [{"name": "main", "gpus": [
     {"index": 0, "uuid": "GPU-wh-node-1-0", "milli": 300, "memory_mib": 20000, "exclusive": False}]}]})
 SHARE = {"gpusched.io/gpu": 1, "gpusched.io/gpu-core": 30, "gpusched.io/gpu-memory": 20000}
@@ -66,14 +67,14 @@ SKIP_REASON = _skip_reason()
 
 
 def deploy_documents():
-    """deploy/webhook.yaml's documents by kind."""
+    """deploy/base/webhook/webhook.yaml's documents by kind."""
     with open(DEPLOY) as f:
         docs = [d for d in re.split(r"(?m)^---\s*$", f.read()) if re.search(r"(?m)^kind:", d)]
     return {re.search(r"(?m)^kind:\s*(\S+)", d).group(1): d for d in docs}
 
 
 def pre_128_variant(doc, url, ca_bundle):
-    """A webhook configuration of deploy/webhook.yaml as its header tells clusters < 1.28 to change it (no
+    """A webhook configuration of deploy/base/webhook/webhook.yaml as its header tells clusters < 1.28 to change it (no
     matchConditions, failurePolicy Ignore), served at `url` instead of the Service."""
     subs = [(r"(?m)^  matchConditions:\n(?:(?:  - | {4,}).*\n?)*", ""),
             (r"(?m)^(  failurePolicy:) Fail$", r"\g<1> Ignore"),
@@ -82,7 +83,7 @@ def pre_128_variant(doc, url, ca_bundle):
     for pattern, repl in subs:
         doc, n = re.subn(pattern, repl, doc)
         if n != webhooks:
-            raise AssertionError(f"deploy/webhook.yaml: expected {webhooks} matches of {pattern!r}, found {n}")
+            raise AssertionError(f"deploy/base/webhook/webhook.yaml: expected {webhooks} matches of {pattern!r}, found {n}")
     return doc
 
 
@@ -98,8 +99,8 @@ class WebhookE2E(unittest.TestCase):
         cls.admin.ensure_namespace(NS)
         cls.admin.ensure_service_account("default", namespace=NS)
         cls.admin.create_gpu_node("wh-node-1", gpus=1)
-        # The extender's identity with exactly deploy/rbac.yaml's permissions; alice with `edit` in team-a.
-        with open(os.path.join(REPO_ROOT, "deploy", "rbac.yaml")) as f:
+        # The extender's identity with exactly deploy/base/extender/rbac.yaml's permissions; alice with `edit` in team-a.
+        with open(os.path.join(REPO_ROOT, "deploy", "base", "extender", "rbac.yaml")) as f:
             cls.admin.apply_yaml(f.read())
         # `edit` is an aggregated ClusterRole, filled by kube-controller-manager, which does not run here: give
         # alice edit's verbs on pods under another name.
@@ -129,7 +130,7 @@ class WebhookE2E(unittest.TestCase):
         cls.tls = ssl.create_default_context(cafile=cp.pki.ca_crt)
         wait_until(lambda: cls.https_get("/healthz")[0] == 200, 30, what="webhook /healthz", alive=[cls.webhook])
 
-        # deploy/webhook.yaml's configurations, as documented for clusters < 1.28, at the webhook's URL.
+        # deploy/base/webhook/webhook.yaml's configurations, as documented for clusters < 1.28, at the webhook's URL.
         with open(cp.pki.ca_crt, "rb") as f:
             ca_bundle = base64.b64encode(f.read()).decode()
         docs = deploy_documents()
@@ -274,6 +275,8 @@ class WebhookE2E(unittest.TestCase):
                             text)
         self.assertTrue(denied and int(denied.group(1)) > 0, text)
         self.assertTrue(patched and int(patched.group(1)) > 0, text)
+        self.assertEqual(monitoring_check.check_exposition(text, ["gpusched_webhook_"]), [])
+        self.assertEqual(monitoring_check.promtool_check_metrics(text), [])
 
     def test_9_an_outage_does_not_block_pods_without_gpus(self):
         self.webhook.stop()

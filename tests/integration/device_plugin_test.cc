@@ -266,9 +266,10 @@ class DevicePluginTest : public ::testing::Test {
   }
 
   // Plugin registered for all three resources and the kubelet holds a device list for each.
-  void StartBoth(FakeKubeletOptions k = {}) {
+  void StartBoth(FakeKubeletOptions k = {}) { StartBothWith(Options(), k); }
+  void StartBothWith(DevicePluginOptions o, FakeKubeletOptions k = {}) {
     StartKubelet(k);
-    StartPlugin(Options());
+    StartPlugin(std::move(o));
     ASSERT_TRUE(FakeKubelet::WaitFor(
         [&] {
           for (const char* r : {kGpu, kNvidia, kKeti}) {
@@ -816,6 +817,81 @@ TEST_F(ForgedAllocationTest, PreStartContainerRefusesAContainerOnAnotherPodsGpu)
   EXPECT_EQ(plugin_->refusals(), 1u);
 }
 
+// MPS limits are only worth handing out while the node's MPS control daemon answers: without it CUDA ignores them
+// and the container would get the whole GPU. Such a container is refused with the reason; exclusive GPUs need no
+// MPS and are handed out as always; once the daemon answers, shared containers are admitted again.
+TEST_F(DevicePluginTest, SharedContainersAreRefusedWhileTheMpsDaemonDoesNotAnswer) {
+  std::atomic<bool> mps_up{false};
+  DevicePluginOptions o = Options();
+  o.mps_daemon = [&mps_up] {
+    return mps_up ? common::Status::Ok() : common::Unavailable("nvidia-cuda-mps-control exited with 1");
+  };
+  StartBothWith(o);
+  const TestPod shared{.name = "shared", .containers = {{.gpus = {1}, .milli = 300, .mib = 20000, .exclusive = false}}};
+  const TestPod whole{.name = "whole", .containers = {{.resource = kNvidia, .gpus = {6}}}};
+  const TestPod later{.name = "later", .containers = {{.gpus = {2}, .milli = 500, .mib = 0, .exclusive = false}}};
+  for (const auto* p : {&shared, &whole, &later}) {
+    pods_.Put(p->Json());
+  }
+  auto a = kubelet_->AdmitPod(shared.Spec());
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("container main of pod default/shared shares GPU(s) " + Uuid(1) +
+                                              " with MPS limits (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30, "
+                                              "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=20000M)"));
+  EXPECT_THAT(a.status().message(), HasSubstr("the MPS control daemon of node " + std::string(kNode) +
+                                              " does not answer: nvidia-cuda-mps-control exited with 1"));
+  EXPECT_EQ(plugin_->allocations(), 0u);
+  EXPECT_EQ(plugin_->refusals(), 1u);
+  auto b = kubelet_->AdmitPod(whole.Spec());
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)[0].response.envs.at("NVIDIA_VISIBLE_DEVICES"), Uuid(6));
+  mps_up = true;
+  auto c = kubelet_->AdmitPod(later.Spec());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)[0].response.envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50");
+  EXPECT_EQ(plugin_->allocations(), 2u);
+}
+
+// --mps off: no MPS on the node; shared containers get their GPUs without caps (time slicing), and no pipe mount.
+TEST_F(DevicePluginTest, WithoutMpsSharedContainersGetTheirGpusAndNoLimits) {
+  DevicePluginOptions o = Options();
+  o.mps.enabled = false;
+  StartBothWith(o);
+  const TestPod shared{.name = "shared", .containers = {{.gpus = {4}, .milli = 300, .mib = 20000, .exclusive = false}}};
+  pods_.Put(shared.Json());
+  auto a = kubelet_->AdmitPod(shared.Spec());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)[0].response.envs, (std::map<std::string, std::string>{{"NVIDIA_VISIBLE_DEVICES", Uuid(4)}}));
+  EXPECT_TRUE((*a)[0].response.mounts.empty());
+}
+
+// HAMi's mode: nvidia.com/gpu advertised as replicas per GPU, so that several pods asking for nvidia.com/gpu: 1 with
+// a memory or compute share fit one GPU at the kubelet too; each gets the GPU its allocation names.
+TEST_F(DevicePluginTest, HamiModeSplitsEachGpuIntoReplicasOfNvidiaGpu) {
+  DevicePluginOptions o = Options();
+  o.nvidia_gpu_replicas = o.replicas;
+  StartBothWith(o);
+  auto nvidia = kubelet_->Devices(kNvidia);
+  ASSERT_EQ(nvidia->size(), 32u);
+  EXPECT_EQ((*nvidia)[0].id, Uuid(0) + "::0");
+  EXPECT_EQ((*nvidia)[5].id, Uuid(1) + "::1");
+  const TestPod first{
+      .name = "hami-1",
+      .containers = {{.resource = kNvidia, .gpus = {5}, .milli = 250, .mib = 8000, .exclusive = false}}};
+  const TestPod second{
+      .name = "hami-2",
+      .containers = {{.resource = kNvidia, .gpus = {5}, .milli = 250, .mib = 8000, .exclusive = false}}};
+  for (const auto* p : {&first, &second}) {
+    pods_.Put(p->Json());
+    auto a = kubelet_->AdmitPod(p->Spec());
+    ASSERT_TRUE(a.ok()) << p->name << ": " << a.status();
+    EXPECT_EQ((*a)[0].response.envs.at("NVIDIA_VISIBLE_DEVICES"), Uuid(5)) << p->name;
+    EXPECT_EQ((*a)[0].response.envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "25") << p->name;
+    ASSERT_EQ((*a)[0].device_ids.size(), 1u);
+    EXPECT_TRUE((*a)[0].device_ids[0].starts_with(Uuid(5) + "::")) << (*a)[0].device_ids[0];
+  }
+}
+
 TEST(DevicePluginOptionsTest, BadOptionsFailAtStart) {
   EXPECT_FALSE(ValidateOptions(DevicePluginOptions{}).ok());  // no node
   EXPECT_THAT(ValidateOptions(DevicePluginOptions{.node_name = "n", .resources = {"aliyun.com/gpu-mem"}}).message(),
@@ -825,6 +901,8 @@ TEST(DevicePluginOptionsTest, BadOptionsFailAtStart) {
   EXPECT_THAT(
       ValidateOptions(DevicePluginOptions{.node_name = "n", .plugin_dir = "/" + std::string(120, 'x')}).message(),
       HasSubstr("longer than"));
+  EXPECT_THAT(ValidateOptions(DevicePluginOptions{.node_name = "n", .nvidia_gpu_replicas = 0}).message(),
+              HasSubstr("nvidia_gpu_replicas must be 1..1000"));
   EXPECT_TRUE(ValidateOptions(DevicePluginOptions{.node_name = "n"}).ok());
   EXPECT_EQ(SocketName("gpusched", "gpusched.io/gpu"), "gpusched-gpusched-io-gpu.sock");
 }

@@ -521,4 +521,44 @@ TEST_F(ExtenderIntegrationTest, OnlyAllowedClientCertificatesReachTheVerbs) {
 }
 
 }  // namespace
+// healthListen: the kubelet's probes and Prometheus reach /healthz, /readyz and /metrics over plain HTTP while the
+// verbs stay behind client certificates; no verb answers there, whatever the method.
+TEST_F(ExtenderIntegrationTest, TheProbeListenerServesHealthAndMetricsButNoVerb) {
+  api_->UpsertNode(Node("n1", 1));
+  config_.tls_cert_file = pki_.server_cert_file;
+  config_.tls_key_file = pki_.server_key_file;
+  config_.tls_client_ca_file = pki_.ca_file;
+  config_.tls_allowed_client_names = {"gpusched"};
+  config_.health_host = "127.0.0.1";
+  config_.health_port = 0;
+  Extender e;
+  e.Start(kubeconfig_, config_);
+  ASSERT_GT(e.server->health_port(), 0);
+  ASSERT_NE(e.server->health_port(), e.server->port());
+  httplib::Client probe("127.0.0.1", e.server->health_port());
+  probe.set_read_timeout(3, 0);
+  for (const char* path : {"/healthz", "/readyz"}) {
+    auto r = probe.Get(path);
+    ASSERT_TRUE(r) << path << ": " << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200) << path << ": " << r->body;
+  }
+  auto m = probe.Get("/metrics");
+  ASSERT_TRUE(m) << httplib::to_string(m.error());
+  EXPECT_EQ(m->status, 200);
+  EXPECT_NE(m->body.find("gpusched_extender_"), std::string::npos);
+  const std::string body = json{{"Pod", Pod("probe", Share(20))}, {"Nodes", nullptr}, {"NodeNames", {"n1"}}}.dump();
+  for (const char* verb : {"filter", "prioritize", "bind", "preempt"}) {
+    auto r = probe.Post(std::string("/scheduler/") + verb, body, "application/json");
+    ASSERT_TRUE(r) << verb << ": " << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 404) << verb << ": " << r->body;
+  }
+  EXPECT_EQ(e.server->http()->stats().requests, 0U) << "nothing reached the verbs' listener";
+  // A busy port is a clear error at start, naming the key.
+  config_.health_port = e.server->health_port();
+  ext::ExtenderServer clash(*e.service, e.mirror, e.metrics, config_, nullptr);
+  const common::Status s = clash.Start();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("healthListen 127.0.0.1:" + std::to_string(config_.health_port)), std::string::npos) << s;
+}
+
 }  // namespace gpusched

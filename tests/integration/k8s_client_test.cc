@@ -931,6 +931,40 @@ TEST_F(K8sClientTest, WrongTokenIsUnauthenticated) {
   EXPECT_TRUE(MakeClient(config)->Get("/api/v1/nodes").ok());
 }
 
+// A kubeconfig exec plugin (as EKS, GKE and AKS use): its token authenticates; it runs once while the token is
+// good, and again after a 401 (here its first token is one the server does not accept).
+TEST_F(K8sClientTest, ExecPluginTokensAuthenticateAndAreRenewedAfterA401) {
+  StartServer("right-token");
+  const std::string runs = *dir_ + "/exec-runs";
+  const std::string plugin = *dir_ + "/exec-plugin";
+  std::ofstream(plugin) << "#!/bin/sh\n"
+                           "echo run >> '"
+                        << runs
+                        << "'\n"
+                           "n=$(wc -l < '"
+                        << runs
+                        << "')\n"
+                           "if [ \"$n\" -eq 1 ]; then t=stale-token; else t=right-token; fi\n"
+                           "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+                           "\"status\":{\"token\":\"%s\",\"expirationTimestamp\":\"2999-01-01T00:00:00Z\"}}' \"$t\"\n";
+  std::filesystem::permissions(plugin, std::filesystem::perms::owner_all);
+  ClientConfig config = Config();
+  config.exec = ExecPluginConfig{.api_version = "client.authentication.k8s.io/v1",
+                                 .command = plugin,
+                                 .source = "test kubeconfig: users[name=u].user.exec"};
+  auto client = MakeClient(config);
+  auto first = client->Get("/api/v1/nodes");
+  EXPECT_EQ(first.status().code(), StatusCode::kUnauthenticated) << first.status();
+  EXPECT_TRUE(client->Get("/api/v1/nodes").ok());
+  EXPECT_TRUE(client->Get("/api/v1/nodes").ok());
+  std::ifstream in(runs);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+  }
+  EXPECT_EQ(n, 2) << "the plugin runs once per token, not per request";
+}
+
 TEST_F(K8sClientTest, ConnectionRefusedIsUnavailable) {
   ClientConfig config = Config();
   server_->Stop();

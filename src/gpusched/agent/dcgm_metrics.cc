@@ -57,26 +57,29 @@ void AppendInt(std::string& out, int64_t v) {
   out.append(buf.data(), r.ptr);
 }
 
-// `gpu="0",UUID="GPU-..",...,` (with a trailing comma, which the format allows and we strip at the end).
-std::string GpuLabels(const ports::GpuSample& s, const DcgmRenderOptions& options) {
+// `gpu="0",UUID="GPU-..",...,` (with a trailing comma, which the format allows and we strip at the end). `dcgm`:
+// dcgm-exporter's label names (UUID, modelName, Hostname and/or hostname per the options); else Prometheus's
+// snake_case ones (uuid, model_name, hostname) for gpusched's own series.
+std::string GpuLabels(const ports::GpuSample& s, const DcgmRenderOptions& options, bool dcgm) {
   std::string out;
   out.reserve(192);
   out += "gpu=\"";
   AppendInt(out, s.index);
   out += "\",";
-  AppendLabel(out, "UUID", s.uuid.str());
+  AppendLabel(out, dcgm ? "UUID" : "uuid", s.uuid.str());
   if (!s.pci_bus_id.empty()) {
     AppendLabel(out, "pci_bus_id", s.pci_bus_id);
   }
   out += "device=\"nvidia";
   AppendInt(out, s.index);
   out += "\",";
-  AppendLabel(out, "modelName", s.name.empty() ? s.model : s.name);
+  AppendLabel(out, dcgm ? "modelName" : "model_name", s.name.empty() ? s.model : s.name);
   if (!options.hostname.empty()) {
-    if (options.hostname_labels == HostnameLabels::kBoth || options.hostname_labels == HostnameLabels::kLegacy) {
+    const bool both = options.hostname_labels == HostnameLabels::kBoth;
+    if (dcgm && (both || options.hostname_labels == HostnameLabels::kLegacy)) {
       AppendLabel(out, "Hostname", options.hostname);
     }
-    if (options.hostname_labels == HostnameLabels::kBoth || options.hostname_labels == HostnameLabels::kLowercase) {
+    if (!dcgm || both || options.hostname_labels == HostnameLabels::kLowercase) {
       AppendLabel(out, "hostname", options.hostname);
     }
   }
@@ -159,7 +162,7 @@ std::string RenderDcgmMetrics(std::span<const ports::GpuSample> samples, const P
   pods.reserve(samples.size());
   size_t lines_per_family = 0;
   for (const auto& s : samples) {
-    labels.push_back(GpuLabels(s, options));
+    labels.push_back(GpuLabels(s, options, /*dcgm=*/true));
     pods.push_back(PodSuffixes(s, attribution));
     lines_per_family += pods.back().size();
   }
@@ -186,21 +189,46 @@ std::string RenderDcgmMetrics(std::span<const ports::GpuSample> samples, const P
   if (samples.empty()) {
     return out;
   }
+  std::vector<std::string> own;
+  own.reserve(samples.size());
+  for (const auto& s : samples) {
+    own.push_back(GpuLabels(s, options, /*dcgm=*/false));
+  }
   AppendHeader(out, "gpusched_gpu_healthy", "1 when the GPU is healthy, 0 after a critical XID or when it is lost.");
   for (size_t i = 0; i < samples.size(); ++i) {
-    AppendLine(out, "gpusched_gpu_healthy", labels[i], "", samples[i].healthy ? 1 : 0);
+    AppendLine(out, "gpusched_gpu_healthy", own[i], "", samples[i].healthy ? 1 : 0);
   }
   AppendHeader(out, "gpusched_gpu_allocated_milli", "GPU compute gpusched has allocated to pods (1000 = one GPU).");
   for (size_t i = 0; i < samples.size(); ++i) {
     const auto it = allocations.find(samples[i].uuid);
-    AppendLine(out, "gpusched_gpu_allocated_milli", labels[i], "",
+    AppendLine(out, "gpusched_gpu_allocated_milli", own[i], "",
                it == allocations.end() ? 0 : static_cast<double>(it->second.milli.value()));
   }
   AppendHeader(out, "gpusched_gpu_allocated_memory_mib", "GPU memory gpusched has allocated to pods (in MiB).");
   for (size_t i = 0; i < samples.size(); ++i) {
     const auto it = allocations.find(samples[i].uuid);
-    AppendLine(out, "gpusched_gpu_allocated_memory_mib", labels[i], "",
+    AppendLine(out, "gpusched_gpu_allocated_memory_mib", own[i], "",
                it == allocations.end() ? 0 : static_cast<double>(it->second.memory.value()));
+  }
+  // Per container: the share its pod's allocation gives it on each GPU.
+  for (const bool memory : {false, true}) {
+    const std::string_view name = memory ? "gpusched_pod_gpu_allocated_memory_mib" : "gpusched_pod_gpu_allocated_milli";
+    AppendHeader(out, name,
+                 memory ? "GPU memory gpusched has allocated to a container (in MiB)."
+                        : "GPU compute gpusched has allocated to a container (1000 = one GPU).");
+    for (size_t i = 0; i < samples.size(); ++i) {
+      const auto it = allocations.find(samples[i].uuid);
+      if (it == allocations.end()) {
+        continue;
+      }
+      for (const PodShare& p : it->second.pods) {
+        std::string suffix;
+        AppendLabel(suffix, "namespace", p.ref.namespace_name);
+        AppendLabel(suffix, "pod", p.ref.pod);
+        AppendLabel(suffix, "container", p.ref.container);
+        AppendLine(out, name, own[i], suffix, static_cast<double>(memory ? p.memory.value() : p.milli.value()));
+      }
+    }
   }
   return out;
 }

@@ -9,7 +9,8 @@
 //   DCGM_FI_DEV_GPU_UTIL (%), DCGM_FI_DEV_MEM_COPY_UTIL (%), DCGM_FI_DEV_FB_FREE (MiB), DCGM_FI_DEV_FB_USED (MiB),
 //   DCGM_FI_DEV_XID_ERRORS (the last XID, 0 = none),
 //   gpusched_gpu_healthy (1/0), gpusched_gpu_allocated_milli (1000 = one GPU),
-//   gpusched_gpu_allocated_memory_mib.
+//   gpusched_gpu_allocated_memory_mib, and per container holding a share (for allocation by namespace and pod):
+//   gpusched_pod_gpu_allocated_milli, gpusched_pod_gpu_allocated_memory_mib.
 // A value the backend could not read (-1) leaves that GPU's line out of that family; a family with no line at all
 // is left out with its HELP and TYPE.
 //
@@ -25,7 +26,11 @@
 //   one series per pod, each carrying the GPU's full values, which is what dcgm-exporter does for
 //   time-sliced GPUs: `DCGM_FI_DEV_GPU_UTIL{pod="x"}` then answers "how busy is the GPU my pod is on" for every
 //   pod, but `sum by (pod)` over a shared GPU counts the GPU once per pod; use `max by (UUID)` for device totals.
-//   gpusched's own gauges are per GPU, never per pod, so they never double-count.
+//   gpusched_gpu_* are per GPU, never per pod, so they never double-count; gpusched_pod_gpu_* carry each
+//   container's own share, so `sum by (namespace)` is what a namespace holds.
+//   gpusched's own series use Prometheus's snake_case label names: gpu, uuid, pci_bus_id, device, model_name,
+//   hostname (and namespace, pod, container); only the DCGM_* series keep dcgm-exporter's UUID, modelName and
+//   Hostname, for the dashboards written for it.
 //
 // Label values are escaped per the format (\ -> \\, " -> \", newline -> \n). Values print as the shortest
 // decimal that reads back exactly; whole numbers print as integers ("1700000000", not "1.7e+09").
@@ -55,10 +60,18 @@ struct PodRef {
 // Which pods hold each GPU (from the kubelet PodResources API or the pods' allocation annotations).
 using PodAttribution = std::map<common::GpuUuid, std::vector<PodRef>>;
 
-// What gpusched has allocated on one GPU, summed over its pods.
+// One container's share of a GPU, from its pod's allocation annotation.
+struct PodShare {
+  PodRef ref;
+  common::MilliGpu milli{0};
+  common::MiB memory{0};
+};
+
+// What gpusched has allocated on one GPU, summed over its pods, and each container's share.
 struct GpuAllocated {
   common::MilliGpu milli{0};
   common::MiB memory{0};
+  std::vector<PodShare> pods;
 };
 using AllocationMap = std::map<common::GpuUuid, GpuAllocated>;
 

@@ -47,11 +47,19 @@ std::vector<std::string> Lines(const std::string& text) {
 
 TEST(DcgmMetricsTest, GoldenForOneGpu) {
   const std::vector<ports::GpuSample> samples = {Gpu(0)};
-  const std::string got =
-      RenderDcgmMetrics(samples, {}, {{GpuUuid("GPU-0"), {MilliGpu(300), MiB(20000)}}}, {.hostname = "node-1"});
+  const AllocationMap allocations = {
+      {GpuUuid("GPU-0"),
+       {MilliGpu(300),
+        MiB(20000),
+        {{.ref = {"ml", "train-0", "main"}, .milli = MilliGpu(300), .memory = MiB(20000)}}}}};
+  const std::string got = RenderDcgmMetrics(samples, {}, allocations, {.hostname = "node-1"});
   const std::string labels =
       R"(gpu="0",UUID="GPU-0",pci_bus_id="00000000:07:00.0",device="nvidia0",modelName="NVIDIA A100-SXM4-80GB",)"
       R"(Hostname="node-1",hostname="node-1")";
+  // gpusched's own series: Prometheus's snake_case names.
+  const std::string own =
+      R"(gpu="0",uuid="GPU-0",pci_bus_id="00000000:07:00.0",device="nvidia0",model_name="NVIDIA A100-SXM4-80GB",)"
+      R"(hostname="node-1")";
   const std::string want =
       "# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).\n"
       "# TYPE DCGM_FI_DEV_SM_CLOCK gauge\n"
@@ -101,17 +109,28 @@ TEST(DcgmMetricsTest, GoldenForOneGpu) {
       "# HELP gpusched_gpu_healthy 1 when the GPU is healthy, 0 after a critical XID or when it is lost.\n"
       "# TYPE gpusched_gpu_healthy gauge\n"
       "gpusched_gpu_healthy{" +
-      labels +
+      own +
       "} 1\n"
       "# HELP gpusched_gpu_allocated_milli GPU compute gpusched has allocated to pods (1000 = one GPU).\n"
       "# TYPE gpusched_gpu_allocated_milli gauge\n"
       "gpusched_gpu_allocated_milli{" +
-      labels +
+      own +
       "} 300\n"
       "# HELP gpusched_gpu_allocated_memory_mib GPU memory gpusched has allocated to pods (in MiB).\n"
       "# TYPE gpusched_gpu_allocated_memory_mib gauge\n"
       "gpusched_gpu_allocated_memory_mib{" +
-      labels + "} 20000\n";
+      own +
+      "} 20000\n"
+      "# HELP gpusched_pod_gpu_allocated_milli GPU compute gpusched has allocated to a container (1000 = one GPU).\n"
+      "# TYPE gpusched_pod_gpu_allocated_milli gauge\n"
+      "gpusched_pod_gpu_allocated_milli{" +
+      own +
+      R"(,namespace="ml",pod="train-0",container="main"} 300)"
+      "\n"
+      "# HELP gpusched_pod_gpu_allocated_memory_mib GPU memory gpusched has allocated to a container (in MiB).\n"
+      "# TYPE gpusched_pod_gpu_allocated_memory_mib gauge\n"
+      "gpusched_pod_gpu_allocated_memory_mib{" +
+      own + R"(,namespace="ml",pod="train-0",container="main"} 20000)" + "\n";
   EXPECT_EQ(got, want);
 }
 
@@ -131,9 +150,22 @@ TEST(DcgmMetricsTest, HostnameLabelChoices) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    const std::string got = RenderDcgmMetrics(samples, {}, {}, c.options);
-    EXPECT_EQ(got.find("Hostname=\"h\"") != std::string::npos, c.legacy);
-    EXPECT_EQ(got.find(",hostname=\"h\"") != std::string::npos, c.lowercase);
+    const std::vector<std::string> lines = Lines(RenderDcgmMetrics(samples, {}, {}, c.options));
+    const auto line_of = [&lines](std::string_view family) {
+      for (const auto& line : lines) {
+        if (line.starts_with(std::string(family) + "{")) {
+          return line;
+        }
+      }
+      return std::string();
+    };
+    // The choice applies to the DCGM_* series; gpusched's own carry `hostname` whenever there is one.
+    const std::string dcgm = line_of("DCGM_FI_DEV_SM_CLOCK");
+    EXPECT_EQ(dcgm.find("Hostname=\"h\"") != std::string::npos, c.legacy) << dcgm;
+    EXPECT_EQ(dcgm.find(",hostname=\"h\"") != std::string::npos, c.lowercase) << dcgm;
+    const std::string own = line_of("gpusched_gpu_healthy");
+    EXPECT_EQ(own.find(",hostname=\"h\"") != std::string::npos, !c.options.hostname.empty()) << own;
+    EXPECT_EQ(own.find("Hostname="), std::string::npos) << own;
   }
 }
 
@@ -167,7 +199,7 @@ TEST(DcgmMetricsTest, SharedGpuGetsOneSeriesPerPodAllocationsStayPerGpu) {
   for (const auto& line : Lines(got)) {
     util_lines += line.rfind("DCGM_FI_DEV_GPU_UTIL{", 0) == 0 ? 1 : 0;
     alloc_lines += line.rfind("gpusched_gpu_allocated_milli{", 0) == 0 ? 1 : 0;
-    if (line.rfind("gpusched_", 0) == 0) {
+    if (line.rfind("gpusched_gpu_", 0) == 0) {
       EXPECT_THAT(line, Not(HasSubstr("pod=")));
     }
   }

@@ -86,6 +86,10 @@ PodsOnNode SummarisePods(const std::vector<nlohmann::json>& pods, const std::str
         GpuAllocated& a = out.allocations[g.uuid];
         a.milli += g.milli;
         a.memory += g.memory;
+        a.pods.push_back(
+            PodShare{.ref = PodRef{.namespace_name = meta->namespace_, .pod = meta->name, .container = c.container},
+                     .milli = g.milli,
+                     .memory = g.memory});
       }
     }
   }

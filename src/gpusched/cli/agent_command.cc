@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpusched/adapters/deviceplugin/device_plugin.h"
+#include "gpusched/adapters/deviceplugin/mps_daemon.h"
 #include "gpusched/adapters/deviceplugin/pod_resources.h"
 #include "gpusched/adapters/deviceplugin/pod_source.h"
 #include "gpusched/adapters/extender/config.h"
@@ -58,6 +59,32 @@ class UnavailableInventory : public ports::DeviceInventory {
  private:
   common::Status why_;
 };
+
+// The device plugin's and the MPS daemon's state on /metrics.
+std::string DaemonMetrics(const dp::DevicePlugin* plugin, const dp::MpsDaemon* mps) {
+  std::string out;
+  auto metric = [&out](const char* name, const char* type, const char* help, uint64_t value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+           std::to_string(value) + "\n";
+  };
+  if (plugin != nullptr) {
+    metric("gpusched_agent_device_plugin_registered", "gauge",
+           "1 while every resource of the device plugin is registered with the kubelet.", plugin->registered() ? 1 : 0);
+    metric("gpusched_agent_device_plugin_allocations_total", "counter", "Containers the device plugin handed GPUs.",
+           plugin->allocations());
+    metric("gpusched_agent_device_plugin_refusals_total", "counter",
+           "Allocate and PreStartContainer calls the device plugin refused (forged or conflicting handoffs, no MPS "
+           "daemon).",
+           plugin->refusals());
+  }
+  if (mps != nullptr) {
+    metric("gpusched_agent_mps_daemon_up", "gauge", "1 while the node's MPS control daemon answers.",
+           mps->up() ? 1 : 0);
+    metric("gpusched_agent_mps_daemon_restarts_total", "counter",
+           "Times the agent started the MPS control daemon again after it stopped answering.", mps->restarts());
+  }
+  return out;
+}
 
 // The device plugin's pod reads: quorum reads of the API server, as its contract asks (not the informer cache).
 class ApiPodSource : public dp::PodSource {
@@ -141,7 +168,7 @@ class Attribution {
 }  // namespace
 
 int RunAgent(const AgentFlags& flags) {
-  common::SetLogLevel(flags.verbose ? common::LogLevel::kDebug : common::LogLevel::kInfo);
+  SetUpLogging(flags.log, flags.verbose, "agent");
   const std::string node = flags.node_name.empty() ? DefaultNodeName() : flags.node_name;
   std::string host;
   int port = 0;
@@ -174,6 +201,21 @@ int RunAgent(const AgentFlags& flags) {
   ports::DeviceInventory& devices = *inventory;
   Info("GPUs: " + devices.Describe() + "; node " + node);
 
+  // MPS: the daemon that enforces the limits the device plugin hands out (none without the device plugin).
+  const std::string mps_mode = !flags.mps.empty() ? flags.mps : (flags.fake_gpus.empty() ? "run" : "off");
+  std::unique_ptr<dp::MpsDaemon> mps;
+  if (!flags.standalone && mps_mode != "off") {
+    mps = std::make_unique<dp::MpsDaemon>(dp::MpsDaemonOptions{.control = flags.mps_control,
+                                                               .pipe_dir = flags.mps_pipe_dir,
+                                                               .log_dir = flags.mps_log_dir,
+                                                               .manage = mps_mode == "run"});
+    if (auto s = mps->Start(); !s.ok()) {
+      return Fail("--mps " + mps_mode + ": " + s.message());
+    }
+  } else if (!flags.standalone) {
+    Info("MPS off: containers on shared GPUs get no compute or memory caps (time slicing)");
+  }
+
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -188,7 +230,7 @@ int RunAgent(const AgentFlags& flags) {
   std::unique_ptr<dp::PodResourcesSource> pod_resources;
   std::unique_ptr<dp::DevicePlugin> plugin;
   if (!flags.standalone) {
-    auto config = k8s::ResolveClientConfig(flags.kubeconfig);
+    auto config = k8s::ResolveClientConfig(flags.kubeconfig, flags.context);
     if (!config.ok()) {
       return Fail(config.status().message() + " (or run with --standalone)");
     }
@@ -222,8 +264,26 @@ int RunAgent(const AgentFlags& flags) {
     pod_resources = dp::NewKubeletPodResources(flags.pod_resources_socket, milliseconds(5000));
     dp::DevicePluginOptions options{.node_name = node, .plugin_dir = flags.device_plugin_dir};
     options.replicas = flags.replicas;
+    options.resources = {"gpusched.io/gpu", "keti.com/mpsgpu"};
+    if (flags.device_plugin_mode == "nvidia" || flags.device_plugin_mode == "hami") {
+      options.resources.insert(options.resources.begin() + 1, "nvidia.com/gpu");
+    }
+    options.nvidia_gpu_replicas = flags.device_plugin_mode == "hami" ? flags.replicas : 1;
+    options.mps.enabled = mps != nullptr;
     options.mps.pipe_host_dir = flags.mps_pipe_dir;
     options.mps.pipe_container_dir = flags.mps_pipe_dir;
+    if (mps != nullptr) {
+      options.mps_daemon = [&mps] { return mps->Status(); };
+    }
+    Info("device plugin (" + flags.device_plugin_mode + " mode): " +
+         [&] {
+           std::string names;
+           for (const auto& r : options.resources) {
+             names += (names.empty() ? "" : ", ") + r + " x" + std::to_string(dp::ReplicasFor(options, r));
+           }
+           return names;
+         }() +
+         " per GPU; MPS " + mps_mode);
     options.sample_interval = milliseconds(0);  // the collector pushes its samples (OnSamples)
     plugin = std::make_unique<dp::DevicePlugin>(options, devices, *pod_source, *pod_resources);
     if (auto s = plugin->Start(); !s.ok()) {
@@ -265,15 +325,36 @@ int RunAgent(const AgentFlags& flags) {
     auto [pod_refs, allocations] = attribution.Get();
     std::string body = collector.RenderMetrics(pod_refs, allocations, node);
     body += net::RenderStats(server->stats(), "gpusched_agent");
+    body += DaemonMetrics(plugin.get(), mps.get());
     return net::HttpResponse{.content_type = "text/plain; version=0.0.4; charset=utf-8", .body = std::move(body)};
   });
+  // Ready: GPUs sampled, the device plugin registered with the kubelet, the MPS daemon answering (each when used).
+  server->Handle("GET", "/readyz", [&](net::HttpRequest&) {
+    std::string why;
+    if (const common::Status s = collector.last_error(); !s.ok()) {
+      why += "last GPU sample failed: " + s.message() + "; ";
+    }
+    if (plugin && !plugin->registered()) {
+      why += "device plugin not registered with the kubelet: " + plugin->last_error() + "; ";
+    }
+    if (mps) {
+      if (const common::Status s = mps->Status(); !s.ok()) {
+        why += "MPS control daemon not answering: " + s.message() + "; ";
+      }
+    }
+    if (!why.empty()) {
+      return net::HttpResponse{.status = 503, .body = why.substr(0, why.size() - 2) + "\n"};
+    }
+    return net::HttpResponse{.body = "ok\n"};
+  });
+  // Alive: the server answers (200 whatever the GPUs do: a restart fixes neither a failed sample nor a missing
+  // kubelet); the body says what is degraded. /readyz is the one that fails.
   server->Handle("GET", "/healthz", [&](net::HttpRequest&) {
     net::HttpResponse res;
     const common::Status s = collector.last_error();
     std::string body = std::string(s.ok() ? "ok" : "degraded") + ": " + collector.Describe();
     if (!s.ok()) {
       body += "; last sample failed: " + s.message();
-      res.status = 503;
     }
     if (plugin && !plugin->registered()) {
       body += "; device plugin not registered: " + plugin->last_error();

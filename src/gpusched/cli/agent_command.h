@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "gpusched/cli/logging.h"
+
 namespace gpusched::cli {
 
 struct AgentFlags {
@@ -20,8 +22,19 @@ struct AgentFlags {
   std::string device_plugin_dir = "/var/lib/kubelet/device-plugins";
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   int replicas = 10;
+  // Which resources the device plugin serves: "gpusched" (gpusched.io/gpu, keti.com/mpsgpu), "nvidia" (also
+  // nvidia.com/gpu, one device per GPU: replaces the NVIDIA device plugin), "hami" (also nvidia.com/gpu with
+  // `replicas` devices per GPU: replaces HAMi's device plugin).
+  std::string device_plugin_mode = "gpusched";
+  // "run": start and supervise nvidia-cuda-mps-control; "external": only check it; "off": no MPS limits at all.
+  // Empty: "run" with NVML, "off" with --fake-gpus.
+  std::string mps;
+  std::string mps_control = "nvidia-cuda-mps-control";
   std::string mps_pipe_dir = "/tmp/nvidia-mps";
+  std::string mps_log_dir = "/var/log/nvidia-mps";
   bool verbose = false;
+  LogFlags log;
+  std::string context;  // kubeconfig context (--context); empty: current-context
 };
 
 // Runs until SIGINT or SIGTERM; returns the process exit code.

@@ -118,7 +118,7 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_model) {
-  common::SetLogLevel(flags.verbose ? common::LogLevel::kDebug : common::LogLevel::kInfo);
+  SetUpLogging(flags.log, flags.verbose, "extender");
   TuneAllocatorForLists();
   ext::ExtenderConfig config;
   if (!flags.config.empty()) {
@@ -164,7 +164,7 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
                     (used ? "" : " (used only by pods that ask for gpusched.io/policy: interference-aware)"));
   }
   const std::string kubeconfig = !flags.kubeconfig.empty() ? flags.kubeconfig : config.kubeconfig;
-  auto client_config = k8s::ResolveClientConfig(kubeconfig);
+  auto client_config = k8s::ResolveClientConfig(kubeconfig, flags.context);
   if (!client_config.ok()) {
     return Fail(client_config.status().message());
   }
@@ -277,9 +277,12 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
     election = std::make_unique<ElectionLoop>(
         *elector, "gpusched extender", [&metrics](bool leads, uint64_t became) { metrics.SetLeader(leads, became); });
   }
-  common::Log(common::LogLevel::kInfo, "gpusched extender: serving on " + config.host + ":" +
-                                           std::to_string(server.port()) + config.path_prefix + " (policy " +
-                                           config.policy + ")");
+  common::Log(common::LogLevel::kInfo,
+              "gpusched extender: serving on " + config.host + ":" + std::to_string(server.port()) +
+                  config.path_prefix + " (policy " + config.policy + ")" +
+                  (config.health_host.empty() ? std::string()
+                                              : "; probes and /metrics also on " + config.health_host + ":" +
+                                                    std::to_string(server.health_port())));
   // The main thread waits for a signal, and once a second forgets assumed allocations whose time ran out.
   int sig = 0;
   const timespec tick{.tv_sec = 1, .tv_nsec = 0};

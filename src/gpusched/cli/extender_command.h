@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "gpusched/cli/logging.h"
 #include "gpusched/common/status.h"
 #include "gpusched/ports/slowdown_model.h"
 
@@ -19,6 +20,8 @@ struct ExtenderFlags {
   // The slowdown model file (`gpusched interference train`); given, it turns the config's interference.enabled on.
   std::string interference_model;
   bool verbose = false;
+  LogFlags log;
+  std::string context;  // kubeconfig context (--context); empty: current-context
 };
 
 // Reads a slowdown model file. Injected so that this command does not depend on how the model is stored.

@@ -34,7 +34,9 @@ int main(int argc, char** argv) {
                   "kubeconfig (default: the config's, then $KUBECONFIG, in-cluster, ~/.kube/config)");
   ext->add_option("--listen", extender.listen, "host:port, overrides the config");
   ext->add_option("--policy", extender.policy, "Placement policy, overrides the config. Known: " + policies);
-  ext->add_flag("-v,--verbose", extender.verbose, "Debug logging");
+  ext->add_flag("-v,--verbose", extender.verbose, "Debug logging (--v=4)");
+  ext->add_option("--context", extender.context, "kubeconfig context to use (default: its current-context)");
+  gpusched::cli::AddLogFlags(*ext, extender.log);
   ext->add_option("--interference-model", extender.interference_model,
                   "Slowdown model file from `gpusched interference train` (for the interference-aware policy)");
   ext->callback([&extender, &exit_code] {
@@ -56,7 +58,7 @@ int main(int argc, char** argv) {
   ag->add_option("--fake-gpus", agent.fake_gpus,
                  "Fake GPUs instead of NVML: 4xA100-80GB, 2xH100-80GB,1xT4, or a YAML file");
   ag->add_option("--nvml-library", agent.nvml_library, "NVML library to dlopen")->capture_default_str();
-  ag->add_option("--listen", agent.listen, "host:port for /metrics and /healthz")->capture_default_str();
+  ag->add_option("--listen", agent.listen, "host:port for /metrics, /healthz and /readyz")->capture_default_str();
   ag->add_flag("--standalone", agent.standalone, "No kubelet and no API server: serve /metrics and /healthz only");
   ag->add_option("--node-name", agent.node_name, "This node's name (default $NODE_NAME, else the host name)");
   ag->add_option("--kubeconfig", agent.kubeconfig, "kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config)");
@@ -67,10 +69,30 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   ag->add_option("--pod-resources-socket", agent.pod_resources_socket, "kubelet PodResources socket")
       ->capture_default_str();
-  ag->add_option("--replicas", agent.replicas, "gpusched.io/gpu devices per GPU")->capture_default_str();
+  ag->add_option("--replicas", agent.replicas,
+                 "Devices per GPU for gpusched.io/gpu and keti.com/mpsgpu (and nvidia.com/gpu in hami mode): how many "
+                 "pods may share one GPU; published in the node's inventory")
+      ->capture_default_str();
+  ag->add_option("--device-plugin-mode", agent.device_plugin_mode,
+                 "Resources the device plugin serves: gpusched (gpusched.io/gpu, keti.com/mpsgpu; beside the NVIDIA "
+                 "device plugin), nvidia (also nvidia.com/gpu, one device per GPU: replaces the NVIDIA device plugin), "
+                 "hami (also nvidia.com/gpu split into --replicas devices per GPU: replaces HAMi's)")
+      ->check(CLI::IsMember({"gpusched", "nvidia", "hami"}))
+      ->capture_default_str();
+  ag->add_option("--mps", agent.mps,
+                 "MPS control daemon: run (start nvidia-cuda-mps-control and restart it when it dies), external "
+                 "(someone else runs it; only check it), off (no MPS: shared GPUs get no compute or memory caps). "
+                 "With run or external, a container with MPS limits is refused while the daemon does not answer. "
+                 "Default: run with NVML, off with --fake-gpus")
+      ->check(CLI::IsMember({"run", "external", "off"}));
+  ag->add_option("--mps-control", agent.mps_control, "The MPS control binary (a path, or a name on PATH)")
+      ->capture_default_str();
   ag->add_option("--mps-pipe-dir", agent.mps_pipe_dir, "MPS pipe directory mounted into containers")
       ->capture_default_str();
-  ag->add_flag("-v,--verbose", agent.verbose, "Debug logging");
+  ag->add_option("--mps-log-dir", agent.mps_log_dir, "MPS log directory (--mps run)")->capture_default_str();
+  ag->add_flag("-v,--verbose", agent.verbose, "Debug logging (--v=4)");
+  ag->add_option("--context", agent.context, "kubeconfig context to use (default: its current-context)");
+  gpusched::cli::AddLogFlags(*ag, agent.log);
   ag->callback([&agent, &exit_code] { exit_code = gpusched::cli::RunAgent(agent); });
 
   gpusched::cli::SchedulerFlags scheduler;

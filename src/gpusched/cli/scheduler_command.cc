@@ -67,12 +67,14 @@ void AddSchedulerCommand(CLI::App& app, SchedulerFlags& flags, int& exit_code) {
                   "kubeconfig (default: the config's, then $KUBECONFIG, in-cluster, ~/.kube/config)");
   cmd->add_option("--listen", flags.listen, "host:port of /healthz, /readyz and /metrics; overrides the config");
   cmd->add_option("--policy", flags.policy, "Placement policy, overrides the config. Known: " + policies);
-  cmd->add_flag("-v,--verbose", flags.verbose, "Debug logging");
+  cmd->add_flag("-v,--verbose", flags.verbose, "Debug logging (--v=4)");
+  cmd->add_option("--context", flags.context, "kubeconfig context to use (default: its current-context)");
+  AddLogFlags(*cmd, flags.log);
   cmd->callback([&flags, &exit_code] { exit_code = RunScheduler(flags); });
 }
 
 int RunScheduler(const SchedulerFlags& flags) {
-  common::SetLogLevel(flags.verbose ? common::LogLevel::kDebug : common::LogLevel::kInfo);
+  SetUpLogging(flags.log, flags.verbose, "scheduler");
   TuneAllocatorForLists();
   scheduler::SchedulerConfig config;
   if (!flags.config.empty()) {
@@ -90,7 +92,8 @@ int RunScheduler(const SchedulerFlags& flags) {
   if (!flags.policy.empty()) {
     config.policy = flags.policy;
   }
-  auto client_config = k8s::ResolveClientConfig(!flags.kubeconfig.empty() ? flags.kubeconfig : config.kubeconfig);
+  auto client_config =
+      k8s::ResolveClientConfig(!flags.kubeconfig.empty() ? flags.kubeconfig : config.kubeconfig, flags.context);
   if (!client_config.ok()) {
     return Fail(client_config.status().message());
   }

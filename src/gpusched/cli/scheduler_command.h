@@ -14,6 +14,7 @@
 // SIGINT or SIGTERM: scheduling stops, binds in flight finish, the lease is released, the process exits 0.
 
 #include <string>
+#include "gpusched/cli/logging.h"
 
 namespace CLI {
 class App;
@@ -27,6 +28,8 @@ struct SchedulerFlags {
   std::string listen;      // host:port, overrides the config's
   std::string policy;      // overrides the config's
   bool verbose = false;
+  LogFlags log;
+  std::string context;  // kubeconfig context (--context); empty: current-context
 };
 
 void AddSchedulerCommand(CLI::App& app, SchedulerFlags& flags, int& exit_code);

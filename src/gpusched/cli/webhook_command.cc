@@ -131,12 +131,13 @@ void AddWebhookCommand(CLI::App& app, WebhookFlags& flags, int& exit_code) {
   wh->add_option("--shutdown-delay", flags.shutdown_delay_s,
                  "Seconds to keep serving after SIGTERM, with /readyz at 503, so that callers move to other replicas")
       ->capture_default_str();
-  wh->add_flag("-v,--verbose", flags.verbose, "Debug logging (every patch)");
+  wh->add_flag("-v,--verbose", flags.verbose, "Debug logging, every patch (--v=4)");
+  AddLogFlags(*wh, flags.log);
   wh->callback([&flags, &exit_code] { exit_code = RunWebhook(flags); });
 }
 
 int RunWebhook(const WebhookFlags& flags) {
-  common::SetLogLevel(flags.verbose ? common::LogLevel::kDebug : common::LogLevel::kInfo);
+  SetUpLogging(flags.log, flags.verbose, "webhook");
   std::string host;
   int port = 0;
   if (auto s = adapters::extender::ParseListen(flags.listen, host, port); !s.ok()) {

@@ -16,6 +16,7 @@
 // and the process exits 0.
 
 #include <string>
+#include "gpusched/cli/logging.h"
 
 namespace CLI {
 class App;
@@ -30,6 +31,7 @@ struct WebhookFlags {
   std::string config;    // YAML (webhook/webhook_config.h); optional
   double shutdown_delay_s = 0;
   bool verbose = false;
+  LogFlags log;
 };
 
 void AddWebhookCommand(CLI::App& app, WebhookFlags& flags, int& exit_code);

@@ -428,6 +428,12 @@ class HttpServer::Impl {
   HttpResponse Dispatch(HttpRequest& req) {
     auto it = routes_.find({req.method, req.path});
     if (it == routes_.end()) {
+      if (req.method == "GET" && req.path == "/version") {
+        // Every daemon answers /version (its release), unless it serves the path itself.
+        return HttpResponse{
+            .content_type = "application/json",
+            .body = std::string(R"({"version":")") + GPUSCHED_VERSION + R"(","component":")" + options_.name + "\"}\n"};
+      }
       auto m = methods_.find(req.path);
       if (m == methods_.end()) {
         return HttpResponse{.status = 404, .body = "no such endpoint: " + req.path + "\n"};

@@ -189,6 +189,14 @@ TEST_F(HttpServerTest, RoutesAndMethods) {
   EXPECT_NE(m.find("Allow: POST"), std::string::npos) << m;
   EXPECT_EQ(StatusOf(Exchange(port, "GET /throw HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")), 500);
   EXPECT_EQ(StatusOf(Exchange(port, "GARBAGE\r\n\r\n")), 400);
+  // Every server answers GET /version with the release; other methods on it are unknown.
+  const std::string v = Exchange(port, "GET /version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(StatusOf(v), 200) << v;
+  EXPECT_NE(v.find(R"({"version":")" GPUSCHED_TEST_VERSION R"(","component":")"), std::string::npos) << v;
+  EXPECT_EQ(StatusOf(Exchange(port,
+                              "POST /version HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: "
+                              "close\r\n\r\n")),
+            404);
 }
 
 TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {

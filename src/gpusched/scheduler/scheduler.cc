@@ -663,9 +663,9 @@ void Scheduler::Bind(BindTask task) {
       std::lock_guard lock(mu_);
       ++stats_.binds_ok;
     }
-    Log(common::LogLevel::kDebug, "pod " + key + " bound to " + task.allocation.node.str() + " (" +
-                                      std::to_string(task.allocation.GpuCount()) + " GPU share(s), allocation " +
-                                      std::to_string(task.allocation.id) + ")");
+    Log(common::LogLevel::kInfo, "pod " + key + " bound to " + task.allocation.node.str() + " (" +
+                                     std::to_string(task.allocation.GpuCount()) + " GPU share(s), allocation " +
+                                     std::to_string(task.allocation.id) + ")");
     std::string message = "Successfully assigned " + key + " to " + task.allocation.node.str();
     if (!task.soft_fields.empty()) {
       message += " (not evaluated: " + Join(task.soft_fields) + ")";

@@ -9,6 +9,7 @@
 #include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>
 
+#include "gpusched/common/log.h"
 #include "gpusched/scheduler/scheduler.h"
 
 namespace gpusched::scheduler {
@@ -55,6 +56,7 @@ json PodJson(int i) {
 }
 
 void BM_ScheduleFractionalPods(benchmark::State& state, const char* policy) {
+  common::SetLogLevel(common::LogLevel::kWarn);  // every bind is logged at info: not part of what is measured
   constexpr int kNodes = 5000;
   if (state.max_iterations > 100000) {  // 5000 x 8 GPUs hold 120,000 such pods
     state.SkipWithError("more pods than the cluster holds; use a shorter --benchmark_min_time");

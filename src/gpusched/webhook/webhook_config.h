@@ -27,7 +27,8 @@
 
 namespace gpusched::webhook {
 
-// deploy/rbac.yaml's extender ServiceAccount, and the standalone scheduler's (deploy/ names it the same way).
+// deploy/base/extender/rbac.yaml's extender ServiceAccount, and the standalone scheduler's (deploy/ names it the same
+// way).
 inline constexpr std::string_view kExtenderUser = "system:serviceaccount:kube-system:gpusched-extender";
 inline constexpr std::string_view kSchedulerUser = "system:serviceaccount:kube-system:gpusched-scheduler";
 

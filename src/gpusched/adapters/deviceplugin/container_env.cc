@@ -39,7 +39,7 @@ ContainerEnv BuildContainerEnv(std::span<const core::GpuShare> gpus, const MpsOp
     }
   }
   out.envs[std::string(kEnvVisibleDevices)] = visible;
-  if (!shared) {
+  if (!shared || !options.enabled) {
     return out;
   }
   if (min_milli != std::numeric_limits<int64_t>::max()) {

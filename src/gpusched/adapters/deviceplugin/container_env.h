@@ -16,7 +16,8 @@
 //   CUDA_DEVICE_ORDER=PCI_BUS_ID       (NVML's host indices follow PCI bus order).
 //   CUDA_MPS_PIPE_DIRECTORY            the MPS pipe directory as the container sees it, plus a read-write mount of
 //                                      the host's pipe directory there (the control daemon runs on the host).
-// Exclusive GPUs get no MPS limits; a container whose GPUs are all exclusive gets NVIDIA_VISIBLE_DEVICES only.
+// Exclusive GPUs get no MPS limits; a container whose GPUs are all exclusive gets NVIDIA_VISIBLE_DEVICES only, and so
+// does every container when MpsOptions::enabled is false.
 
 #include <compare>
 #include <map>
@@ -35,6 +36,9 @@ inline constexpr std::string_view kEnvMpsPipeDirectory = "CUDA_MPS_PIPE_DIRECTOR
 inline constexpr std::string_view kEnvCudaDeviceOrder = "CUDA_DEVICE_ORDER";
 
 struct MpsOptions {
+  // false: no MPS on this node (`gpusched agent --mps off`): shared GPUs get NVIDIA_VISIBLE_DEVICES only, no caps
+  // (time slicing).
+  bool enabled = true;
   std::string pipe_host_dir = "/tmp/nvidia-mps";       // where the host's MPS control daemon has its pipes
   std::string pipe_container_dir = "/tmp/nvidia-mps";  // where the container sees them
 };

@@ -132,6 +132,10 @@ common::Status ValidateOptions(const DevicePluginOptions& o) {
     return common::InvalidArgument("device plugin: replicas must be 1.." + std::to_string(kMaxReplicas) + ", got " +
                                    std::to_string(o.replicas));
   }
+  if (o.nvidia_gpu_replicas < 1 || o.nvidia_gpu_replicas > kMaxReplicas) {
+    return common::InvalidArgument("device plugin: nvidia_gpu_replicas must be 1.." + std::to_string(kMaxReplicas) +
+                                   ", got " + std::to_string(o.nvidia_gpu_replicas));
+  }
   if (o.poll_interval.count() <= 0 || o.initial_backoff.count() <= 0 || o.max_backoff < o.initial_backoff ||
       o.rpc_timeout.count() <= 0 || o.sample_interval.count() < 0) {
     return common::InvalidArgument(
@@ -153,7 +157,7 @@ std::string SocketName(std::string_view prefix, std::string_view resource) {
 }
 
 int ReplicasFor(const DevicePluginOptions& options, std::string_view resource) {
-  return resource == "nvidia.com/gpu" ? 1 : options.replicas;
+  return resource == "nvidia.com/gpu" ? options.nvidia_gpu_replicas : options.replicas;
 }
 
 struct DevicePlugin::Impl {
@@ -446,6 +450,22 @@ common::Result<ContainerEnv> DevicePlugin::Impl::AllocateOne(const std::string& 
     uuids += (uuids.empty() ? "" : ",") + share.uuid.str();
   }
   ContainerEnv env = BuildContainerEnv(shares.gpus, options.mps);
+  if (options.mps_daemon && env.envs.contains(std::string(kEnvMpsPipeDirectory))) {
+    // MPS limits without a control daemon are silently ignored by CUDA: refuse rather than hand out a whole GPU.
+    if (common::Status daemon = options.mps_daemon(); !daemon.ok()) {
+      std::string limits;
+      for (const auto& key : {kEnvMpsThreadPercentage, kEnvMpsMemLimit}) {
+        if (auto it = env.envs.find(std::string(key)); it != env.envs.end()) {
+          limits += (limits.empty() ? "" : ", ") + it->first + "=" + it->second;
+        }
+      }
+      return common::FailedPrecondition("container " + container.name + " of pod " + pod.meta.Key() +
+                                        " shares GPU(s) " + uuids + " with MPS limits (" + limits +
+                                        "), but the MPS control daemon of node " + options.node_name +
+                                        " does not answer: " + daemon.message() +
+                                        "; the limits would not be enforced (gpusched agent --mps run starts it)");
+    }
+  }
   ledger.Record(HandoffLedger::Entry{.uid = pod.meta.uid,
                                      .pod_key = pod.meta.Key(),
                                      .container = container.name,

@@ -4,7 +4,7 @@
 // server per resource, each on its own unix socket in the device-plugin directory, registered with the kubelet:
 //
 //   gpusched.io/gpu   each GPU advertised as `replicas` devices "<uuid>::<k>" (device_ids.h)
-//   nvidia.com/gpu    one device per GPU, "<uuid>"
+//   nvidia.com/gpu    one device per GPU, "<uuid>" (or nvidia_gpu_replicas devices "<uuid>::<k>": HAMi's split)
 //   keti.com/mpsgpu   like gpusched.io/gpu (compatibility with KETI's MPS scheduler)
 //
 // ListAndWatch streams the device list and sends it again whenever it changes: health from the DeviceInventory
@@ -30,6 +30,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -56,8 +57,15 @@ struct DevicePluginOptions {
   // Our sockets: "<socket_prefix>-<resource with '/' and '.' as '-'>.sock" in plugin_dir.
   std::string socket_prefix = "gpusched";
   std::vector<std::string> resources = {"gpusched.io/gpu", "nvidia.com/gpu", "keti.com/mpsgpu"};
-  int replicas = 10;  // devices per GPU for gpusched.io/gpu and keti.com/mpsgpu (1..1000); nvidia.com/gpu has 1
+  int replicas = 10;  // devices per GPU for gpusched.io/gpu and keti.com/mpsgpu (1..1000)
+  // Devices per GPU for nvidia.com/gpu: 1 replaces the NVIDIA device plugin (whole GPUs); `replicas` is HAMi's split
+  // count (`gpusched agent --device-plugin-mode hami`).
+  int nvidia_gpu_replicas = 1;
   MpsOptions mps;
+  // Whether the node's MPS control daemon answers (MpsDaemon::Status). When set and a container's GPUs come with MPS
+  // limits, Allocate refuses the container while it returns an error: without the daemon the limits are not
+  // enforced. Null: not checked (mps.enabled = false hands out no limits at all).
+  std::function<common::Status()> mps_daemon;
   bool verify_pre_start = true;  // register with pre_start_required and check the handoff in PreStartContainer
   std::chrono::milliseconds poll_interval{1000};    // kubelet.sock check
   std::chrono::milliseconds sample_interval{1000};  // inventory sampling; 0 = only what OnSamples() pushes

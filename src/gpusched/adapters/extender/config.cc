@@ -136,25 +136,16 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
   if (!root.IsMap()) {
     return Bad(source, "the top level must be a mapping");
   }
-  static const std::set<std::string> kKeys = {"listen",
-                                              "pathPrefix",
-                                              "tls",
-                                              "weights",
-                                              "policy",
-                                              "resourceNames",
-                                              "maxBodyBytes",
-                                              "threads",
-                                              "readTimeoutSeconds",
-                                              "kubeconfig",
-                                              "metrics",
-                                              "loadAware",
-                                              "interference",
-                                              "maxConnections",
-                                              "idleTimeoutSeconds",
-                                              "schedulerNames",
-                                              "bindFilterWindowSeconds",
-                                              "leaderElection",
-                                              "gpushareMemoryUnit",
+  static const std::set<std::string> kKeys = {"listen",         "healthListen",
+                                              "pathPrefix",     "tls",
+                                              "weights",        "policy",
+                                              "resourceNames",  "maxBodyBytes",
+                                              "threads",        "readTimeoutSeconds",
+                                              "kubeconfig",     "metrics",
+                                              "loadAware",      "interference",
+                                              "maxConnections", "idleTimeoutSeconds",
+                                              "schedulerNames", "bindFilterWindowSeconds",
+                                              "leaderElection", "gpushareMemoryUnit",
                                               "geniusLabels"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
@@ -166,6 +157,11 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
       GPUSCHED_ASSIGN_OR_RETURN(listen, As<std::string>(v, source, key));
       if (auto s = ParseListen(listen, c.host, c.port); !s.ok()) {
         return Bad(source, s.message());
+      }
+    } else if (key == "healthListen") {
+      GPUSCHED_ASSIGN_OR_RETURN(listen, As<std::string>(v, source, key));
+      if (auto s = ParseListen(listen, c.health_host, c.health_port); !s.ok()) {
+        return Bad(source, "\"healthListen\": " + s.message());
       }
     } else if (key == "pathPrefix") {
       GPUSCHED_ASSIGN_OR_RETURN(prefix, As<std::string>(v, source, key));
@@ -474,6 +470,10 @@ common::Status ValidateExtenderConfig(const ExtenderConfig& config, const std::s
                              " is not loopback: only kube-scheduler may call the extender, so this needs " + missing +
                              " (client certificates; or listen on 127.0.0.1 beside kube-scheduler)");
     }
+  }
+  if (!config.health_host.empty() && config.health_port != 0 && config.health_port == config.port) {
+    return Bad(source, "\"healthListen\" and \"listen\" name the same port " + std::to_string(config.port) +
+                           ": the probe listener needs its own");
   }
   if (config.scheduler_names.empty()) {
     return Bad(source, "\"schedulerNames\" must name at least one scheduler (default: [default-scheduler])");

@@ -123,6 +123,11 @@ struct ExtenderConfig {
   std::string host = "127.0.0.1";
   int port = 12345;
   std::string path_prefix = "/scheduler";
+  // healthListen: a second, plain-HTTP listener with GET /healthz, /readyz and /metrics only (no verb, nothing that
+  // changes state), for kubelet probes and Prometheus when `listen` is loopback or needs client certificates.
+  // Empty host = none.
+  std::string health_host;
+  int health_port = 0;
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;                                    // tls.clientCAFile

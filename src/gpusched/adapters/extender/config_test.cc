@@ -127,6 +127,14 @@ TEST(ConfigTest, ListenOffLoopbackNeedsClientCertificates) {
        .yaml = "tls: {certFile: /s.crt, keyFile: /s.key, clientCAFile: /c, allowedClientNames: [\"\"]}",
        .want_error = "\"tls.allowedClientNames\" has an empty name"},
       {.name = "unknown tls key", .yaml = "tls: {caFile: /c}", .want_error = "unknown key \"tls.caFile\""},
+      // The probe listener serves no verb: plain HTTP on any address is fine.
+      {.name = "probes on all interfaces", .yaml = "healthListen: 0.0.0.0:10262", .want_error = ""},
+      {.name = "probes on a bad address",
+       .yaml = "healthListen: 10262",
+       .want_error = "\"healthListen\": listen address \"10262\" is not host:port"},
+      {.name = "probes on the verbs' port",
+       .yaml = "listen: 127.0.0.1:12345\nhealthListen: 0.0.0.0:12345",
+       .want_error = "\"healthListen\" and \"listen\" name the same port 12345"},
   };
   for (const auto& c : cases) {
     auto parsed = ParseExtenderConfig(c.yaml, "x.yaml");

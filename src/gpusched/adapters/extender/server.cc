@@ -56,8 +56,44 @@ common::Status ExtenderServer::Start() {
                   net::HandlerRuns::kInlineIfSmall);
   server_->Handle("POST", prefix + "/bind", verb("bind", &ExtenderService::Bind));
   server_->Handle("POST", prefix + "/preempt", verb("preempt", &ExtenderService::Preempt));
-  server_->Handle("GET", "/healthz", [](net::HttpRequest&) { return net::HttpResponse{.body = "ok\n"}; });
-  server_->Handle("GET", "/readyz", [this](net::HttpRequest&) {
+  HandleReadOnly(*server_);
+  if (auto s = server_->Start(); !s.ok()) {
+    return s;
+  }
+  port_ = server_->port();
+  if (!config_.health_host.empty()) {
+    // Probes and scrapes only: small bodies, few connections, no TLS (nothing here changes state).
+    auto health = net::HttpServer::Create(net::HttpServerOptions{
+        .host = config_.health_host,
+        .port = config_.health_port,
+        .threads = 2,
+        .limits =
+            net::HttpLimits{.max_body_bytes = 4096,
+                            .header_timeout = read_timeout,
+                            .body_timeout = read_timeout,
+                            .idle_timeout = std::chrono::milliseconds(int64_t{config_.idle_timeout_seconds} * 1000),
+                            .write_timeout = read_timeout,
+                            .max_connections = 64},
+        .name = "extender-health"});
+    if (!health.ok()) {
+      server_->Stop();
+      return health.status();
+    }
+    health_ = std::move(health).value();
+    HandleReadOnly(*health_);
+    if (auto s = health_->Start(); !s.ok()) {
+      server_->Stop();
+      return common::Status(s.code(), "healthListen " + config_.health_host + ":" +
+                                          std::to_string(config_.health_port) + ": " + s.message());
+    }
+    health_port_ = health_->port();
+  }
+  return common::Status::Ok();
+}
+
+void ExtenderServer::HandleReadOnly(net::HttpServer& server) {
+  server.Handle("GET", "/healthz", [](net::HttpRequest&) { return net::HttpResponse{.body = "ok\n"}; });
+  server.Handle("GET", "/readyz", [this](net::HttpRequest&) {
     const std::string why = readiness_ ? readiness_() : std::string();
     if (!why.empty()) {
       return net::HttpResponse{.status = 503, .body = why + "\n"};
@@ -65,19 +101,17 @@ common::Status ExtenderServer::Start() {
     const std::string degraded = degraded_ ? degraded_() : std::string();
     return net::HttpResponse{.body = degraded.empty() ? "ok\n" : "ok (degraded: " + degraded + ")\n"};
   });
-  server_->Handle("GET", "/metrics", [this](net::HttpRequest&) {
+  server.Handle("GET", "/metrics", [this](net::HttpRequest&) {
     std::string body = metrics_.Serialize(mirror_);
     body += net::RenderStats(server_->stats(), "gpusched_extender");
     return net::HttpResponse{.content_type = "text/plain; version=0.0.4", .body = std::move(body)};
   });
-  if (auto s = server_->Start(); !s.ok()) {
-    return s;
-  }
-  port_ = server_->port();
-  return common::Status::Ok();
 }
 
 void ExtenderServer::Stop() {
+  if (health_ != nullptr) {
+    health_->Stop();
+  }
   if (server_ != nullptr) {
     server_->Stop();
   }

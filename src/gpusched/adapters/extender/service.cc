@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "gpusched/adapters/extender/wire.h"
+#include "gpusched/common/log.h"
 #include "gpusched/kube/annotations.h"
 #include "gpusched/kube/objects.h"
 #include "gpusched/policy/registry.h"
@@ -592,6 +593,9 @@ Reply ExtenderService::Bind(std::string body) {
                                                       : ""))};
   }
   ConsumeFilter(args->pod_uid);
+  common::Log(common::LogLevel::kInfo,
+              "extender: pod " + key + " bound to " + args->node +
+                  (request.RequestsGpu() ? " (" + std::to_string(allocation.GpuCount()) + " GPU share(s))" : ""));
   if (request.RequestsGpu()) {
     auto lock = mirror_.WriteLock();
     if (mirror_.state().FindAllocation(request.uid) != nullptr && !mirror_.state().IsConfirmed(request.uid)) {

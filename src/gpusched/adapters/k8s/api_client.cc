@@ -16,7 +16,9 @@
 #include <utility>
 
 #include "gpusched/adapters/k8s/api_errors.h"
+#include "gpusched/adapters/k8s/exec_credential.h"
 #include "gpusched/adapters/k8s/json_prune.h"
+#include "gpusched/common/log.h"
 
 namespace gpusched::adapters::k8s {
 namespace {
@@ -29,6 +31,11 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxPooledHandles = 8;
 constexpr size_t kMaxErrorBody = 64 * 1024;
 constexpr auto kTokenRefresh = std::chrono::minutes(1);
+// Exec plugins: run again this long before the token expires; not more often than kExecRetry after a failure; and
+// each run may take kExecTimeout (cloud CLIs can be slow to start).
+constexpr auto kExecEarly = std::chrono::seconds(60);
+constexpr auto kExecRetry = std::chrono::seconds(5);
+constexpr auto kExecTimeout = std::chrono::milliseconds(30000);
 constexpr int kWatchPollMs = 100;
 
 struct HttpResponse {
@@ -253,8 +260,48 @@ struct ApiClient::Impl {
     }
   }
 
+  // Exec plugin state, GUARDED_BY(token_mu).
+  std::optional<std::chrono::system_clock::time_point> exec_expires;
+  bool exec_stale = false;
+  std::optional<Clock::time_point> exec_failed_at;
+  std::string exec_error;
+
+  // After a 401: the plugin's token may have been revoked before its expiry; run it again at the next request.
+  void OnUnauthorized() {
+    if (!config.exec.command.empty()) {
+      std::lock_guard<std::mutex> lock(token_mu);
+      exec_stale = true;
+    }
+  }
+
+  std::string ExecToken() {  // token_mu held
+    const auto now = std::chrono::system_clock::now();
+    const bool due = token.empty() || exec_stale || (exec_expires && now + kExecEarly >= *exec_expires);
+    if (!due || (exec_failed_at && Clock::now() - *exec_failed_at < kExecRetry)) {
+      return token;
+    }
+    auto cred = RunExecPlugin(config, kExecTimeout);
+    if (!cred.ok()) {
+      exec_failed_at = Clock::now();
+      if (cred.status().message() != exec_error) {
+        exec_error = cred.status().message();
+        common::Log(common::LogLevel::kError, "kubeconfig exec plugin: " + exec_error);
+      }
+      return token;  // the old one, if any: the server decides
+    }
+    token = std::move(cred->token);
+    exec_expires = cred->expires;
+    exec_stale = false;
+    exec_failed_at.reset();
+    exec_error.clear();
+    return token;
+  }
+
   std::string Token() {
     std::lock_guard<std::mutex> lock(token_mu);
+    if (!config.exec.command.empty()) {
+      return ExecToken();
+    }
     if (!config.token_file.empty() && (token.empty() || Clock::now() - token_read >= kTokenRefresh)) {
       std::ifstream in(config.token_file);
       if (in) {
@@ -354,6 +401,9 @@ struct ApiClient::Impl {
     }
     curl_easy_getinfo(h.get(), CURLINFO_RESPONSE_CODE, &response.code);
     Release(std::move(h));
+    if (response.code == 401) {
+      OnUnauthorized();
+    }
     return response;
   }
 
@@ -592,6 +642,9 @@ Result<WatchEnd> ApiClient::Watch(const std::string& path, const std::string& re
     return WatchEnd::kGone;
   }
   if (stream.http_code != 200) {
+    if (stream.http_code == 401) {
+      impl_->OnUnauthorized();
+    }
     return StatusFromHttp("GET", path + " (watch)", stream.http_code, stream.error_body);
   }
   if (!stream.pending.empty() && !stream.ProcessLine(stream.pending)) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -148,6 +149,77 @@ Result<std::string> DecodeBase64(const std::string& text) {
   return out;
 }
 
+namespace {
+
+// users[].user.exec: apiVersion, command, args, env [{name, value}], provideClusterInfo, interactiveMode,
+// installHint. gpusched runs plugins without a terminal: interactiveMode Always is refused.
+Result<ExecPluginConfig> ParseExecPlugin(const YAML::Node& node, const std::string& where,
+                                         const std::string& base_dir) {
+  if (!node.IsMap()) {
+    return InvalidArgument(where + " must be a mapping");
+  }
+  static const std::set<std::string> kKeys = {"apiVersion",         "command",         "args",       "env",
+                                              "provideClusterInfo", "interactiveMode", "installHint"};
+  for (const auto& kv : node) {
+    if (!kKeys.contains(kv.first.as<std::string>())) {
+      return InvalidArgument(where + ": unknown key '" + kv.first.as<std::string>() + "'");
+    }
+  }
+  ExecPluginConfig exec;
+  exec.source = where;
+  GPUSCHED_ASSIGN_OR_RETURN(api_version, Scalar(node, "apiVersion", where));
+  if (api_version != "client.authentication.k8s.io/v1" && api_version != "client.authentication.k8s.io/v1beta1") {
+    return InvalidArgument(where + ".apiVersion must be client.authentication.k8s.io/v1 or /v1beta1, got '" +
+                           api_version + "'");
+  }
+  exec.api_version = api_version;
+  GPUSCHED_ASSIGN_OR_RETURN(command, Scalar(node, "command", where));
+  if (command.empty()) {
+    return InvalidArgument(where + ": missing key 'command'");
+  }
+  // As kubectl: a command with a path separator is relative to the kubeconfig, a bare name is looked up on PATH.
+  exec.command = command.find('/') == std::string::npos ? command : ResolvePath(base_dir, command);
+  if (const YAML::Node& args = node["args"]; args.IsDefined() && !args.IsNull()) {
+    if (!args.IsSequence()) {
+      return InvalidArgument(where + ".args must be a list");
+    }
+    for (const auto& a : args) {
+      exec.args.push_back(a.as<std::string>());
+    }
+  }
+  if (const YAML::Node& env = node["env"]; env.IsDefined() && !env.IsNull()) {
+    if (!env.IsSequence()) {
+      return InvalidArgument(where + ".env must be a list of {name, value}");
+    }
+    for (const auto& e : env) {
+      if (!e.IsMap() || !e["name"].IsDefined() || !e["name"].IsScalar() || e["name"].Scalar().empty()) {
+        return InvalidArgument(where + ".env: every entry needs a name");
+      }
+      const YAML::Node& value = e["value"];
+      exec.env.emplace_back(e["name"].Scalar(), value.IsDefined() && value.IsScalar() ? value.Scalar() : "");
+    }
+  }
+  GPUSCHED_ASSIGN_OR_RETURN(provide, Scalar(node, "provideClusterInfo", where));
+  if (!provide.empty() && provide != "true" && provide != "false") {
+    return InvalidArgument(where + ".provideClusterInfo must be true or false, got '" + provide + "'");
+  }
+  exec.provide_cluster_info = provide == "true";
+  GPUSCHED_ASSIGN_OR_RETURN(interactive, Scalar(node, "interactiveMode", where));
+  if (interactive == "Always") {
+    return InvalidArgument(where +
+                           ".interactiveMode Always needs a terminal, which a daemon has not (use a plugin "
+                           "that works with Never or IfAvailable)");
+  }
+  if (!interactive.empty() && interactive != "Never" && interactive != "IfAvailable") {
+    return InvalidArgument(where + ".interactiveMode must be Never, IfAvailable or Always, got '" + interactive + "'");
+  }
+  GPUSCHED_ASSIGN_OR_RETURN(hint, Scalar(node, "installHint", where));
+  exec.install_hint = hint;
+  return exec;
+}
+
+}  // namespace
+
 Result<ClientConfig> ParseKubeconfig(const std::string& text, const std::string& source, const std::string& base_dir,
                                      const std::string& context) {
   YAML::Node root;
@@ -201,11 +273,15 @@ Result<ClientConfig> ParseKubeconfig(const std::string& text, const std::string&
     if (!user_name.empty()) {
       GPUSCHED_ASSIGN_OR_RETURN(user, FindNamed(root, "users", "user", user_name, source));
       const std::string us_where = source + ": users[name=" + user_name + "].user";
-      for (const char* unsupported : {"exec", "auth-provider", "username", "password"}) {
+      for (const char* unsupported : {"auth-provider", "username", "password"}) {
         if (user[unsupported].IsDefined()) {
           return InvalidArgument(us_where + "." + unsupported +
-                                 " is not supported (use a token, tokenFile or a client certificate)");
+                                 " is not supported (use a token, tokenFile, a client certificate or an exec plugin)");
         }
+      }
+      if (user["exec"].IsDefined()) {
+        GPUSCHED_ASSIGN_OR_RETURN(exec, ParseExecPlugin(user["exec"], us_where + ".exec", base_dir));
+        config.exec = std::move(exec);
       }
       GPUSCHED_ASSIGN_OR_RETURN(token, Scalar(user, "token", us_where));
       config.token = token;
@@ -268,16 +344,16 @@ Result<ClientConfig> InClusterConfig(const std::string& sa_dir) {
   return config;
 }
 
-Result<ClientConfig> ResolveClientConfig(const std::string& explicit_path) {
+Result<ClientConfig> ResolveClientConfig(const std::string& explicit_path, const std::string& context) {
   if (!explicit_path.empty()) {
-    return LoadKubeconfig(explicit_path);
+    return LoadKubeconfig(explicit_path, context);
   }
   std::vector<std::string> tried = {"--kubeconfig (not given)"};
   const std::string env = Env("KUBECONFIG");
   if (!env.empty()) {
     const std::string first = env.substr(0, env.find(':'));
     if (!first.empty()) {
-      auto config = LoadKubeconfig(first);
+      auto config = LoadKubeconfig(first, context);
       if (!config.ok()) {
         return Status(config.status().code(), "$KUBECONFIG: " + config.status().message());
       }
@@ -286,6 +362,10 @@ Result<ClientConfig> ResolveClientConfig(const std::string& explicit_path) {
   }
   tried.emplace_back("$KUBECONFIG (unset)");
   if (!Env("KUBERNETES_SERVICE_HOST").empty()) {
+    if (!context.empty()) {
+      return common::InvalidArgument("--context " + context +
+                                     ": the in-cluster configuration has no contexts (give --kubeconfig too)");
+    }
     return InClusterConfig();
   }
   tried.emplace_back("in-cluster (KUBERNETES_SERVICE_HOST unset)");
@@ -293,7 +373,7 @@ Result<ClientConfig> ResolveClientConfig(const std::string& explicit_path) {
   if (!home.empty()) {
     const std::string path = home + "/.kube/config";
     if (FileExists(path)) {
-      return LoadKubeconfig(path);
+      return LoadKubeconfig(path, context);
     }
     tried.push_back(path + " (not found)");
   } else {

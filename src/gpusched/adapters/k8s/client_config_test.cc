@@ -135,6 +135,36 @@ struct BadCase {
   std::string want;  // a substring of the error
 };
 
+// EKS-style: a plugin on PATH with args and env; GKE-style: provideClusterInfo; a relative path is the kubeconfig's.
+TEST(KubeconfigTest, ExecPlugins) {
+  TempDir dir;
+  const std::string eks = dir.Write(
+      "eks", Kubeconfig("    server: https://h:1\n",
+                        "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n      command: aws\n"
+                        "      args: [--region, eu-west-1, eks, get-token, --cluster-name, gpu]\n"
+                        "      env:\n      - {name: AWS_PROFILE, value: ml}\n      interactiveMode: IfAvailable\n"
+                        "      installHint: install the AWS CLI\n"));
+  auto config = LoadKubeconfig(eks);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->exec.api_version, "client.authentication.k8s.io/v1beta1");
+  EXPECT_EQ(config->exec.command, "aws");
+  EXPECT_EQ(config->exec.args,
+            (std::vector<std::string>{"--region", "eu-west-1", "eks", "get-token", "--cluster-name", "gpu"}));
+  EXPECT_EQ(config->exec.env, (std::vector<std::pair<std::string, std::string>>{{"AWS_PROFILE", "ml"}}));
+  EXPECT_FALSE(config->exec.provide_cluster_info);
+  EXPECT_EQ(config->exec.install_hint, "install the AWS CLI");
+  EXPECT_THAT(config->exec.source, HasSubstr(eks + ": users[name=u1].user.exec"));
+  EXPECT_TRUE(config->token.empty());
+  const std::string gke =
+      dir.Write("sub/gke", Kubeconfig("    server: https://h:1\n",
+                                      "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+                                      "      command: bin/gke-gcloud-auth-plugin\n      provideClusterInfo: true\n"));
+  config = LoadKubeconfig(gke);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->exec.command, dir.path() + "/sub/bin/gke-gcloud-auth-plugin");
+  EXPECT_TRUE(config->exec.provide_cluster_info);
+}
+
 TEST(KubeconfigTest, ErrorsNameTheFileAndTheKey) {
   const std::string ok_cluster = "    server: https://h:1\n";
   const std::vector<BadCase> cases = {
@@ -159,9 +189,25 @@ TEST(KubeconfigTest, ErrorsNameTheFileAndTheKey) {
       {.name = "cert without key",
        .text = Kubeconfig(ok_cluster, "    client-certificate-data: " + std::string(kCertB64) + "\n"),
        .want = "missing key 'client-key(-data)'"},
-      {.name = "exec plugin",
+      {.name = "exec plugin without apiVersion",
        .text = Kubeconfig(ok_cluster, "    exec:\n      command: aws\n"),
-       .want = "users[name=u1].user.exec is not supported"},
+       .want = "users[name=u1].user.exec.apiVersion must be client.authentication.k8s.io/v1 or /v1beta1"},
+      {.name = "exec plugin without command",
+       .text = Kubeconfig(ok_cluster, "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"),
+       .want = "users[name=u1].user.exec: missing key 'command'"},
+      {.name = "exec plugin that needs a terminal",
+       .text = Kubeconfig(ok_cluster,
+                          "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: login\n"
+                          "      interactiveMode: Always\n"),
+       .want = "interactiveMode Always needs a terminal"},
+      {.name = "exec plugin with a bad env entry",
+       .text = Kubeconfig(ok_cluster,
+                          "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: x\n"
+                          "      env: [{value: v}]\n"),
+       .want = "exec.env: every entry needs a name"},
+      {.name = "auth-provider",
+       .text = Kubeconfig(ok_cluster, "    auth-provider:\n      name: gcp\n"),
+       .want = "users[name=u1].user.auth-provider is not supported"},
       {.name = "bad bool",
        .text = Kubeconfig(ok_cluster + "    insecure-skip-tls-verify: maybe\n", "    token: t\n"),
        .want = "insecure-skip-tls-verify must be true or false"},
@@ -232,7 +278,28 @@ TEST(ResolveClientConfigTest, Order) {
     auto in_cluster = ResolveClientConfig("");  // in-cluster beats ~/.kube/config; the default sa dir is absent
     EXPECT_FALSE(in_cluster.ok());
     EXPECT_THAT(in_cluster.status().message(), HasSubstr("in-cluster"));
+    auto with_context = ResolveClientConfig("", "prod");
+    EXPECT_EQ(with_context.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(with_context.status().message(), HasSubstr("--context prod: the in-cluster configuration has no"));
   }
+}
+
+// --context picks a context of whichever kubeconfig applies.
+TEST(ResolveClientConfigTest, Context) {
+  TempDir dir;
+  const std::string both = dir.Write("both",
+                                     "apiVersion: v1\nkind: Config\ncurrent-context: main\n"
+                                     "clusters:\n- name: c1\n  cluster: {server: 'https://a:1'}\n"
+                                     "- name: c2\n  cluster: {server: 'https://b:2'}\n"
+                                     "users:\n- name: u1\n  user: {token: t}\n"
+                                     "contexts:\n- name: main\n  context: {cluster: c1, user: u1}\n"
+                                     "- name: other\n  context: {cluster: c2, user: u1}\n");
+  ScopedEnv host("KUBERNETES_SERVICE_HOST", nullptr);
+  EXPECT_EQ(ResolveClientConfig(both)->server, "https://a:1");
+  EXPECT_EQ(ResolveClientConfig(both, "other")->server, "https://b:2");
+  ScopedEnv kubeconfig("KUBECONFIG", both.c_str());
+  EXPECT_EQ(ResolveClientConfig("", "other")->server, "https://b:2");
+  EXPECT_THAT(ResolveClientConfig("", "nope").status().message(), HasSubstr("no entry named 'nope' in 'contexts'"));
 }
 
 TEST(Base64Test, Decodes) {

@@ -1,0 +1,58 @@
+#include "gpusched/cli/logging.h"
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "gpusched/common/log.h"
+
+namespace gpusched::cli {
+namespace {
+
+spdlog::level::level_enum ToSpdlog(common::LogLevel level) {
+  switch (level) {
+    case common::LogLevel::kDebug:
+      return spdlog::level::debug;
+    case common::LogLevel::kInfo:
+      return spdlog::level::info;
+    case common::LogLevel::kWarn:
+      return spdlog::level::warn;
+    case common::LogLevel::kError:
+      return spdlog::level::err;
+  }
+  return spdlog::level::info;
+}
+
+}  // namespace
+
+void AddLogFlags(CLI::App& cmd, LogFlags& flags) {
+  cmd.add_option("--v", flags.v, "Log verbosity as kube components take it: 0-3 info, 4 and above debug")
+      ->check(CLI::Range(0, 10));
+  cmd.add_option("--log-format", flags.format, "text (timestamp, level, message) or json (one object per line)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+}
+
+void SetUpLogging(const LogFlags& flags, bool verbose, std::string_view component) {
+  auto logger =
+      std::make_shared<spdlog::logger>(std::string(component), std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  const bool json = flags.format == "json";
+  // %v is the message; in JSON mode it arrives already encoded as a JSON string (quotes and escapes).
+  logger->set_pattern(json ? R"({"ts":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","component":"%n","msg":%v})"
+                           : "%Y-%m-%dT%H:%M:%S.%fZ %l %n: %v",
+                      spdlog::pattern_time_type::utc);
+  logger->set_level(spdlog::level::trace);  // common::Log filters by level before the sink
+  logger->flush_on(spdlog::level::trace);   // a daemon's log is read as it happens (and kill -9 loses nothing)
+  common::SetLogSink([logger, json](common::LogLevel level, std::string_view message) {
+    if (json) {
+      logger->log(ToSpdlog(level), "{}", nlohmann::json(std::string(message)).dump());
+    } else {
+      logger->log(ToSpdlog(level), "{}", message);
+    }
+  });
+  common::SetLogLevel(verbose || flags.v >= 4 ? common::LogLevel::kDebug : common::LogLevel::kInfo);
+}
+
+}  // namespace gpusched::cli

@@ -1,0 +1,25 @@
+#pragma once
+
+// How every daemon (agent, extender, scheduler, webhook) logs: through spdlog to stderr, one line per message with
+// an RFC 3339 UTC timestamp and the level, or one JSON object per line (--log-format json: ts, level, component,
+// msg) for log pipelines. Verbosity as kube users type it: --v=N (0-3 info, 4 and above debug; -v/--verbose is
+// --v=4).
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <string_view>
+
+namespace gpusched::cli {
+
+struct LogFlags {
+  int v = 0;
+  std::string format = "text";  // text | json
+};
+
+// Adds --v and --log-format to a daemon's command.
+void AddLogFlags(CLI::App& cmd, LogFlags& flags);
+
+// Installs the sink (common::SetLogSink) and the level: debug when verbose or v >= 4, else info.
+void SetUpLogging(const LogFlags& flags, bool verbose, std::string_view component);
+
+}  // namespace gpusched::cli
