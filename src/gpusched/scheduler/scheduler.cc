@@ -947,10 +947,19 @@ std::string Scheduler::Metrics() const {
                          prometheus::MetricType::Counter);
   add(victims, nullptr, nullptr, static_cast<double>(s.victims));
   size_t budgets = 0;
+  int64_t oldest_ms = 0;  // how long the pod waiting longest has waited
   {
     std::lock_guard lock(mu_);
     budgets = budgets_.size();
+    const int64_t now = clock_.NowMs();
+    for (const auto& [uid, p] : pending_) {
+      oldest_ms = std::max(oldest_ms, now - p.first_seen_ms);
+    }
   }
+  auto& oldest = family("gpusched_scheduler_oldest_pending_seconds",
+                        "How long the pod that has waited longest for a node has waited (0 when none waits)",
+                        prometheus::MetricType::Gauge);
+  add(oldest, nullptr, nullptr, static_cast<double>(oldest_ms) / 1000.0);
   auto& pdbs = family("gpusched_scheduler_disruption_budgets", "PodDisruptionBudgets preemption knows of",
                       prometheus::MetricType::Gauge);
   add(pdbs, nullptr, nullptr, static_cast<double>(budgets));

@@ -153,7 +153,7 @@ class Scheduler {
   [[nodiscard]] SchedulerStats stats() const;
   [[nodiscard]] sched::SchedulingQueue::Counts queue_counts() const { return queue_.counts(); }
   [[nodiscard]] const SchedulerOptions& options() const { return options_; }
-  // Prometheus text: gpusched_scheduler_pending_pods{queue}, _schedule_attempts_total{result},
+  // Prometheus text: gpusched_scheduler_pending_pods{queue}, _oldest_pending_seconds, _schedule_attempts_total{result},
   // _binds_total{result}, _expired_assumptions_total, _attempt_duration_seconds, _e2e_scheduling_duration_seconds
   // (first seen pending to bound), and the node gauges of the cluster.
   [[nodiscard]] std::string Metrics() const;

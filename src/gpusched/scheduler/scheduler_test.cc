@@ -199,6 +199,28 @@ TEST_F(SchedulerTest, APodBlockedByGpusRunsAgainWhenAHolderIsDeleted) {
   EXPECT_EQ(binder_.bound()[1].pod.str(), "uid-second");
 }
 
+// gpusched_scheduler_oldest_pending_seconds: how long the pod that has waited longest has waited (the pending-pod
+// alert of deploy/monitoring); 0 once nothing waits.
+TEST_F(SchedulerTest, TheMetricsTellHowLongTheOldestPendingPodHasWaited) {
+  EXPECT_THAT(scheduler_->Metrics(), HasSubstr("gpusched_scheduler_oldest_pending_seconds 0\n"));
+  scheduler_->OnNode(EventType::kAdded, Node("a", 1));
+  const json first = Pod("first", WholeGpu());
+  scheduler_->OnPod(EventType::kAdded, first);
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 1U);
+  const core::Allocation held = binder_.bound()[0];
+  ShowBound(first, held);
+  scheduler_->OnPod(EventType::kAdded, Pod("second", WholeGpu()));  // no GPU left: waits
+  Drain();
+  clock_.AdvanceMs(90'000);
+  scheduler_->OnPod(EventType::kAdded, Pod("third", WholeGpu()));
+  Drain();
+  clock_.AdvanceMs(30'000);
+  EXPECT_THAT(scheduler_->Metrics(), HasSubstr("gpusched_scheduler_oldest_pending_seconds 120\n"));
+  scheduler_->OnPod(EventType::kDeleted, Pod("second", WholeGpu()));
+  EXPECT_THAT(scheduler_->Metrics(), HasSubstr("gpusched_scheduler_oldest_pending_seconds 30\n"));
+}
+
 TEST_F(SchedulerTest, ReasonsNameEachPredicate) {
   scheduler_->OnNode(
       EventType::kAdded,
