@@ -274,7 +274,10 @@ ParseOutcome ParseRequestBytes(std::string_view bytes, const HttpLimits& limits)
 class HttpServer::Impl {
  public:
   explicit Impl(HttpServerOptions options)
-      : options_(std::move(options)), acceptor_(ioc_), handlers_(static_cast<size_t>(std::max(1, options_.threads))) {}
+      : options_(std::move(options)),
+        // A strand of its own: the accept loop and the close in Stop() run on different I/O threads otherwise.
+        acceptor_(asio::make_strand(ioc_)),
+        handlers_(static_cast<size_t>(std::max(1, options_.threads))) {}
   ~Impl() { Stop(); }
 
   common::Status Init() {
