@@ -309,6 +309,10 @@ std::optional<Scheduler::Nomination> Scheduler::TakeNomination(const std::string
   Nomination n = std::move(it->second);
   nominations_.erase(it);
   mirror_.ReleaseHeld(n.reserved.pod);  // also where it waits for its node (deleted meanwhile) to come back
+  {
+    std::lock_guard lock(mu_);
+    Unplace(n.reserved.pod.str());
+  }
   return n;
 }
 
@@ -316,6 +320,13 @@ bool Scheduler::HoldNomination(const std::string& uid, Nomination nomination, co
   if (auto s = state.Charge(nomination.reserved); !s.ok()) {
     Log(common::LogLevel::kWarn, "cannot hold room for pod uid " + uid + ": " + s.message());
     return false;
+  }
+  {
+    std::lock_guard lock(mu_);
+    const std::string key = nomination.reserved.pod.str();
+    Running& r = running_[key];
+    r = nomination.as_pod;
+    Reindex(key, r);
   }
   nominations_.insert_or_assign(uid, std::move(nomination));
   return true;
@@ -402,6 +413,14 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
   // The room the pod will take: its GPUs chosen on the node as it will be once the victims are gone.
   core::NodeView after = *node.view;
   Nomination plan;
+  plan.as_pod.uid = ReservationUid(request.uid.str());
+  plan.as_pod.namespace_ = request.namespace_;
+  plan.as_pod.name = request.name;
+  plan.as_pod.labels = request.labels;
+  plan.as_pod.node = chosen.node;
+  plan.as_pod.anti_affinity = request.pod_anti_affinity;
+  plan.as_pod.priority = request.priority;
+  plan.as_pod.assumed = true;
   for (const common::PodUid& victim : chosen.victims) {
     sched::RemoveFromView(after, *state.FindAllocation(victim));
   }

@@ -191,6 +191,9 @@ class Scheduler {
   struct Nomination {
     core::Allocation reserved;    // charged under the uid "nominated/<pod uid>"
     std::vector<Victim> victims;  // those a budget covers first (their eviction may be refused)
+    // The preemptor as inter-pod constraints see it on the held node while the room is held (its labels and
+    // anti-affinity; assumed, so never a victim itself), as kube-scheduler counts nominated pods.
+    Running as_pod;
   };
 
   Scheduler(ClusterMirror& mirror, ports::Binder& binder, EventSink events, SchedulerOptions options,

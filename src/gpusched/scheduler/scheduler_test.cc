@@ -609,6 +609,31 @@ class SchedulerPreemptionTest : public SchedulerTest {
   RecordingPreemptor preemptor_;
 };
 
+// The room held for a preemptor counts as that pod for inter-pod constraints while its victims leave: a replica
+// with anti-affinity to it cannot take the node meanwhile (kube-scheduler counts nominated pods the same way).
+TEST_F(SchedulerPreemptionTest, HeldRoomCountsAsThePreemptorForAntiAffinity) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 1, {{"kubernetes.io/hostname", "a"}}));
+  Running(Pod("low", WholeGpu(), 0));
+  scheduler_->OnPod(EventType::kAdded, AntiAffinity(WithLabels(Pod("h", WholeGpu(), 10), {{"app", "web"}}), "web",
+                                                    "kubernetes.io/hostname"));
+  Drain();
+  ASSERT_TRUE(Holds("nominated/uid-h"));
+  ASSERT_EQ(preemptor_.evicted_, std::vector<std::string>{"default/low@uid-low"});
+  // A replica that needs no GPU: node a has room for it, but h will run there.
+  scheduler_->OnPod(EventType::kAdded, AntiAffinity(WithLabels(Pod("web-1", json::object(), 10), {{"app", "web"}}),
+                                                    "web", "kubernetes.io/hostname"));
+  Drain();
+  EXPECT_EQ(binder_.bound().size(), 1U) << "web-1 must not take node a beside h's held room";
+  ASSERT_FALSE(EventsFor("web-1", "FailedScheduling").empty());
+  EXPECT_THAT(EventsFor("web-1", "FailedScheduling").back().message, HasSubstr("anti-affinity"));
+  // The reservation is never a victim, and a pod that is not a replica is not kept away.
+  scheduler_->OnPod(EventType::kAdded, WithLabels(Pod("db", json::object(), 10), {{"app", "db"}}));
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 2U);
+  EXPECT_EQ(binder_.bound()[1].pod.str(), "uid-db");
+  EXPECT_EQ(preemptor_.evicted_.size(), 1U);
+}
+
 // One GPU, two shares of 50 of priorities 1 and 0; a pod of priority 10 needs 50: the pod of priority 0 goes, the
 // other is spared; the room is held while it leaves, and a pod of low priority cannot take it.
 TEST_F(SchedulerPreemptionTest, EvictsTheLeastImportantShareAndHoldsTheRoomForThePreemptor) {
