@@ -80,6 +80,22 @@ def find_etcd():
     return path, None
 
 
+def suite_skip_reason(subcommand=None):
+    """Why an e2e suite cannot run here, or None: the Kubernetes binaries, etcd, $GPUSCHED_BIN and, when given, its
+    `subcommand`."""
+    for _, why in (find_k8s_bin(), find_etcd()):
+        if why:
+            return why
+    binary = os.environ.get("GPUSCHED_BIN")
+    if not binary or not os.access(binary, os.X_OK):
+        return "GPUSCHED_BIN is unset or not executable (ctest sets it to the gpusched target)"
+    if subcommand:
+        res = subprocess.run([binary, subcommand, "--help"], capture_output=True, text=True, timeout=30)
+        if not re.search(rf"(?m)^Usage: \S+ {subcommand}\b", res.stdout + res.stderr):
+            return f"{binary} has no `{subcommand}` subcommand"
+    return None
+
+
 def binary_version(path):
     """(major, minor) from `<binary> --version` ("Kubernetes v1.20.2")."""
     out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout

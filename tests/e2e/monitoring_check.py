@@ -55,19 +55,28 @@ _TOKEN = re.compile(r"""
 _NAME_MATCHER = re.compile(r"""__name__\s*=\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)""")
 
 
+def _string_end(text: str, i: int) -> int:
+    """Index after the string literal whose opening quote is text[i] (escapes inside skipped)."""
+    quote = text[i]
+    i += 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == quote:
+            return i + 1
+        i += 1
+    return i
+
+
 def _skip_braces(expr: str, i: int) -> int:
     """Index after the `}` that closes the `{` at expr[i - 1], strings inside skipped."""
-    quote = None
     while i < len(expr):
         c = expr[i]
-        if quote:
-            if c == "\\":
-                i += 1
-            elif c == quote:
-                quote = None
-        elif c in "\"'`":
-            quote = c
-        elif c == "}":
+        if c in "\"'`":
+            i = _string_end(expr, i)
+            continue
+        if c == "}":
             return i + 1
         i += 1
     return i
@@ -163,17 +172,13 @@ def grafana_stand_ins(expr: str, variables: list[dict] | None = None) -> str:
 
 
 def _split_top_level(args: str) -> list[str]:
-    parts, depth, start, quote, i = [], 0, 0, None, 0
+    parts, depth, start, i = [], 0, 0, 0
     while i < len(args):
         c = args[i]
-        if quote:
-            if c == "\\":
-                i += 1
-            elif c == quote:
-                quote = None
-        elif c in "\"'`":
-            quote = c
-        elif c in "([{":
+        if c in "\"'`":
+            i = _string_end(args, i)
+            continue
+        if c in "([{":
             depth += 1
         elif c in ")]}":
             depth -= 1

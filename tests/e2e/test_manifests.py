@@ -36,7 +36,7 @@ import unittest
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from control_plane import (ControlPlane, Process, find_etcd, find_k8s_bin, free_port, wait_until,  # noqa: E402
+from control_plane import (ControlPlane, Process, free_port, suite_skip_reason, wait_until,  # noqa: E402
                            write_kubeconfig)
 from kube import ALLOCATION_ANNOTATION, GPUS_ANNOTATION  # noqa: E402
 
@@ -66,12 +66,9 @@ def kubectl_binary():
 
 
 def _skip_reason():
-    for _, why in (find_k8s_bin(), find_etcd()):
-        if why:
-            return why
-    binary = os.environ.get("GPUSCHED_BIN")
-    if not binary or not os.access(binary, os.X_OK):
-        return "GPUSCHED_BIN is unset or not executable (ctest sets it to the gpusched target)"
+    why = suite_skip_reason()
+    if why:
+        return why
     kubectl = kubectl_binary()
     if not kubectl:
         return "no kubectl on PATH (Debian: kubernetes-client; or set KUBECTL)"

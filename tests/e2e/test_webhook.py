@@ -25,13 +25,12 @@ import json
 import os
 import re
 import ssl
-import subprocess
 import sys
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from control_plane import (REPO_ROOT, ControlPlane, Process, find_etcd, find_k8s_bin, free_port,  # noqa: E402
+from control_plane import (REPO_ROOT, ControlPlane, Process, free_port, suite_skip_reason,  # noqa: E402
                            wait_until)
 from kube import ALLOCATION_ANNOTATION, Kube, KubeError, gpu_pod  # noqa: E402
 import monitoring_check  # noqa: E402
@@ -50,20 +49,7 @@ def log(msg):
     sys.stderr.flush()
 
 
-def _skip_reason():
-    for _, why in (find_k8s_bin(), find_etcd()):
-        if why:
-            return why
-    binary = os.environ.get("GPUSCHED_BIN")
-    if not binary or not os.access(binary, os.X_OK):
-        return "GPUSCHED_BIN is unset or not executable (ctest sets it to the gpusched target)"
-    res = subprocess.run([binary, "webhook", "--help"], capture_output=True, text=True, timeout=30)
-    if not re.search(r"(?m)^Usage: \S+ webhook\b", res.stdout + res.stderr):
-        return f"{binary} has no `webhook` subcommand"
-    return None
-
-
-SKIP_REASON = _skip_reason()
+SKIP_REASON = suite_skip_reason("webhook")
 
 
 def deploy_documents():

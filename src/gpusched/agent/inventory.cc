@@ -81,15 +81,12 @@ PodsOnNode SummarisePods(const std::vector<nlohmann::json>& pods, const std::str
     ++out.pods;
     for (const auto& c : allocation->containers) {
       for (const auto& g : c.gpus) {
-        out.attribution[g.uuid].push_back(
-            PodRef{.namespace_name = meta->namespace_, .pod = meta->name, .container = c.container});
+        const PodRef ref{.namespace_name = meta->namespace_, .pod = meta->name, .container = c.container};
+        out.attribution[g.uuid].push_back(ref);
         GpuAllocated& a = out.allocations[g.uuid];
         a.milli += g.milli;
         a.memory += g.memory;
-        a.pods.push_back(
-            PodShare{.ref = PodRef{.namespace_name = meta->namespace_, .pod = meta->name, .container = c.container},
-                     .milli = g.milli,
-                     .memory = g.memory});
+        a.pods.push_back(PodShare{.ref = ref, .milli = g.milli, .memory = g.memory});
       }
     }
   }

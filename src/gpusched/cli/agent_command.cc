@@ -328,39 +328,34 @@ int RunAgent(const AgentFlags& flags) {
     body += DaemonMetrics(plugin.get(), mps.get());
     return net::HttpResponse{.content_type = "text/plain; version=0.0.4; charset=utf-8", .body = std::move(body)};
   });
-  // Ready: GPUs sampled, the device plugin registered with the kubelet, the MPS daemon answering (each when used).
-  server->Handle("GET", "/readyz", [&](net::HttpRequest&) {
+  // What keeps the node from handing out GPUs: a failed GPU sample, a device plugin the kubelet has not registered,
+  // an MPS daemon that does not answer (each when used); "" when nothing does.
+  auto problems = [&]() {
     std::string why;
     if (const common::Status s = collector.last_error(); !s.ok()) {
-      why += "last GPU sample failed: " + s.message() + "; ";
+      why += "; last GPU sample failed: " + s.message();
     }
     if (plugin && !plugin->registered()) {
-      why += "device plugin not registered with the kubelet: " + plugin->last_error() + "; ";
+      why += "; device plugin not registered with the kubelet: " + plugin->last_error();
     }
     if (mps) {
       if (const common::Status s = mps->Status(); !s.ok()) {
-        why += "MPS control daemon not answering: " + s.message() + "; ";
+        why += "; MPS control daemon not answering: " + s.message();
       }
     }
-    if (!why.empty()) {
-      return net::HttpResponse{.status = 503, .body = why.substr(0, why.size() - 2) + "\n"};
-    }
-    return net::HttpResponse{.body = "ok\n"};
+    return why.empty() ? why : why.substr(2);
+  };
+  // Ready: none of those.
+  server->Handle("GET", "/readyz", [&](net::HttpRequest&) {
+    const std::string why = problems();
+    return why.empty() ? net::HttpResponse{.body = "ok\n"} : net::HttpResponse{.status = 503, .body = why + "\n"};
   });
   // Alive: the server answers (200 whatever the GPUs do: a restart fixes neither a failed sample nor a missing
   // kubelet); the body says what is degraded. /readyz is the one that fails.
   server->Handle("GET", "/healthz", [&](net::HttpRequest&) {
-    net::HttpResponse res;
-    const common::Status s = collector.last_error();
-    std::string body = std::string(s.ok() ? "ok" : "degraded") + ": " + collector.Describe();
-    if (!s.ok()) {
-      body += "; last sample failed: " + s.message();
-    }
-    if (plugin && !plugin->registered()) {
-      body += "; device plugin not registered: " + plugin->last_error();
-    }
-    res.body = body + "\n";
-    return res;
+    const std::string why = problems();
+    return net::HttpResponse{.body = (why.empty() ? "ok: " : "degraded: ") + collector.Describe() +
+                                     (why.empty() ? "" : "; " + why) + "\n"};
   });
   if (auto s = server->Start(); !s.ok()) {
     return Fail("cannot listen on " + flags.listen + ": " + s.message());

@@ -151,7 +151,7 @@ common::Result<CommandResult> RunCommand(const std::vector<std::string>& argv, c
   }
 
   CommandResult result;
-  std::string input = options.input;
+  const std::string& input = options.input;
   size_t written = 0;
   if (input.empty()) {
     CloseFd(in[1]);

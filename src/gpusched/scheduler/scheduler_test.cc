@@ -108,6 +108,18 @@ class SchedulerTest : public ::testing::Test {
     return out;
   }
 
+  // Schedules and binds the pod through the scheduler, and shows it bound; returns the pod as the watch shows it.
+  json Running(json pod) {
+    scheduler_->OnPod(EventType::kAdded, pod);
+    const size_t before = binder_.bound().size();
+    Drain();
+    EXPECT_EQ(binder_.bound().size(), before + 1) << pod["metadata"]["name"];
+    const core::Allocation a = binder_.bound().back();
+    json bound = AsBound(pod, a, kube::EncodeAllocation(a));
+    scheduler_->OnPod(EventType::kModified, bound);
+    return bound;
+  }
+
   // Feeds the watch event of a bound pod back (what the API server would send after the Binding).
   void ShowBound(const json& pod, const core::Allocation& allocation) {
     scheduler_->OnPod(EventType::kModified, AsBound(pod, allocation, allocation.containers.empty() ? "" : "x"));
@@ -204,12 +216,7 @@ TEST_F(SchedulerTest, APodBlockedByGpusRunsAgainWhenAHolderIsDeleted) {
 TEST_F(SchedulerTest, TheMetricsTellHowLongTheOldestPendingPodHasWaited) {
   EXPECT_THAT(scheduler_->Metrics(), HasSubstr("gpusched_scheduler_oldest_pending_seconds 0\n"));
   scheduler_->OnNode(EventType::kAdded, Node("a", 1));
-  const json first = Pod("first", WholeGpu());
-  scheduler_->OnPod(EventType::kAdded, first);
-  Drain();
-  ASSERT_EQ(binder_.bound().size(), 1U);
-  const core::Allocation held = binder_.bound()[0];
-  ShowBound(first, held);
+  Running(Pod("first", WholeGpu()));
   scheduler_->OnPod(EventType::kAdded, Pod("second", WholeGpu()));  // no GPU left: waits
   Drain();
   clock_.AdvanceMs(90'000);
@@ -590,17 +597,6 @@ class SchedulerPreemptionTest : public SchedulerTest {
  protected:
   void SetUp() override { Make(SchedulerOptions{.preemptor = &preemptor_}); }
 
-  // Schedules and binds the pod through the scheduler, and shows it bound; returns the pod as the watch shows it.
-  json Running(json pod) {
-    scheduler_->OnPod(EventType::kAdded, pod);
-    const size_t before = binder_.bound().size();
-    Drain();
-    EXPECT_EQ(binder_.bound().size(), before + 1) << pod["metadata"]["name"];
-    const core::Allocation a = binder_.bound().back();
-    json bound = AsBound(pod, a, kube::EncodeAllocation(a));
-    scheduler_->OnPod(EventType::kModified, bound);
-    return bound;
-  }
   bool Holds(const std::string& reservation) {
     auto lock = mirror_->ReadLock();
     return mirror_->state().FindAllocation(common::PodUid(reservation)) != nullptr;

@@ -202,30 +202,4 @@ std::string EncodeAdmissionReview(const AdmissionRequest& request, const Admissi
   return review.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::string EncodeBase64(std::string_view bytes) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 3 <= bytes.size(); i += 3) {
-    const uint32_t n = (uint32_t{static_cast<uint8_t>(bytes[i])} << 16) |
-                       (uint32_t{static_cast<uint8_t>(bytes[i + 1])} << 8) | static_cast<uint8_t>(bytes[i + 2]);
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += kAlphabet[(n >> 6) & 63];
-    out += kAlphabet[n & 63];
-  }
-  if (const size_t rest = bytes.size() - i; rest > 0) {
-    uint32_t n = uint32_t{static_cast<uint8_t>(bytes[i])} << 16;
-    if (rest == 2) {
-      n |= uint32_t{static_cast<uint8_t>(bytes[i + 1])} << 8;
-    }
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += rest == 2 ? kAlphabet[(n >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
 }  // namespace gpusched::webhook

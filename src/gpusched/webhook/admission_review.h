@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpusched/common/status.h"
+#include "gpusched/kube/base64.h"
 
 namespace gpusched::webhook {
 
@@ -90,6 +91,6 @@ common::Result<AdmissionRequest> DecodeAdmissionReview(std::string_view body);
 [[nodiscard]] std::string EncodeAdmissionReview(const AdmissionRequest& request, const AdmissionResponse& response);
 
 // Standard base64 with padding (the patch field's encoding).
-[[nodiscard]] std::string EncodeBase64(std::string_view bytes);
+using kube::EncodeBase64;
 
 }  // namespace gpusched::webhook

@@ -81,12 +81,14 @@ void MpsDaemon::CheckNow() {
   std::lock_guard round(round_mu_);
   common::Status s = Probe();
   if (!s.ok() && options_.manage) {
-    const bool first = launches() == 0;
-    common::Log(
-        first ? common::LogLevel::kInfo : common::LogLevel::kWarn,
-        std::string(first ? "MPS: starting the control daemon" : "MPS: the control daemon stopped answering (") +
-            (first ? "" : s.message() + "); starting it again") + " (" + options_.control + " -d, pipes " +
-            options_.pipe_dir + ", logs " + options_.log_dir + ")");
+    const std::string how =
+        " (" + options_.control + " -d, pipes " + options_.pipe_dir + ", logs " + options_.log_dir + ")";
+    if (launches() == 0) {
+      common::Log(common::LogLevel::kInfo, "MPS: starting the control daemon" + how);
+    } else {
+      common::Log(common::LogLevel::kWarn,
+                  "MPS: the control daemon stopped answering (" + s.message() + "); starting it again" + how);
+    }
     if (common::Status launched = Launch(); !launched.ok()) {
       s = launched;
     } else {

@@ -110,45 +110,6 @@ std::string Env(const char* name) {
 
 }  // namespace
 
-Result<std::string> DecodeBase64(const std::string& text) {
-  std::string out;
-  out.reserve(text.size() * 3 / 4);
-  uint32_t acc = 0;
-  int bits = 0;
-  bool padding = false;
-  for (const char c : text) {
-    int v = -1;
-    if (c >= 'A' && c <= 'Z') {
-      v = c - 'A';
-    } else if (c >= 'a' && c <= 'z') {
-      v = c - 'a' + 26;
-    } else if (c >= '0' && c <= '9') {
-      v = c - '0' + 52;
-    } else if (c == '+' || c == '-') {
-      v = 62;
-    } else if (c == '/' || c == '_') {
-      v = 63;
-    } else if (c == '=') {
-      padding = true;
-      continue;
-    } else if (c == ' ' || c == '\n' || c == '\r' || c == '\t') {
-      continue;
-    } else {
-      return InvalidArgument(std::string("invalid base64 character '") + c + "'");
-    }
-    if (padding) {
-      return InvalidArgument("invalid base64: data after '=' padding");
-    }
-    acc = (acc << 6U) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> static_cast<uint32_t>(bits)) & 0xFFU));
-    }
-  }
-  return out;
-}
-
 namespace {
 
 // users[].user.exec: apiVersion, command, args, env [{name, value}], provideClusterInfo, interactiveMode,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gpusched/common/status.h"
+#include "gpusched/kube/base64.h"
 
 namespace gpusched::adapters::k8s {
 
@@ -69,7 +70,7 @@ inline constexpr int64_t kListPageSizeForAllPods = 2000;
 [[nodiscard]] common::Result<ClientConfig> ResolveClientConfig(const std::string& explicit_path,
                                                                const std::string& context = "");
 
-// RFC 4648 base64 (padding optional, whitespace ignored); InvalidArgument on other characters. Exposed for tests.
-[[nodiscard]] common::Result<std::string> DecodeBase64(const std::string& text);
+// The *-data fields' decoding (kube/base64.h).
+using kube::DecodeBase64;
 
 }  // namespace gpusched::adapters::k8s

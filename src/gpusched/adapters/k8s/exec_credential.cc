@@ -1,35 +1,17 @@
 #include "gpusched/adapters/k8s/exec_credential.h"
 
-#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "gpusched/kube/base64.h"
 #include "gpusched/proc/subprocess.h"
 
 namespace gpusched::adapters::k8s {
-namespace {
 
 using common::InvalidArgument;
 using common::Result;
 using nlohmann::json;
-
-std::string Base64(const std::string& in) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  auto byte = [&in](size_t i) -> uint32_t { return i < in.size() ? static_cast<unsigned char>(in[i]) : 0U; };
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  for (size_t i = 0; i < in.size(); i += 3) {
-    const uint32_t v = (byte(i) << 16U) | (byte(i + 1) << 8U) | byte(i + 2);
-    out += kAlphabet[(v >> 18U) & 63U];
-    out += kAlphabet[(v >> 12U) & 63U];
-    out += i + 1 < in.size() ? kAlphabet[(v >> 6U) & 63U] : '=';
-    out += i + 2 < in.size() ? kAlphabet[v & 63U] : '=';
-  }
-  return out;
-}
-
-}  // namespace
 
 Result<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& text) {
   int year = 0;
@@ -123,7 +105,7 @@ std::string ExecInfo(const ExecPluginConfig& plugin, const ClientConfig& cluster
   if (plugin.provide_cluster_info) {
     json c = {{"server", cluster.server}};
     if (!cluster.ca_pem.empty()) {
-      c["certificate-authority-data"] = Base64(cluster.ca_pem);
+      c["certificate-authority-data"] = kube::EncodeBase64(cluster.ca_pem);
     }
     if (cluster.insecure_skip_verify) {
       c["insecure-skip-tls-verify"] = true;
