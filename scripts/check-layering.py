@@ -8,7 +8,8 @@ including file's folder may depend on <folder>. A folder may always include itse
   * common/ and core/ include no third-party header: their <...> includes must be C or C++ standard headers
     (test frameworks are allowed in *_test.cc, Google Benchmark in *_benchmark.cc), and their "..." includes must
     be gpusched headers;
-  * test files (*_test.cc, *_benchmark.cc) may also include "gpusched/testing/...".
+  * test files (*_test.cc, *_benchmark.cc) may also include "gpusched/testing/...";
+  * libcurl (<curl/...>) is included by net/ only: every adapter talks HTTP through net/http_client.h.
 A folder that is not in the table below is itself a violation: add new layers here and to ARCHITECTURE.md together.
 
 Usage: scripts/check-layering.py [--root DIR]     (DIR defaults to the repository root)
@@ -54,6 +55,7 @@ STD_ONLY_FOLDERS = {"common", "core"}
 TEST_SUFFIXES = ("_test.cc", "_benchmark.cc")
 TESTING_FOLDER = "testing"
 CLI_FOLDER = "cli"
+NET_FOLDER = "net"
 
 # ISO C++20 library headers (as shipped by libstdc++ 12) and the C headers in both spellings.
 STD_HEADERS = frozenset(
@@ -163,6 +165,9 @@ def check_file(path: Path, rel: str, folder: str) -> list[str]:
                 errors.append(f'{where}: {folder} may not include "{header}" (allowed: {", ".join(allowed_shown)})')
             continue
 
+        if delim == "<" and header.startswith("curl/") and folder != NET_FOLDER:
+            errors.append(f"{where}: {folder} may not include <{header}> (allowed: net/ only; use net/http_client.h)")
+            continue
         if folder not in STD_ONLY_FOLDERS:
             continue  # other layers may use third-party headers; the link graph decides which
         if delim == '"':

@@ -22,12 +22,12 @@
 #include <thread>
 #include <vector>
 
-#include <curl/curl.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "gpusched/adapters/extender/server.h"
 #include "gpusched/kube/annotations.h"
+#include "gpusched/net/http_client.h"
 #include "gpusched/net/http_server.h"
 
 namespace ext = gpusched::adapters::extender;
@@ -123,55 +123,28 @@ ojson SyntheticPod() {
           {"status", {{"phase", "Pending"}}}};
 }
 
-// A keep-alive HTTP client on libcurl (kube-scheduler's Go client reads big responses in large chunks; so does
-// curl with a 512 KiB buffer, which keeps the client's own cost out of the extender's latency).
+// A keep-alive HTTP client: the one of every adapter (net::HttpClient on libcurl). kube-scheduler's Go client reads
+// big responses in large chunks; so does this one with a 512 KiB buffer, which keeps the client's own cost out of the
+// extender's latency.
 class Client {
  public:
-  explicit Client(int port) : curl_(curl_easy_init()), base_("http://127.0.0.1:" + std::to_string(port)) {
-    headers_ = curl_slist_append(nullptr, "Content-Type: application/json");
-    headers_ = curl_slist_append(headers_, "Expect:");  // no 100-continue round trip for big bodies
-    curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, headers_);
-    curl_easy_setopt(curl_, CURLOPT_BUFFERSIZE, 512L * 1024);
-    curl_easy_setopt(curl_, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, &Client::Write);
-    curl_easy_setopt(curl_, CURLOPT_WRITEDATA, &response_);
-  }
-  ~Client() {
-    curl_slist_free_all(headers_);
-    curl_easy_cleanup(curl_);
-  }
-  Client(const Client&) = delete;
-  Client& operator=(const Client&) = delete;
+  explicit Client(int port)
+      : http_(gpusched::net::HttpClient::Create(
+                  gpusched::net::HttpClientOptions{.base_url = "http://127.0.0.1:" + std::to_string(port),
+                                                   .receive_buffer_bytes = 512 * 1024,
+                                                   .max_idle_handles = 1})
+                  .value()) {}
   // POSTs the body; true on HTTP 200.
   bool Post(const std::string& path, const std::string& body) {
-    response_.clear();
-    if (path != path_) {  // parsing the URL costs; keep one handle per path where it matters
-      path_ = path;
-      url_ = base_ + path;
-      curl_easy_setopt(curl_, CURLOPT_URL, url_.c_str());
-    }
-    curl_easy_setopt(curl_, CURLOPT_POSTFIELDS, body.data());
-    curl_easy_setopt(curl_, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-    if (curl_easy_perform(curl_) != CURLE_OK) {
-      return false;
-    }
-    long code = 0;
-    curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &code);
-    return code == 200;
+    gpusched::net::ClientRequest request{
+        .method = "POST", .target = path, .body = body, .headers = {"Content-Type: application/json"}};
+    request.reserve = body.size();
+    auto response = http_->Send(request);
+    return response.ok() && response->status == 200;
   }
-  const std::string& response() const { return response_; }
 
  private:
-  static size_t Write(char* data, size_t size, size_t n, void* out) {
-    static_cast<std::string*>(out)->append(data, size * n);
-    return size * n;
-  }
-  CURL* curl_;
-  curl_slist* headers_ = nullptr;
-  std::string base_;
-  std::string path_;
-  std::string url_;
-  std::string response_;
+  std::unique_ptr<gpusched::net::HttpClient> http_;
 };
 
 double Percentile(std::vector<double> v, double p) {
@@ -186,7 +159,6 @@ double Percentile(std::vector<double> v, double p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  curl_global_init(CURL_GLOBAL_DEFAULT);
   int nodes = 5000;
   int candidates = 500;
   int requests = 2000;

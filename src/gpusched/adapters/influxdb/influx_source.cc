@@ -1,7 +1,5 @@
 #include "gpusched/adapters/influxdb/influx_source.h"
-#include "gpusched/adapters/influxdb/curl_post.h"
-
-#include <curl/curl.h>
+#include "gpusched/adapters/influxdb/influx_http.h"
 
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -92,7 +90,7 @@ common::Status ParseInfluxResponseUnchecked(std::string_view body, std::span<con
                                             std::string_view uuid_tag, core::GpuMetricsMap& out) {
   const json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
-    return common::InvalidArgument("InfluxDB response is not a JSON object: " + detail::Shorten(std::string(body)));
+    return common::InvalidArgument("InfluxDB response is not a JSON object: " + net::ShortenBody(std::string(body)));
   }
   if (const auto err = doc.find("error"); err != doc.end() && err->is_string()) {
     return common::InvalidArgument("InfluxDB: " + err->get<std::string>());
@@ -167,31 +165,15 @@ struct InfluxSource::Impl {
   std::string form;                      // params and all statements
   std::vector<core::GpuMetric> metrics;  // statement i -> metric
   std::mutex mu;
-  CURL* curl = nullptr;  // GUARDED_BY(mu)
+  std::unique_ptr<net::HttpClient> http;
 
-  ~Impl() {
-    if (curl != nullptr) {
-      curl_easy_cleanup(curl);
-    }
-  }
-
-  std::string Escape(std::string_view s) const {
-    char* e = curl_easy_escape(curl, s.data(), static_cast<int>(s.size()));
-    std::string out = e != nullptr ? e : "";
-    curl_free(e);
-    return out;
-  }
+  static std::string Escape(std::string_view s) { return net::UrlEncode(s); }
 
   common::Result<std::string> Post(const std::string& body) {
     std::string response;
     const std::string prefix = "influxdb " + base + " db=" + options.database + ": ";
     GPUSCHED_ASSIGN_OR_RETURN(
-        code, detail::Post(curl, base + "/query", body, "Content-Type: application/x-www-form-urlencoded",
-                           {.timeout = options.timeout,
-                            .username = options.username,
-                            .password = options.password,
-                            .user_agent = "gpusched/0.1"},
-                           response, prefix));
+        code, detail::Post(*http, "/query", body, "Content-Type: application/x-www-form-urlencoded", response, prefix));
     if (code == 200) {
       return response;
     }
@@ -217,12 +199,9 @@ common::Result<std::unique_ptr<InfluxSource>> InfluxSource::Create(InfluxSourceO
   if (options.uuid_tag.empty()) {
     return common::InvalidArgument("InfluxDB: the UUID tag name is empty");
   }
-  GPUSCHED_RETURN_IF_ERROR(detail::CurlGlobalInit());
   auto impl = std::make_unique<Impl>();
-  impl->curl = curl_easy_init();
-  if (impl->curl == nullptr) {
-    return common::Internal("InfluxDB: curl_easy_init failed");
-  }
+  GPUSCHED_ASSIGN_OR_RETURN(http, detail::Connect(options.url, options.timeout, options.username, options.password));
+  impl->http = std::move(http);
   std::string statements;
   for (size_t i = 0; i < core::kGpuMetricCount; ++i) {
     const std::string& q = options.queries[i];

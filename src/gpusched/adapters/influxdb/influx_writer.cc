@@ -1,45 +1,22 @@
 #include "gpusched/adapters/influxdb/influx_writer.h"
-#include "gpusched/adapters/influxdb/curl_post.h"
-
-#include <curl/curl.h>
+#include "gpusched/adapters/influxdb/influx_http.h"
 
 #include <mutex>
 #include <utility>
 
 namespace gpusched::adapters::influxdb {
-namespace {
-
-std::string UrlEncode(CURL* h, const std::string& s) {
-  char* e = curl_easy_escape(h, s.c_str(), static_cast<int>(s.size()));
-  std::string out = e != nullptr ? e : "";
-  curl_free(e);
-  return out;
-}
-
-}  // namespace
-
 struct InfluxWriter::Impl {
   InfluxWriterOptions options;
   std::string base;  // url without a trailing slash
   std::string write_url;
   std::mutex mu;
-  CURL* curl = nullptr;  // GUARDED_BY(mu)
+  std::string write_target;
+  std::unique_ptr<net::HttpClient> http;
 
-  ~Impl() {
-    if (curl != nullptr) {
-      curl_easy_cleanup(curl);
-    }
-  }
-
-  // POSTs `body` to `url`; returns the HTTP status, or a Status for transport errors.
-  common::Result<long> Post(const std::string& url, std::string_view body, const char* content_type,
+  // POSTs `body` to `target`; returns the HTTP status, or a Status for transport errors.
+  common::Result<long> Post(const std::string& target, std::string_view body, const char* content_type,
                             std::string& response) {
-    return detail::Post(curl, url, body, content_type,
-                        {.timeout = options.timeout,
-                         .username = options.username,
-                         .password = options.password,
-                         .user_agent = "gpusched-agent/0.1"},
-                        response, "InfluxDB " + base + ": ");
+    return detail::Post(*http, target, body, content_type, response, "InfluxDB " + base + ": ");
   }
 };
 
@@ -48,20 +25,18 @@ InfluxWriter::~InfluxWriter() = default;
 
 common::Result<std::unique_ptr<InfluxWriter>> InfluxWriter::Create(InfluxWriterOptions options) {
   GPUSCHED_RETURN_IF_ERROR(detail::ValidateEndpoint(options.url, options.database, options.timeout));
-  GPUSCHED_RETURN_IF_ERROR(detail::CurlGlobalInit());
   auto impl = std::make_unique<Impl>();
-  impl->curl = curl_easy_init();
-  if (impl->curl == nullptr) {
-    return common::Internal("InfluxDB: curl_easy_init failed");
-  }
+  GPUSCHED_ASSIGN_OR_RETURN(http, detail::Connect(options.url, options.timeout, options.username, options.password));
+  impl->http = std::move(http);
   impl->base = options.url;
   while (!impl->base.empty() && impl->base.back() == '/') {
     impl->base.pop_back();
   }
-  impl->write_url = impl->base + "/write?db=" + UrlEncode(impl->curl, options.database) + "&precision=ms";
+  impl->write_target = "/write?db=" + net::UrlEncode(options.database) + "&precision=ms";
   if (!options.retention_policy.empty()) {
-    impl->write_url += "&rp=" + UrlEncode(impl->curl, options.retention_policy);
+    impl->write_target += "&rp=" + net::UrlEncode(options.retention_policy);
   }
+  impl->write_url = impl->base + impl->write_target;
   impl->options = std::move(options);
   return std::unique_ptr<InfluxWriter>(new InfluxWriter(std::move(impl)));
 }
@@ -72,8 +47,8 @@ common::Status InfluxWriter::Write(std::string_view lines) {
   }
   std::lock_guard lock(impl_->mu);
   std::string response;
-  GPUSCHED_ASSIGN_OR_RETURN(code,
-                            impl_->Post(impl_->write_url, lines, "Content-Type: text/plain; charset=utf-8", response));
+  GPUSCHED_ASSIGN_OR_RETURN(
+      code, impl_->Post(impl_->write_target, lines, "Content-Type: text/plain; charset=utf-8", response));
   if (code == 204 || code == 200) {
     return common::Status::Ok();
   }
@@ -90,13 +65,13 @@ common::Status InfluxWriter::CreateDatabase() {
     }
     db += c;
   }
-  const std::string body = "q=" + UrlEncode(impl_->curl, "CREATE DATABASE \"" + db + "\"");
+  const std::string body = "q=" + net::UrlEncode("CREATE DATABASE \"" + db + "\"");
   std::string response;
-  GPUSCHED_ASSIGN_OR_RETURN(
-      code, impl_->Post(impl_->base + "/query", body, "Content-Type: application/x-www-form-urlencoded", response));
+  GPUSCHED_ASSIGN_OR_RETURN(code,
+                            impl_->Post("/query", body, "Content-Type: application/x-www-form-urlencoded", response));
   if (code != 200 || response.find("\"error\"") != std::string::npos) {
     return common::Unavailable("InfluxDB " + impl_->base + ": CREATE DATABASE " + impl_->options.database + ": HTTP " +
-                               std::to_string(code) + " " + detail::Shorten(response));
+                               std::to_string(code) + " " + net::ShortenBody(response));
   }
   return common::Status::Ok();
 }

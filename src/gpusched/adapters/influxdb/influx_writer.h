@@ -2,10 +2,10 @@
 
 // InfluxWriter: POSTs line protocol to an InfluxDB 1.x server (`<url>/write?db=<db>&precision=ms`), as the
 // agent's `--influxdb-url` push does every interval. A failed write is a Status naming the URL and the server's
-// answer (or curl's error); the caller logs it and tries again at the next interval: nothing is buffered.
+// answer (or the transport error); the caller logs it and tries again at the next interval: nothing is buffered.
 //
 // Thread-safety: Write and CreateDatabase may be called from any thread; calls are serialised on one reused
-// connection (libcurl easy handle with keep-alive).
+// keep-alive connection (net::HttpClient).
 
 #include <chrono>
 #include <memory>

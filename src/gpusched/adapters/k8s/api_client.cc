@@ -1,7 +1,5 @@
 #include "gpusched/adapters/k8s/api_client.h"
 
-#include <curl/curl.h>
-
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -19,6 +17,7 @@
 #include "gpusched/adapters/k8s/exec_credential.h"
 #include "gpusched/adapters/k8s/json_prune.h"
 #include "gpusched/common/log.h"
+#include "gpusched/net/http_client.h"
 
 namespace gpusched::adapters::k8s {
 namespace {
@@ -28,7 +27,6 @@ using common::Status;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kMaxPooledHandles = 8;
 constexpr size_t kMaxErrorBody = 64 * 1024;
 constexpr auto kTokenRefresh = std::chrono::minutes(1);
 // Exec plugins: run again this long before the token expires; not more often than kExecRetry after a failure; and
@@ -36,28 +34,9 @@ constexpr auto kTokenRefresh = std::chrono::minutes(1);
 constexpr auto kExecEarly = std::chrono::seconds(60);
 constexpr auto kExecRetry = std::chrono::seconds(5);
 constexpr auto kExecTimeout = std::chrono::milliseconds(30000);
-constexpr int kWatchPollMs = 100;
+constexpr auto kWatchPoll = std::chrono::milliseconds(100);
 
-struct HttpResponse {
-  long code = 0;
-  std::string body;
-};
-
-size_t AppendToString(char* data, size_t size, size_t nmemb, void* user) {
-  auto* out = static_cast<std::string*>(user);
-  out->append(data, size * nmemb);
-  return size * nmemb;
-}
-
-struct SlistDeleter {
-  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
-};
-using Slist = std::unique_ptr<curl_slist, SlistDeleter>;
-
-struct EasyDeleter {
-  void operator()(CURL* h) const { curl_easy_cleanup(h); }
-};
-using Easy = std::unique_ptr<CURL, EasyDeleter>;
+using HttpResponse = net::ClientResponse;
 
 void AddParam(std::string& target, const std::string& name, const std::string& value) {
   target += target.find('?') == std::string::npos ? '?' : '&';
@@ -105,15 +84,15 @@ bool SkipManagedFieldsOfEvent(int depth, json::parse_event_t event, json& parsed
 }
 
 Result<json> ParseBody(const std::string& method, const std::string& path, const HttpResponse& response) {
-  if (!Is2xx(response.code)) {
-    return StatusFromHttp(method, path, response.code, response.body);
+  if (!Is2xx(response.status)) {
+    return StatusFromHttp(method, path, response.status, response.body);
   }
   if (response.body.empty()) {
     return json();
   }
   json parsed = json::parse(response.body, SkipManagedFieldsOfResponse, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) {
-    return common::Internal(method + " " + path + ": HTTP " + std::to_string(response.code) +
+    return common::Internal(method + " " + path + ": HTTP " + std::to_string(response.status) +
                             ": the response is not JSON");
   }
   return parsed;
@@ -132,9 +111,8 @@ json AnnotationPatch(const std::map<std::string, std::optional<std::string>>& an
   return patch;
 }
 
-// State shared between Watch and its curl write callback (both on the calling thread).
+// State of one watch, fed by the stream's data callback (on the calling thread).
 struct WatchStream {
-  CURL* handle = nullptr;
   std::string path;
   const std::function<void(const json&)>* on_event = nullptr;
   long http_code = 0;
@@ -172,17 +150,16 @@ struct WatchStream {
     return true;
   }
 
-  size_t Write(const char* data, size_t n) {
-    if (http_code == 0) {
-      curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &http_code);
-    }
+  // False to end the stream.
+  bool Write(long status, std::string_view data) {
+    http_code = status;
     if (http_code != 200) {
       if (error_body.size() < kMaxErrorBody) {
-        error_body.append(data, n);
+        error_body.append(data);
       }
-      return n;
+      return true;
     }
-    pending.append(data, n);
+    pending.append(data);
     size_t start = 0;
     for (;;) {
       const size_t nl = pending.find('\n', start);
@@ -190,75 +167,28 @@ struct WatchStream {
         break;
       }
       if (!ProcessLine(std::string_view(pending).substr(start, nl - start))) {
-        return 0;
+        return false;
       }
       start = nl + 1;
     }
     pending.erase(0, start);
-    return n;
+    return true;
   }
 };
 
-size_t WatchWrite(char* data, size_t size, size_t nmemb, void* user) {
-  return static_cast<WatchStream*>(user)->Write(data, size * nmemb);
-}
-
 }  // namespace
 
-std::string UrlEncode(const std::string& value) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(value.size());
-  for (const char c : value) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u >= 'A' && u <= 'Z') || (u >= 'a' && u <= 'z') || (u >= '0' && u <= '9') || u == '-' || u == '_' ||
-        u == '.' || u == '~') {
-      out.push_back(c);
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[u >> 4U]);
-      out.push_back(kHex[u & 0xFU]);
-    }
-  }
-  return out;
-}
+std::string UrlEncode(const std::string& value) { return net::UrlEncode(value); }
 
 struct ApiClient::Impl {
-  explicit Impl(ClientConfig c) : config(std::move(c)) {}
-  ~Impl() {
-    for (CURL* h : pool) {
-      curl_easy_cleanup(h);
-    }
-  }
+  Impl(ClientConfig c, std::unique_ptr<net::HttpClient> h) : config(std::move(c)), http(std::move(h)) {}
 
   ClientConfig config;
-
-  std::mutex pool_mu;
-  std::vector<CURL*> pool;  // GUARDED_BY(pool_mu)
+  std::unique_ptr<net::HttpClient> http;  // URL, TLS and the connection pool
 
   std::mutex token_mu;
   std::string token;             // GUARDED_BY(token_mu)
   Clock::time_point token_read;  // GUARDED_BY(token_mu)
-
-  Easy Acquire() {
-    {
-      std::lock_guard<std::mutex> lock(pool_mu);
-      if (!pool.empty()) {
-        CURL* h = pool.back();
-        pool.pop_back();
-        curl_easy_reset(h);  // keeps the connection and TLS session caches
-        return Easy(h);
-      }
-    }
-    return Easy(curl_easy_init());
-  }
-
-  void Release(Easy h) {
-    std::lock_guard<std::mutex> lock(pool_mu);
-    if (pool.size() < kMaxPooledHandles) {
-      pool.push_back(h.release());
-    }
-  }
 
   // Exec plugin state, GUARDED_BY(token_mu).
   std::optional<std::chrono::system_clock::time_point> exec_expires;
@@ -317,91 +247,33 @@ struct ApiClient::Impl {
     return token;
   }
 
-  Slist Headers(bool has_body, const std::string& content_type) {
-    curl_slist* list = curl_slist_append(nullptr, "Accept: application/json");
-    list = curl_slist_append(list, "Expect:");
-    if (has_body) {
-      list = curl_slist_append(list, ("Content-Type: " + content_type).c_str());
+  net::ClientRequest Request(const std::string& method, std::string target, const std::string& body,
+                             const std::string& content_type) {
+    net::ClientRequest request{.method = method, .target = std::move(target), .body = body};
+    request.headers.emplace_back("Accept: application/json");
+    if (!body.empty()) {
+      request.headers.push_back("Content-Type: " + content_type);
     }
     const std::string bearer = Token();
     if (!bearer.empty()) {
-      list = curl_slist_append(list, ("Authorization: Bearer " + bearer).c_str());
+      request.headers.push_back("Authorization: Bearer " + bearer);
     }
-    return Slist(list);
-  }
-
-  // URL, TLS, headers and connect timeout; the caller adds the method, body and writer.
-  void SetCommon(CURL* h, const std::string& target, curl_slist* headers) {
-    const std::string url = config.server + target;
-    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "gpusched/0.1");
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(config.request_timeout.count()));
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    if (config.insecure_skip_verify) {
-      curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-      curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-    } else {
-      curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-      curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-    }
-    if (!config.ca_pem.empty()) {
-      curl_blob blob{.data = config.ca_pem.data(), .len = config.ca_pem.size(), .flags = CURL_BLOB_COPY};
-      curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
-    }
-    if (!config.client_cert_pem.empty()) {
-      curl_blob cert{
-          .data = config.client_cert_pem.data(), .len = config.client_cert_pem.size(), .flags = CURL_BLOB_COPY};
-      curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
-      curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-      curl_blob key{.data = config.client_key_pem.data(), .len = config.client_key_pem.size(), .flags = CURL_BLOB_COPY};
-      curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
-      curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-    }
-  }
-
-  static void SetMethod(CURL* h, const std::string& method, const std::string& body) {
-    if (method == "GET") {
-      curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-    } else if (method == "POST") {
-      curl_easy_setopt(h, CURLOPT_POST, 1L);
-    } else {
-      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method.c_str());
-    }
-    if (!body.empty() || method == "POST") {
-      curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.c_str());
-      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-    }
+    return request;
   }
 
   // One request; any HTTP code is a response, only transport failures are errors.
   // `reserve`: the expected size of the response body (a list page), allocated at once rather than grown.
   Result<HttpResponse> Perform(const std::string& method, const std::string& target, const std::string& body,
                                const std::string& content_type, size_t reserve = 0) {
-    Easy h = Acquire();
-    if (h == nullptr) {
-      return common::Internal("curl_easy_init failed");
+    net::ClientRequest request = Request(method, target, body, content_type);
+    request.reserve = reserve;
+    Result<HttpResponse> response = http->Send(request);
+    if (!response.ok()) {
+      return StatusFromTransport(method, PathOnly(target),
+                                 response.status().code() == common::StatusCode::kDeadlineExceeded,
+                                 response.status().message());
     }
-    Slist headers = Headers(!body.empty(), content_type);
-    SetCommon(h.get(), target, headers.get());
-    SetMethod(h.get(), method, body);
-    HttpResponse response;
-    response.body.reserve(reserve);
-    curl_easy_setopt(h.get(), CURLOPT_TIMEOUT_MS, static_cast<long>(config.request_timeout.count()));
-    curl_easy_setopt(h.get(), CURLOPT_WRITEFUNCTION, &AppendToString);
-    curl_easy_setopt(h.get(), CURLOPT_WRITEDATA, &response.body);
-    char error[CURL_ERROR_SIZE] = {};
-    curl_easy_setopt(h.get(), CURLOPT_ERRORBUFFER, error);
-    const CURLcode rc = curl_easy_perform(h.get());
-    curl_easy_setopt(h.get(), CURLOPT_ERRORBUFFER, nullptr);
-    if (rc != CURLE_OK) {
-      const std::string detail = std::string(curl_easy_strerror(rc)) + (error[0] != '\0' ? ": " : "") + error;
-      return StatusFromTransport(method, PathOnly(target), rc == CURLE_OPERATION_TIMEDOUT, detail);
-    }
-    curl_easy_getinfo(h.get(), CURLINFO_RESPONSE_CODE, &response.code);
-    Release(std::move(h));
-    if (response.code == 401) {
+    if (response->status == 401) {
       OnUnauthorized();
     }
     return response;
@@ -418,12 +290,6 @@ ApiClient::ApiClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ApiClient::~ApiClient() = default;
 
 Result<std::unique_ptr<ApiClient>> ApiClient::Create(ClientConfig config) {
-  static std::once_flag curl_init;
-  static CURLcode init_rc = CURLE_OK;
-  std::call_once(curl_init, [] { init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); });
-  if (init_rc != CURLE_OK) {
-    return common::Internal(std::string("curl_global_init: ") + curl_easy_strerror(init_rc));
-  }
   if (config.server.rfind("https://", 0) != 0 && config.server.rfind("http://", 0) != 0) {
     return common::InvalidArgument("API server URL must start with https:// (or http://), got '" + config.server + "'");
   }
@@ -439,7 +305,16 @@ Result<std::unique_ptr<ApiClient>> ApiClient::Create(ClientConfig config) {
   if (config.list_page_size <= 0) {
     return common::InvalidArgument("list_page_size must be positive");
   }
-  auto impl = std::make_unique<Impl>(std::move(config));
+  GPUSCHED_ASSIGN_OR_RETURN(http, net::HttpClient::Create(net::HttpClientOptions{
+                                      .base_url = config.server,
+                                      .timeout = config.request_timeout,
+                                      .connect_timeout = config.request_timeout,
+                                      .tls = net::ClientTls{.insecure_skip_verify = config.insecure_skip_verify,
+                                                            .ca_pem = config.ca_pem,
+                                                            .client_cert_pem = config.client_cert_pem,
+                                                            .client_key_pem = config.client_key_pem},
+                                      .tcp_keepalive = true}));
+  auto impl = std::make_unique<Impl>(std::move(config), std::move(http));
   impl->token = impl->config.token;
   impl->token_read = Clock::now();
   return std::unique_ptr<ApiClient>(new ApiClient(std::move(impl)));
@@ -497,14 +372,14 @@ Result<std::string> ApiClient::ListPages(const std::string& path, const std::str
     // A page of 2000 pods runs to about 7 MB; the size of the last one is a good guess for the next.
     GPUSCHED_ASSIGN_OR_RETURN(response, impl_->Perform("GET", target, "", "", last_size.load()));
     last_size.store(response.body.size() + response.body.size() / 8);
-    if (response.code == 410 && continued && may_restart) {
+    if (response.status == 410 && continued && may_restart) {
       return std::optional<json>();
     }
-    if (!Is2xx(response.code)) {
-      return StatusFromHttp("GET", path, response.code, response.body);
+    if (!Is2xx(response.status)) {
+      return StatusFromHttp("GET", path, response.status, response.body);
     }
     GPUSCHED_ASSIGN_OR_RETURN(
-        page, reader.Parse(response.body, page_prune, "GET " + path + ": HTTP " + std::to_string(response.code)));
+        page, reader.Parse(response.body, page_prune, "GET " + path + ": HTTP " + std::to_string(response.status)));
     if (!page.is_object()) {
       return common::Internal("GET " + path + ": list response is not an object");
     }
@@ -564,65 +439,22 @@ Result<WatchEnd> ApiClient::Watch(const std::string& path, const std::string& re
   if (!field_selector.empty()) {
     AddParam(target, "fieldSelector", field_selector);
   }
-  Easy h(curl_easy_init());
-  if (h == nullptr) {
-    return common::Internal("curl_easy_init failed");
+  net::ClientRequest request = impl_->Request("GET", target, "", "");
+  // Bounded by the server's timeout plus the grace; without timeoutSeconds only the stop flag ends it.
+  request.timeout =
+      timeout_seconds > 0
+          ? std::chrono::milliseconds((static_cast<int64_t>(timeout_seconds) + std::max(grace_seconds, 1)) * 1000)
+          : std::chrono::milliseconds(0);
+  WatchStream stream{.path = path, .on_event = &on_event};
+  Result<net::StreamEnd> ended = impl_->http->Stream(
+      request, [&stream](long status, std::string_view data) { return stream.Write(status, data); }, stop, kWatchPoll);
+  if (!ended.ok()) {
+    return StatusFromTransport("GET", path + " (watch)", ended.status().code() == common::StatusCode::kDeadlineExceeded,
+                               ended.status().message());
   }
-  Slist headers = impl_->Headers(false, "");
-  impl_->SetCommon(h.get(), target, headers.get());
-  Impl::SetMethod(h.get(), "GET", "");
-  if (timeout_seconds > 0) {
-    curl_easy_setopt(h.get(), CURLOPT_TIMEOUT, static_cast<long>(timeout_seconds) + std::max(grace_seconds, 1));
-  }
-  WatchStream stream{.handle = h.get(), .path = path, .on_event = &on_event};
-  curl_easy_setopt(h.get(), CURLOPT_WRITEFUNCTION, &WatchWrite);
-  curl_easy_setopt(h.get(), CURLOPT_WRITEDATA, &stream);
-  char error[CURL_ERROR_SIZE] = {};
-  curl_easy_setopt(h.get(), CURLOPT_ERRORBUFFER, error);
-
-  // The multi interface lets us look at `stop` every kWatchPollMs while the stream is idle.
-  CURLM* multi = curl_multi_init();
-  if (multi == nullptr) {
-    return common::Internal("curl_multi_init failed");
-  }
-  curl_multi_add_handle(multi, h.get());
-  bool stopped = false;
-  Status multi_error;
-  for (;;) {
-    int running = 0;
-    const CURLMcode mc = curl_multi_perform(multi, &running);
-    if (mc != CURLM_OK) {
-      multi_error = common::Internal(std::string("curl_multi_perform: ") + curl_multi_strerror(mc));
-      break;
-    }
-    if (running == 0) {
-      break;
-    }
-    if (stop.load()) {
-      stopped = true;
-      break;
-    }
-    curl_multi_poll(multi, nullptr, 0, kWatchPollMs, nullptr);
-    if (stop.load()) {
-      stopped = true;
-      break;
-    }
-  }
-  CURLcode rc = CURLE_OK;
-  int left = 0;
-  while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
-    if (msg->msg == CURLMSG_DONE) {
-      rc = msg->data.result;
-    }
-  }
-  curl_multi_remove_handle(multi, h.get());
-  curl_multi_cleanup(multi);
-
-  if (stopped) {
+  const net::StreamEnd& end = *ended;
+  if (end.stopped) {
     return WatchEnd::kStopped;
-  }
-  if (!multi_error.ok()) {
-    return multi_error;
   }
   if (stream.gone) {
     return WatchEnd::kGone;
@@ -630,13 +462,10 @@ Result<WatchEnd> ApiClient::Watch(const std::string& path, const std::string& re
   if (!stream.error.ok()) {
     return stream.error;
   }
-  if (stream.http_code == 0) {
-    curl_easy_getinfo(h.get(), CURLINFO_RESPONSE_CODE, &stream.http_code);
-  }
-  const bool stalled = rc == CURLE_OPERATION_TIMEDOUT && stream.http_code == 200;
-  if (rc != CURLE_OK && !stalled) {
-    const std::string detail = std::string(curl_easy_strerror(rc)) + (error[0] != '\0' ? ": " : "") + error;
-    return StatusFromTransport("GET", path + " (watch)", rc == CURLE_OPERATION_TIMEDOUT, detail);
+  stream.http_code = end.status;
+  const bool stalled = end.timed_out && stream.http_code == 200;
+  if (end.timed_out && !stalled) {
+    return StatusFromTransport("GET", path + " (watch)", true, end.detail);
   }
   if (stream.http_code == 410) {
     return WatchEnd::kGone;

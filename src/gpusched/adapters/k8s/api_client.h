@@ -1,12 +1,12 @@
 #pragma once
 
-// ApiClient: a thin, thread-safe client of the Kubernetes REST API over libcurl (k8s-gpu-protocols.md §7): list
+// ApiClient: a thin, thread-safe client of the Kubernetes REST API over net::HttpClient (libcurl): list
 // with pagination, watch streams, binding, merge-patching annotations, core/v1 Events and coordination.k8s.io
 // Leases, plus a generic Request for everything else.
 //
-// Threading: any number of threads may call any method at once. Each call borrows a curl easy handle from a small
-// pool (handles keep their TLS connections alive between calls) and returns it afterwards; a Watch uses its own
-// handle for the life of the stream. Nothing is held locked across network I/O.
+// Threading: any number of threads may call any method at once. Each call borrows a connection from the client's
+// small pool (TLS connections stay alive between calls) and returns it afterwards; a Watch uses its own connection
+// for the life of the stream. Nothing is held locked across network I/O.
 //
 // TLS: the server certificate is verified against ClientConfig::ca_pem (or the system store when empty) unless
 // insecure_skip_verify; client certificate and key are passed as PEM blobs, never written to disk. A bearer token

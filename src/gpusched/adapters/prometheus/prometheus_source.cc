@@ -1,7 +1,5 @@
 #include "gpusched/adapters/prometheus/prometheus_source.h"
 
-#include <curl/curl.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +8,8 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "gpusched/net/http_client.h"
 
 namespace gpusched::adapters::prometheus {
 namespace {
@@ -20,21 +20,6 @@ int64_t MicrosSince(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
 }
 
-size_t AppendToString(char* data, size_t size, size_t n, void* user) {
-  static_cast<std::string*>(user)->append(data, size * n);
-  return size * n;
-}
-
-common::Status GlobalInit() {
-  static std::once_flag once;
-  static CURLcode rc = CURLE_OK;
-  std::call_once(once, [] { rc = curl_global_init(CURL_GLOBAL_DEFAULT); });
-  if (rc != CURLE_OK) {
-    return common::Internal(std::string("curl_global_init: ") + curl_easy_strerror(rc));
-  }
-  return common::Status::Ok();
-}
-
 // Unix milliseconds as the API's float seconds: 1700000000123 -> "1700000000.123".
 std::string UnixSeconds(int64_t ms) {
   const bool negative = ms < 0;
@@ -43,17 +28,6 @@ std::string UnixSeconds(int64_t ms) {
   std::snprintf(buf, sizeof(buf), "%s%lld.%03lld", negative ? "-" : "", static_cast<long long>(abs_ms / 1000),
                 static_cast<long long>(abs_ms % 1000));
   return buf;
-}
-
-std::string Shorten(std::string body) {
-  while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) {
-    body.pop_back();
-  }
-  if (body.size() > 300) {
-    body.resize(300);
-    body += "...";
-  }
-  return body;
 }
 
 // A Status with the same code and `prefix` before its message.
@@ -196,68 +170,30 @@ struct PrometheusSource::Impl {
   std::string base;  // url without a trailing slash
   std::string timeout_param;
   mutable std::mutex mu;
-  CURL* curl = nullptr;        // GUARDED_BY(mu)
+  std::unique_ptr<net::HttpClient> http;
   QueryResponseParser parser;  // GUARDED_BY(mu)
   FetchStats stats;            // GUARDED_BY(mu)
   size_t last_gpus = 0;        // GUARDED_BY(mu)
 
-  ~Impl() {
-    if (curl != nullptr) {
-      curl_easy_cleanup(curl);
-    }
-  }
-
-  std::string Escape(std::string_view s) const {
-    char* e = curl_easy_escape(curl, s.data(), static_cast<int>(s.size()));
-    std::string out = e != nullptr ? e : "";
-    curl_free(e);
-    return out;
-  }
+  static std::string Escape(std::string_view s) { return net::UrlEncode(s); }
 
   // POSTs the form `body` to base + `path` and leaves the answer in `response`. A transport failure or an HTTP
   // status other than 200 with a body that is not Prometheus's error envelope is a Status; a Prometheus error
   // envelope (any HTTP status) is left for the decoder, which turns it into errorType: error.
   common::Status Post(const std::string& path, const std::string& body, std::string& response, int64_t& http_us) {
-    const std::string url = base + path;
-    curl_easy_reset(curl);
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_POST, 1L);
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(options.timeout.count()));
-    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options.timeout.count()));
-    curl_easy_setopt(curl, CURLOPT_USERAGENT, "gpusched/0.1");
-    if (options.gzip) {
-      curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "gzip");
-    }
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &AppendToString);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
-    curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/x-www-form-urlencoded");
-    headers = curl_slist_append(headers, "Expect:");
-    std::string auth;
+    net::ClientRequest request{.method = "POST", .target = path, .body = body};
+    request.headers.emplace_back("Content-Type: application/x-www-form-urlencoded");
     if (!options.bearer_token.empty()) {
-      auth = "Authorization: Bearer " + options.bearer_token;
-      headers = curl_slist_append(headers, auth.c_str());
+      request.headers.push_back("Authorization: Bearer " + options.bearer_token);
     }
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-    char error[CURL_ERROR_SIZE] = {};
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
     const auto start = Clock::now();
-    const CURLcode rc = curl_easy_perform(curl);
+    common::Result<net::ClientResponse> answer = http->Send(request);
     http_us += MicrosSince(start);
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
-    curl_slist_free_all(headers);
-    if (rc != CURLE_OK) {
-      const std::string what = error[0] != '\0' ? error : curl_easy_strerror(rc);
-      if (rc == CURLE_OPERATION_TIMEDOUT) {
-        return common::DeadlineExceeded(what);
-      }
-      return common::Unavailable(what);
+    if (!answer.ok()) {
+      return answer.status();
     }
-    long code = 0;
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+    response = std::move(answer->body);
+    const long code = answer->status;
     if (code == 200) {
       return common::Status::Ok();
     }
@@ -266,7 +202,7 @@ struct PrometheusSource::Impl {
     if (response.find("\"status\"") != std::string::npos && response.find("\"error\"") != std::string::npos) {
       return common::Status::Ok();
     }
-    const std::string what = "HTTP " + std::to_string(code) + " " + Shorten(response);
+    const std::string what = "HTTP " + std::to_string(code) + " " + net::ShortenBody(response);
     switch (code) {
       case 400:
       case 422:
@@ -331,12 +267,13 @@ common::Result<std::unique_ptr<PrometheusSource>> PrometheusSource::Create(Prome
   if (!any) {
     return common::InvalidArgument("Prometheus: every metric is disabled (no query)");
   }
-  GPUSCHED_RETURN_IF_ERROR(GlobalInit());
   auto impl = std::make_unique<Impl>();
-  impl->curl = curl_easy_init();
-  if (impl->curl == nullptr) {
-    return common::Internal("Prometheus: curl_easy_init failed");
-  }
+  GPUSCHED_ASSIGN_OR_RETURN(http, net::HttpClient::Create(net::HttpClientOptions{.base_url = options.url,
+                                                                                 .timeout = options.timeout,
+                                                                                 .connect_timeout = options.timeout,
+                                                                                 .accept_gzip = options.gzip,
+                                                                                 .max_idle_handles = 1}));
+  impl->http = std::move(http);
   impl->base = options.url;
   while (!impl->base.empty() && impl->base.back() == '/') {
     impl->base.pop_back();

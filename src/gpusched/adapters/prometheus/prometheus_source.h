@@ -62,7 +62,7 @@ struct FetchStats {
   int64_t response_bytes = 0;
   int64_t skipped_no_uuid = 0;     // series without the UUID label
   int64_t skipped_not_finite = 0;  // NaN or +-Inf samples
-  int64_t http_us = 0;             // time in libcurl (request, server, transfer)
+  int64_t http_us = 0;             // time in the HTTP client (request, server, transfer)
   int64_t parse_us = 0;            // decoding and mapping to GPUs
 };
 
