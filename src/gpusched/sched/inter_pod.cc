@@ -36,9 +36,84 @@ class NodeOf {
 
 }  // namespace
 
-void InterPodConstraints::CountDomain(Domains& d, const core::Node* node, const std::string& key) {
-  if (const std::string* value = node != nullptr ? LabelOf(*node, key) : nullptr; value != nullptr) {
-    d[key][*value] += 1;
+void InterPodConstraints::CountDomain(Domains& d, const core::Node* node, const std::string& key, int delta) {
+  const std::string* value = node != nullptr ? LabelOf(*node, key) : nullptr;
+  if (value == nullptr) {
+    return;
+  }
+  auto& values = d[key];
+  const int32_t n = (values[*value] += delta);
+  if (n <= 0) {
+    values.erase(*value);
+    if (values.empty()) {
+      d.erase(key);
+    }
+  }
+}
+
+void InterPodConstraints::Spread::UpdateMin() {
+  if (counts.empty() || static_cast<int64_t>(counts.size()) < constraint->min_domains) {
+    min_match = 0;
+  } else {
+    min_match = domains_by_count.begin()->first;
+  }
+}
+
+bool InterPodConstraints::SpreadEligible(const core::Node& node, size_t constraint) const {
+  const core::PodRequest& pod = *pod_;
+  if (!std::all_of(pod.spread.begin(), pod.spread.end(),
+                   [&](const auto& k) { return LabelOf(node, k.topology_key) != nullptr; })) {
+    return false;
+  }
+  const core::TopologySpreadConstraint& k = pod.spread[constraint];
+  return (!k.honor_node_affinity || CheckNodeAffinity(pod, node).empty()) &&
+         (!k.honor_node_taints || CheckTaints(pod, node).empty());
+}
+
+void InterPodConstraints::Update(const PodOnNode& p, int delta, const core::ClusterState& state) {
+  const core::PodRequest& pod = *pod_;
+  if (!active_ || p.uid == pod.uid) {
+    return;
+  }
+  NodeOf node_of(p, state);
+  for (const core::PodAffinityTerm& t : p.anti_affinity) {
+    if (t.Matches(p.namespace_, pod.namespace_, pod.labels)) {
+      CountDomain(existing_anti_, node_of.Get(), t.topology_key, delta);
+    }
+  }
+  if (!pod.pod_affinity.empty() && std::all_of(pod.pod_affinity.begin(), pod.pod_affinity.end(), [&](const auto& t) {
+        return t.Matches(pod.namespace_, p.namespace_, p.labels);
+      })) {
+    for (const core::PodAffinityTerm& t : pod.pod_affinity) {
+      CountDomain(affinity_, node_of.Get(), t.topology_key, delta);
+    }
+    affinity_first_ = affinity_.empty() && self_affinity_;
+  }
+  for (const core::PodAffinityTerm& t : pod.pod_anti_affinity) {
+    if (t.Matches(pod.namespace_, p.namespace_, p.labels)) {
+      CountDomain(anti_, node_of.Get(), t.topology_key, delta);
+    }
+  }
+  if (spread_.empty() || p.deleting || p.namespace_ != pod.namespace_ || node_of.Get() == nullptr) {
+    return;
+  }
+  const core::Node& node = *node_of.Get();
+  for (size_t i = 0; i < spread_.size(); ++i) {
+    Spread& s = spread_[i];
+    const core::TopologySpreadConstraint& k = *s.constraint;
+    if (k.selects_nothing || !k.selector.Matches(p.labels) || !SpreadEligible(node, i)) {
+      continue;
+    }
+    auto it = s.counts.find(*LabelOf(node, k.topology_key));
+    if (it == s.counts.end()) {
+      continue;
+    }
+    if (auto h = s.domains_by_count.find(it->second); h != s.domains_by_count.end() && --h->second == 0) {
+      s.domains_by_count.erase(h);
+    }
+    it->second = std::max(0, it->second + delta);
+    s.domains_by_count[it->second] += 1;
+    s.UpdateMin();
   }
 }
 
@@ -89,10 +164,10 @@ InterPodConstraints InterPodConstraints::Prepare(const core::PodRequest& pod, st
         }
       }
     }
-    c.affinity_first_ =
-        c.affinity_.empty() && std::all_of(pod.pod_affinity.begin(), pod.pod_affinity.end(), [&](const auto& t) {
-          return t.Matches(pod.namespace_, pod.namespace_, pod.labels);
-        });
+    c.self_affinity_ = std::all_of(pod.pod_affinity.begin(), pod.pod_affinity.end(), [&](const auto& t) {
+      return t.Matches(pod.namespace_, pod.namespace_, pod.labels);
+    });
+    c.affinity_first_ = c.affinity_.empty() && c.self_affinity_;
   }
   // Spread: the domains of the eligible nodes, then the matching pods in each.
   if (!pod.spread.empty()) {
@@ -150,14 +225,10 @@ InterPodConstraints InterPodConstraints::Prepare(const core::PodRequest& pod, st
       }
     }
     for (Spread& s : c.spread_) {
-      if (s.counts.empty() || static_cast<int64_t>(s.counts.size()) < s.constraint->min_domains) {
-        s.min_match = 0;
-        continue;
-      }
-      s.min_match = std::numeric_limits<int32_t>::max();
       for (const auto& [value, count] : s.counts) {
-        s.min_match = std::min(s.min_match, count);
+        s.domains_by_count[count] += 1;
       }
+      s.UpdateMin();
     }
   }
   c.active_ =

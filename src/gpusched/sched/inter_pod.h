@@ -24,8 +24,10 @@
 //
 // Cost: Prepare (the PreFilter) reads every placed pod only for a pod that has affinity, anti-affinity or spread
 // constraints of its own; any other pod reads only the placed pods that have anti-affinity terms. Check (the
-// Filter) is a few hash lookups per node. Not done (kube-scheduler does): pods nominated by preemption are not
-// counted, and preemption does not evict pods to satisfy these constraints.
+// Filter) is a few hash lookups per node. Preemption (the scheduler's post-filter) removes and restores candidate
+// victims with Update, as kube-scheduler's AddPod/RemovePod pre-filter extensions do, so that evicting a pod can
+// satisfy anti-affinity, existing pods' anti-affinity and spread constraints; each Update costs a few hash lookups
+// and, with spread constraints, a logarithmic step in the per-count histogram that keeps the least populated domain.
 
 #include <cstdint>
 #include <map>
@@ -65,6 +67,10 @@ class InterPodConstraints {
                                      std::span<const PodOnNode* const> with_anti_affinity,
                                      const core::ClusterState& state);
 
+  // The counts as if `p` (a pod placed on a node, one that Prepare counted) were gone (delta -1) or back (+1).
+  // Removing and then restoring the same pods leaves the object as it was.
+  void Update(const PodOnNode& p, int delta, const core::ClusterState& state);
+
   // Whether Check can reject a node.
   [[nodiscard]] bool Active() const { return active_; }
   // Check without its reason (no string is built: the cycle's loop over every node).
@@ -82,8 +88,10 @@ class InterPodConstraints {
   struct Spread {
     const core::TopologySpreadConstraint* constraint = nullptr;
     std::unordered_map<std::string, int32_t> counts;  // per domain of the eligible nodes
+    std::map<int32_t, int32_t> domains_by_count;      // count -> domains with it (the least is the minimum)
     int32_t min_match = 0;
     int32_t self_match = 0;
+    void UpdateMin();
   };
   // The rule a node fails first, and what the reason names (pointers into the node's labels and this object).
   enum class Rule { kNone, kSpreadLabel, kSpreadSkew, kAffinityLabel, kAffinity, kAntiAffinity, kExistingAntiAffinity };
@@ -95,8 +103,12 @@ class InterPodConstraints {
     int32_t max_skew = 0;
   };
   static int32_t CountIn(const Domains& d, const std::string& key, const std::string& value);
-  // One more pod in the domain of `key` on `node` (none when the node is unknown or lacks the label).
-  static void CountDomain(Domains& d, const core::Node* node, const std::string& key);
+  // `delta` more pods in the domain of `key` on `node` (none when the node is unknown or lacks the label); a domain
+  // whose count falls to 0 is removed.
+  static void CountDomain(Domains& d, const core::Node* node, const std::string& key, int delta = 1);
+  // Whether a spread constraint counts pods on `node` (kube-scheduler's eligible nodes: every constraint's key,
+  // and the pod's node affinity and tolerations where the constraint honours them).
+  [[nodiscard]] bool SpreadEligible(const core::Node& node, size_t constraint) const;
   [[nodiscard]] Failure Evaluate(const core::Node& node) const;
 
   bool active_ = false;
@@ -105,6 +117,7 @@ class InterPodConstraints {
   Domains affinity_;             // domains with pods matching all the pod's affinity terms
   Domains anti_;                 // domains with pods matching one of its anti-affinity terms
   bool affinity_first_ = false;  // no pod matches its affinity terms, and it matches them itself
+  bool self_affinity_ = false;   // it matches its own affinity terms
   std::vector<Spread> spread_;
 };
 

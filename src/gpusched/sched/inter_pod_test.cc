@@ -43,6 +43,43 @@ class InterPodTest : public ::testing::Test {
                                                             .deleting = deleting}));
   }
 
+  // The constraints of `pod` over the placed pods, as the scheduler prepares them.
+  InterPodConstraints Prepare(const core::PodRequest& pod) {
+    all_.clear();
+    anti_.clear();
+    for (const auto& p : placed_) {
+      all_.push_back(p.get());
+      if (!p->anti_affinity.empty()) {
+        anti_.push_back(p.get());
+      }
+    }
+    return InterPodConstraints::Prepare(
+        pod,
+        pod.HasInterPodConstraints() ? std::span<const PodOnNode* const>(all_) : std::span<const PodOnNode* const>(),
+        anti_, state_);
+  }
+  // The nodes `c` lets its pod go to, in node order.
+  std::vector<std::string> PassingWith(const InterPodConstraints& c) {
+    std::vector<std::string> out;
+    for (size_t slot = 0; slot < state_.SlotCount(); ++slot) {
+      const core::Node& node = *state_.View(slot).node;
+      if (c.Passes(node)) {
+        out.push_back(node.name.str());
+      }
+    }
+    return out;
+  }
+  // The placed pod `uid`.
+  const PodOnNode& Placed(const std::string& uid) const {
+    for (const auto& p : placed_) {
+      if (p->uid.str() == uid) {
+        return *p;
+      }
+    }
+    ADD_FAILURE() << "no placed pod " << uid;
+    return *placed_.front();
+  }
+
   // The nodes `pod` may go to, in node order.
   std::vector<std::string> Passing(const core::PodRequest& pod) {
     std::vector<const PodOnNode*> all;
@@ -95,6 +132,7 @@ class InterPodTest : public ::testing::Test {
   }
 
   using V = std::vector<std::string>;
+  std::vector<const PodOnNode*> all_, anti_;
   core::ClusterState state_;
   std::vector<std::unique_ptr<PodOnNode>> placed_;
   std::map<std::string, policy::Fit> reasons_;
@@ -244,6 +282,65 @@ TEST_F(InterPodTest, SpreadCountsOnlyEligibleDomains) {
   EXPECT_EQ(Passing(tainted), (V{"a1", "a2", "c1"}));
   tainted.spread[0].honor_node_taints = false;
   EXPECT_EQ(Passing(tainted), V{"c1"});
+}
+
+}  // namespace
+}  // namespace gpusched::sched
+
+namespace gpusched::sched {
+namespace {
+
+// Preemption takes candidate victims off and puts them back (Update): the checks follow, and restoring leaves the
+// object as it was.
+TEST_F(InterPodTest, UpdateFollowsPodsTakenOffAndPutBack) {
+  // Anti-affinity: w1 on a1 keeps the pod out of zone a; with w1 off, zone a is open.
+  Place("w1", "a1", {{"app", "web"}});
+  core::PodRequest anti = Pod("p", {{"app", "api"}});
+  anti.pod_anti_affinity = {Term({{"app", "web"}}, "zone")};
+  InterPodConstraints c = Prepare(anti);
+  EXPECT_EQ(PassingWith(c), (V{"b1", "b2", "c1", "bare"}));
+  c.Update(Placed("w1"), -1, state_);
+  EXPECT_EQ(PassingWith(c), (V{"a1", "a2", "b1", "b2", "c1", "bare"}));
+  c.Update(Placed("w1"), +1, state_);
+  EXPECT_EQ(PassingWith(c), (V{"b1", "b2", "c1", "bare"}));
+
+  // Existing anti-affinity: d1 (zone b) keeps db pods out of zone b, until it is off.
+  Place("d1", "b1", {{"app", "loner"}}, "default", {Term({{"app", "db"}}, "zone")});
+  core::PodRequest db = Pod("db", {{"app", "db"}});
+  InterPodConstraints e = Prepare(db);
+  EXPECT_EQ(PassingWith(e), (V{"a1", "a2", "c1", "bare"}));
+  e.Update(Placed("d1"), -1, state_);
+  EXPECT_EQ(PassingWith(e), (V{"a1", "a2", "b1", "b2", "c1", "bare"}));
+  e.Update(Placed("d1"), +1, state_);
+  EXPECT_EQ(PassingWith(e), (V{"a1", "a2", "c1", "bare"}));
+}
+
+TEST_F(InterPodTest, UpdateMovesTheLeastPopulatedDomainOfASpread) {
+  // zone a: 2, zone b: 1, zone c: 1; max skew 1: only b and c fit (1 + 1 - 1 = 1).
+  Place("1", "a1", {{"app", "web"}});
+  Place("2", "a2", {{"app", "web"}});
+  Place("3", "b1", {{"app", "web"}});
+  Place("4", "c1", {{"app", "web"}});
+  core::PodRequest pod = Pod("p", {{"app", "web"}});
+  pod.spread = {Spread({{"app", "web"}})};
+  InterPodConstraints c = Prepare(pod);
+  EXPECT_EQ(PassingWith(c), (V{"b1", "b2", "c1"}));
+  // Without the pod of zone c the minimum is 0: only c fits.
+  c.Update(Placed("4"), -1, state_);
+  EXPECT_EQ(PassingWith(c), V{"c1"});
+  // Without both pods of zone a as well, a has 0 too: a and c fit.
+  c.Update(Placed("1"), -1, state_);
+  c.Update(Placed("2"), -1, state_);
+  EXPECT_EQ(PassingWith(c), (V{"a1", "a2", "c1"}));
+  // Everything back: as prepared.
+  c.Update(Placed("1"), +1, state_);
+  c.Update(Placed("2"), +1, state_);
+  c.Update(Placed("4"), +1, state_);
+  EXPECT_EQ(PassingWith(c), (V{"b1", "b2", "c1"}));
+  // A pod of another app is not counted either way.
+  Place("5", "b2", {{"app", "db"}});
+  c.Update(Placed("5"), -1, state_);
+  EXPECT_EQ(PassingWith(c), (V{"b1", "b2", "c1"}));
 }
 
 }  // namespace

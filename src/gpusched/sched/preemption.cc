@@ -42,10 +42,14 @@ bool MoreImportant(const PotentialVictim& a, const PotentialVictim& b) {
 
 std::optional<VictimSet> SelectVictimsOnNode(const core::NodeView& view, std::span<const PotentialVictim> potential,
                                              std::span<const int32_t> budgets,
-                                             const std::function<bool(const core::NodeView&)>& fits) {
+                                             const std::function<bool(const core::NodeView&)>& fits,
+                                             const VictimChange& on_change) {
   core::NodeView scratch = view;
   for (const PotentialVictim& p : potential) {
     RemoveFromView(scratch, *p.allocation);
+    if (on_change) {
+      on_change(p, -1);
+    }
   }
   if (!fits(scratch)) {
     return std::nullopt;
@@ -77,10 +81,16 @@ std::optional<VictimSet> SelectVictimsOnNode(const core::NodeView& view, std::sp
   std::vector<const PotentialVictim*> victims;
   auto reprieve = [&](const PotentialVictim* p) -> bool {
     AddToView(scratch, *p->allocation);
+    if (on_change) {
+      on_change(*p, +1);
+    }
     if (fits(scratch)) {
       return true;
     }
     RemoveFromView(scratch, *p->allocation);
+    if (on_change) {
+      on_change(*p, -1);
+    }
     victims.push_back(p);
     return false;
   };

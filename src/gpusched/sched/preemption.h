@@ -58,10 +58,15 @@ void AddToView(core::NodeView& view, const core::Allocation& allocation);
 
 // The fewest victims among `potential` (pods of lower priority on this node) that make `fits` true for the node;
 // nullopt when even all of them are not enough. `budgets`: disruptions each PodDisruptionBudget still allows.
+// `on_change`, when set, hears each time a potential victim is taken off the node (-1) or put back (+1), before
+// `fits` is asked again, so that state beyond the node view (inter-pod constraints) can follow; when this returns,
+// exactly the victims are off (nullopt: every potential victim is).
+using VictimChange = std::function<void(const PotentialVictim& victim, int delta)>;
 [[nodiscard]] std::optional<VictimSet> SelectVictimsOnNode(const core::NodeView& view,
                                                            std::span<const PotentialVictim> potential,
                                                            std::span<const int32_t> budgets,
-                                                           const std::function<bool(const core::NodeView&)>& fits);
+                                                           const std::function<bool(const core::NodeView&)>& fits,
+                                                           const VictimChange& on_change = nullptr);
 
 // The index of the best candidate (see above); candidates must not be empty.
 [[nodiscard]] size_t PickCandidate(std::span<const VictimSet> candidates);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,32 @@ TEST(PreemptionTest, EvictsTheLeastImportantAndSparesTheRest) {
   EXPECT_EQ(s->highest_start_ms, 20);
   const int64_t offset = -static_cast<int64_t>(std::numeric_limits<int32_t>::min());
   EXPECT_EQ(s->priority_sum, (1 + offset) + (5 + offset));
+}
+
+// State beyond the node view follows the victims through on_change: here a "conflict" that only `mid`'s leaving
+// ends (as an anti-affinity would). Only what on_change reports decides; when the call returns, exactly the
+// victims are off.
+TEST(PreemptionTest, OnChangeLetsOtherStateDecideAndEndsWithExactlyTheVictimsOff) {
+  const std::vector<core::Allocation> held = {Share("low", 0, 100), Share("mid", 0, 100), Share("other", 0, 100)};
+  const core::NodeView v = NodeWith(held);
+  const std::vector<PotentialVictim> potential = {{.allocation = &held[0], .priority = 1},
+                                                  {.allocation = &held[1], .priority = 5},
+                                                  {.allocation = &held[2], .priority = 3}};
+  std::map<std::string, int> on;  // 1: on the node
+  for (const auto& a : held) {
+    on[a.pod.str()] = 1;
+  }
+  auto follow = [&](const PotentialVictim& victim, int delta) { on[victim.allocation->pod.str()] += delta; };
+  auto conflict_gone = [&](const core::NodeView&) { return on["mid"] == 0; };
+  auto s = SelectVictimsOnNode(v, potential, {}, conflict_gone, follow);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(Uids(*s), std::vector<std::string>{"mid"});
+  EXPECT_EQ(on, (std::map<std::string, int>{{"low", 1}, {"mid", 0}, {"other", 1}}));
+  // No candidate: every potential victim is off when it returns.
+  auto never = SelectVictimsOnNode(
+      v, potential, {}, [](const core::NodeView&) { return false; }, follow);
+  EXPECT_FALSE(never.has_value());
+  EXPECT_EQ(on, (std::map<std::string, int>{{"low", 0}, {"mid", -1}, {"other", 0}}));
 }
 
 TEST(PreemptionTest, NoCandidateWhenEveryLowerPriorityPodIsNotEnough) {

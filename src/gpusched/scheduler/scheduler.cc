@@ -354,6 +354,7 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
   struct NodeCandidates {
     const core::NodeView* view = nullptr;
     std::vector<sched::PotentialVictim> potential;
+    std::vector<sched::PodOnNode> pods;  // potential[i] as inter-pod constraints see it
   };
   std::vector<NodeCandidates> nodes;
   {
@@ -367,9 +368,8 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
         continue;  // nothing on the node could make room
       }
       const core::NodeView* view = state.Find(name);
-      if (view == nullptr || !sched::CheckNodeConstraints(request, *view->node).empty() ||
-          !inter_pod.Passes(*view->node)) {
-        continue;  // evicting pods does not change labels, taints or cordons (nor, here, inter-pod constraints)
+      if (view == nullptr || !sched::CheckNodeConstraints(request, *view->node).empty()) {
+        continue;  // evicting pods does not change labels, taints or cordons
       }
       NodeCandidates c{.view = view};
       for (const common::PodUid& pod : state.PodsOn(name)) {
@@ -388,17 +388,40 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
           }
         }
         c.potential.push_back(std::move(v));
+        c.pods.push_back(r->second);
       }
       if (!c.potential.empty()) {
         nodes.push_back(std::move(c));
       }
     }
   }
-  auto fits = [&](const core::NodeView& v) { return runner_.Filter(request, v).fits(); };
+  // Inter-pod constraints follow the victims as they are taken off and put back (kube-scheduler's RemovePod and
+  // AddPod): evicting a pod can end an anti-affinity conflict or a spread skew. One copy serves every node: after
+  // each node its victims are put back.
+  sched::InterPodConstraints constraints = inter_pod;
+  const bool with_constraints = constraints.Active();
+  auto fits = [&](const core::NodeView& v) {
+    return runner_.Filter(request, v).fits() && (!with_constraints || constraints.Passes(*v.node));
+  };
   std::vector<sched::VictimSet> candidates;
   std::vector<const NodeCandidates*> from;
   for (const NodeCandidates& c : nodes) {
-    auto s = sched::SelectVictimsOnNode(*c.view, c.potential, allowed, fits);
+    sched::VictimChange follow;
+    if (with_constraints) {
+      follow = [&](const sched::PotentialVictim& v, int delta) {
+        constraints.Update(c.pods[static_cast<size_t>(&v - c.potential.data())], delta, state);
+      };
+    }
+    auto s = sched::SelectVictimsOnNode(*c.view, c.potential, allowed, fits, follow);
+    if (with_constraints) {
+      for (size_t i = 0; i < c.potential.size(); ++i) {  // put back what is still off
+        const bool off = !s.has_value() || std::find(s->victims.begin(), s->victims.end(),
+                                                     c.potential[i].allocation->pod) != s->victims.end();
+        if (off) {
+          constraints.Update(c.pods[i], +1, state);
+        }
+      }
+    }
     if (s.has_value() && !s->victims.empty()) {
       candidates.push_back(std::move(*s));
       from.push_back(&c);

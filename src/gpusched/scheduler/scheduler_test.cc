@@ -630,6 +630,73 @@ TEST_F(SchedulerPreemptionTest, HeldRoomCountsAsThePreemptorForAntiAffinity) {
   EXPECT_EQ(preemptor_.evicted_.size(), 1U);
 }
 
+// Preemption for inter-pod constraints, as kube-scheduler's: the counts follow the victims taken off a candidate
+// node. A pod of priority 10 with anti-affinity (zone) to app=web: both nodes of zone z1 fail it because of web-0 on
+// b; only evicting web-0 on b helps, so b is the candidate (nothing on a would help, and nothing there is evicted).
+TEST_F(SchedulerPreemptionTest, EvictsTheLowerPriorityPodThatItsAntiAffinityRepels) {
+  scheduler_->OnNode(EventType::kAdded, Node("b", 2, {{"kubernetes.io/hostname", "b"}, {"zone", "z1"}}));
+  Running(WithLabels(Pod("web-0", Share(10), 0), {{"app", "web"}}));
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2, {{"kubernetes.io/hostname", "a"}, {"zone", "z1"}}));
+  Running(Pod("other", Share(10), 0));
+  scheduler_->OnPod(EventType::kAdded,
+                    AntiAffinity(WithLabels(Pod("h", Share(10), 10), {{"app", "api"}}), "web", "zone"));
+  Drain();
+  EXPECT_EQ(preemptor_.evicted_, std::vector<std::string>{"default/web-0@uid-web-0"});
+  EXPECT_EQ(preemptor_.nominated_, std::vector<std::string>{"default/h->b"});
+  ASSERT_FALSE(EventsFor("h", "FailedScheduling").empty());
+  EXPECT_THAT(EventsFor("h", "FailedScheduling").back().message,
+              HasSubstr("; preempting 1 pod(s) of lower priority on b"));
+}
+
+// A pod of lower priority whose own anti-affinity keeps the preemptor away is evicted for it.
+TEST_F(SchedulerPreemptionTest, EvictsALowerPriorityPodWhoseAntiAffinityKeepsThePreemptorAway) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2, {{"kubernetes.io/hostname", "a"}}));
+  Running(AntiAffinity(WithLabels(Pod("loner", Share(10), 0), {{"app", "loner"}}), "web", "kubernetes.io/hostname"));
+  Running(Pod("bystander", Share(10), 0));
+  scheduler_->OnPod(EventType::kAdded, WithLabels(Pod("web", Share(10), 10), {{"app", "web"}}));
+  Drain();
+  EXPECT_EQ(preemptor_.evicted_, std::vector<std::string>{"default/loner@uid-loner"});
+}
+
+json SpreadOnHostname(json pod, const std::string& app) {
+  pod["spec"]["topologySpreadConstraints"] = json::array({{{"maxSkew", 1},
+                                                           {"topologyKey", "kubernetes.io/hostname"},
+                                                           {"whenUnsatisfiable", "DoNotSchedule"},
+                                                           {"labelSelector", {{"matchLabels", {{"app", app}}}}}}});
+  return pod;
+}
+
+// Spread: node b has no room (its GPU holder has priority 20), node a would have skew 3 with its two web pods of
+// priority 0; evicting both brings it to 1.
+TEST_F(SchedulerPreemptionTest, EvictsForATopologySpreadSkew) {
+  scheduler_->OnNode(EventType::kAdded, Node("b", 1, {{"kubernetes.io/hostname", "b"}}));
+  Running(Pod("big", WholeGpu(), 20));
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2, {{"kubernetes.io/hostname", "a"}}));
+  Running(WithLabels(Pod("web-0", Share(10), 0), {{"app", "web"}}));
+  Running(WithLabels(Pod("web-1", Share(10), 0), {{"app", "web"}}));
+  scheduler_->OnPod(EventType::kAdded,
+                    SpreadOnHostname(WithLabels(Pod("web-2", Share(10), 10), {{"app", "web"}}), "web"));
+  Drain();
+  std::vector<std::string> evicted = preemptor_.evicted_;
+  std::sort(evicted.begin(), evicted.end());
+  EXPECT_EQ(evicted, (std::vector<std::string>{"default/web-0@uid-web-0", "default/web-1@uid-web-1"}));
+  EXPECT_EQ(preemptor_.nominated_, std::vector<std::string>{"default/web-2->a"});
+}
+
+// Affinity needs a pod placed, not one removed: it never leads to an eviction.
+TEST_F(SchedulerPreemptionTest, AffinityNeverLeadsToPreemption) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 1, {{"kubernetes.io/hostname", "a"}}));
+  Running(Pod("low", WholeGpu(), 0));
+  json h = Pod("h", Share(10), 10);
+  h["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
+      json::array({{{"topologyKey", "kubernetes.io/hostname"}, {"labelSelector", {{"matchLabels", {{"app", "db"}}}}}}});
+  scheduler_->OnPod(EventType::kAdded, h);
+  Drain();
+  EXPECT_TRUE(preemptor_.evicted_.empty());
+  ASSERT_FALSE(EventsFor("h", "FailedScheduling").empty());
+  EXPECT_THAT(EventsFor("h", "FailedScheduling").back().message, HasSubstr("pod affinity"));
+}
+
 // One GPU, two shares of 50 of priorities 1 and 0; a pod of priority 10 needs 50: the pod of priority 0 goes, the
 // other is spared; the room is held while it leaves, and a pod of low priority cannot take it.
 TEST_F(SchedulerPreemptionTest, EvictsTheLeastImportantShareAndHoldsTheRoomForThePreemptor) {
