@@ -101,8 +101,8 @@ def extender_run():
 
 
 def scheduler_run():
-    """What `gpusched scheduler` does in its suite: informers on pods, nodes and PodDisruptionBudgets, a bind, the
-    Unschedulable condition on a pod's status, an eviction, events, its Lease."""
+    """What `gpusched scheduler` does in its suite: informers on pods, nodes, namespaces and PodDisruptionBudgets, a
+    bind, the Unschedulable condition on a pod's status, an eviction, events, its Lease."""
     lease = dict(group="coordination.k8s.io", ns="kube-system")
     pdbs = "/apis/policy/v1beta1/poddisruptionbudgets"
     return [
@@ -113,6 +113,8 @@ def scheduler_run():
         event(SCHED, "watch", "pods", uri="/api/v1/pods?watch=1"),
         event(SCHED, "list", "nodes", uri="/api/v1/nodes?limit=500"),
         event(SCHED, "watch", "nodes", uri="/api/v1/nodes?watch=1"),
+        event(SCHED, "list", "namespaces", uri="/api/v1/namespaces?limit=500"),
+        event(SCHED, "watch", "namespaces", uri="/api/v1/namespaces?watch=1"),
         event(SCHED, "create", "pods", sub="binding", ns="default", name="p", code=201),
         event(SCHED, "patch", "pods", sub="status", ns="default", name="q"),
         event(SCHED, "create", "events", ns="default", code=201),
@@ -194,7 +196,7 @@ class CompareTest(unittest.TestCase):
         roles = roles_from(deploy_docs("scheduler.yaml"), rbac_audit.SCHEDULER)
         problems, _, used = self.compare(scheduler_run(), roles, rbac_audit.SCHEDULER)
         self.assertEqual(problems, [])
-        self.assertEqual(len(used), 13)
+        self.assertEqual(len(used), 15)
         # Its Lease only; nothing of pods but the status and bindings written; no events of other API groups.
         for bad in (event(SCHED, "update", "leases", group="coordination.k8s.io", ns="kube-system",
                           name="gpusched-extender"),

@@ -15,7 +15,7 @@ the pods' nodeSelector), so tests do not depend on each other's deletions.
      request no node has (Insufficient cpu), a pod created with spec.nodeName left alone.
   4. inter-pod constraints: replicas with required podAntiAffinity go to different zones and the one that does not
      fit binds once a replica leaves; required podAffinity waits for its peer; DoNotSchedule topology spread
-     balances the zones.
+     balances the zones; a term with a namespaceSelector counts the pods of the namespaces whose labels match.
   5. a GPU freed by a deletion goes to the pending pod within 1 s (RESULT freed_to_bound_s=...).
   6. two replicas on one Lease: kill -9 of the leader, the standby binds new pods within lease + 10 s.
   7. kill -9 while 20 pods are being bound, restart: all 20 end bound, no GPU overcommitted, each bound once.
@@ -940,6 +940,28 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
             self.assertTrue(scheduled and scheduled[-1].get("type") == "Normal", scheduled)
         self.assertEqual(per_node, {node["a"]: 2, node["b"]: 2})
         log(f"inter-pod constraints: spread {per_node}")
+
+        # A term that selects namespaces by label: app=inter-db pods of namespaces labelled team=a keep the pod out
+        # of their zone; the same app in a namespace without the label does not.
+        placed = {}
+        for ns, labels, zone in (("inter-team-a", {"team": "a"}, "a"), ("inter-team-c", {"team": "c"}, "b")):
+            self.kube.ensure_namespace(ns, labels)
+            self.kube.ensure_service_account("default", ns)
+            p = self.pod(f"inter-db-{zone}", SHARE, pool, node_selector={ZONE_LABEL: zone})
+            p["metadata"]["labels"]["app"] = "inter-db"
+            self.kube.create("pods", p, namespace=ns)
+            placed[ns] = Kube.wait_for(
+                lambda ns=ns, zone=zone: (self.kube.get("pods", f"inter-db-{zone}", namespace=ns) or {})
+                .get("spec", {}).get("nodeName"), BIND_TIMEOUT, what=f"pod {ns}/inter-db-{zone} to be bound",
+                on_poll=self.alive)
+        self.assertEqual(placed, {"inter-team-a": node["a"], "inter-team-c": node["b"]})
+        make("inter-ns", "inter-ns", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "inter-db"}}, "topologyKey": ZONE_LABEL,
+             "namespaceSelector": {"matchLabels": {"team": "a"}}}]}})
+        self.assertEqual(self.wait_bound("inter-ns")["spec"]["nodeName"], node["b"])
+        for ns, zone in (("inter-team-a", "a"), ("inter-team-c", "b")):
+            self.kube.delete("pods", f"inter-db-{zone}", namespace=ns)
+        log("inter-pod constraints: namespaceSelector honoured")
         self.audit(pool)
 
     @dump_logs_on_failure

@@ -178,6 +178,11 @@ int RunScheduler(const SchedulerFlags& flags) {
       **client,
       k8s::InformerOptions{.path = "/api/v1/pods", .prune = &k8s::SchedulingPrune(), .cache_identity_only = true},
       [&sched](const k8s::WatchEvent& e) { sched.OnPod(ToEvent(e.type), e.object); });
+  // Namespace labels, for inter-pod terms that select namespaces by label.
+  k8s::Informer namespaces(
+      **client,
+      k8s::InformerOptions{.path = "/api/v1/namespaces", .prune = &k8s::SchedulingPrune(), .cache_identity_only = true},
+      [&sched](const k8s::WatchEvent& e) { sched.OnNamespace(ToEvent(e.type), e.object); });
   // Budgets only where preemption is on (it alone reads them).
   std::unique_ptr<k8s::Informer> budgets;
   if (preemptor != nullptr) {
@@ -187,7 +192,7 @@ int RunScheduler(const SchedulerFlags& flags) {
                              .prune = &k8s::SchedulingPrune()},
         [&sched](const k8s::WatchEvent& e) { sched.OnDisruptionBudget(ToEvent(e.type), e.object); });
   }
-  std::vector<const k8s::Informer*> informers = {&nodes, &pods};
+  std::vector<const k8s::Informer*> informers = {&nodes, &pods, &namespaces};
   if (budgets != nullptr) {
     informers.push_back(budgets.get());
   }
@@ -197,6 +202,7 @@ int RunScheduler(const SchedulerFlags& flags) {
   const auto started = std::chrono::steady_clock::now();
   nodes.Start();
   pods.Start();
+  namespaces.Start();
   if (budgets != nullptr) {
     budgets->Start();
   }
@@ -222,6 +228,10 @@ int RunScheduler(const SchedulerFlags& flags) {
     }
     if (!pods.HasSynced()) {
       why += "pod cache not synced" + (pods.last_error().empty() ? "" : " (" + pods.last_error() + ")") + "; ";
+    }
+    if (!namespaces.HasSynced()) {
+      why += "namespace cache not synced" +
+             (namespaces.last_error().empty() ? "" : " (" + namespaces.last_error() + ")") + "; ";
     }
     if (budgets != nullptr && !budgets->HasSynced()) {
       why += "PodDisruptionBudget cache not synced" +

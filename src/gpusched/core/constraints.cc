@@ -40,13 +40,21 @@ bool LabelSelector::Matches(const std::map<std::string, std::string>& labels) co
 }
 
 bool PodAffinityTerm::Matches(const std::string& owner_namespace, const std::string& pod_namespace,
-                              const std::map<std::string, std::string>& labels) const {
+                              const std::map<std::string, std::string>& labels,
+                              const std::map<std::string, std::string>* pod_namespace_labels) const {
   if (selects_nothing) {
     return false;
   }
   if (!all_namespaces) {
-    if (namespaces.empty() ? pod_namespace != owner_namespace
-                           : std::find(namespaces.begin(), namespaces.end(), pod_namespace) == namespaces.end()) {
+    bool in = false;
+    if (namespaces.empty() && !has_namespace_selector) {
+      in = pod_namespace == owner_namespace;
+    } else {
+      in = std::find(namespaces.begin(), namespaces.end(), pod_namespace) != namespaces.end() ||
+           (has_namespace_selector && pod_namespace_labels != nullptr &&
+            namespace_selector.Matches(*pod_namespace_labels));
+    }
+    if (!in) {
       return false;
     }
   }

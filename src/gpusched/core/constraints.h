@@ -76,14 +76,21 @@ struct LabelSelector {
 // topology domain they share with the pod (nodes with the same value of the label topology_key).
 struct PodAffinityTerm {
   LabelSelector selector;
-  bool selects_nothing = false;         // labelSelector absent or null: the term matches no pod
-  std::vector<std::string> namespaces;  // empty: the namespace of the pod that has the term
-  bool all_namespaces = false;          // namespaceSelector {}: every namespace
+  bool selects_nothing = false;  // labelSelector absent or null: the term matches no pod
+  // The namespaces of the pods it is about, as kube-scheduler reads them: those listed, plus those whose labels
+  // namespace_selector matches; with neither, the namespace of the pod that has the term; namespaceSelector {}:
+  // every namespace.
+  std::vector<std::string> namespaces;
+  bool all_namespaces = false;          // namespaceSelector {}
+  bool has_namespace_selector = false;  // a namespaceSelector with requirements
+  LabelSelector namespace_selector;
   std::string topology_key;
 
   // Whether the term of a pod in `owner_namespace` is about a pod in `pod_namespace` with `labels`.
+  // `pod_namespace_labels`: the labels of `pod_namespace` (nullptr: unknown, so a namespace selector matches it not).
   [[nodiscard]] bool Matches(const std::string& owner_namespace, const std::string& pod_namespace,
-                             const std::map<std::string, std::string>& labels) const;
+                             const std::map<std::string, std::string>& labels,
+                             const std::map<std::string, std::string>* pod_namespace_labels = nullptr) const;
   bool operator==(const PodAffinityTerm&) const = default;
 };
 

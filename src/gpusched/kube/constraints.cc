@@ -298,8 +298,14 @@ common::Result<std::vector<core::PodAffinityTerm>> DecodeRequiredPodAffinity(
         if (!ns_selector.is_null() && !ns_selector.is_object()) {
           return Bad(at + ".namespaceSelector is not an object");
         }
-        // {} selects every namespace; one with requirements needs namespace labels (refused by name elsewhere).
+        // {} selects every namespace; one with requirements the namespaces whose labels it matches.
         term.all_namespaces = ns_selector.is_object() && ns_selector.empty();
+        if (ns_selector.is_object() && !ns_selector.empty()) {
+          GPUSCHED_ASSIGN_OR_RETURN(ns_sel, DecodeLabelSelector(ns_selector, at + ".namespaceSelector"));
+          term.all_namespaces = ns_sel.Empty();  // {"matchLabels": {}} is {} too
+          term.has_namespace_selector = !ns_sel.Empty();
+          term.namespace_selector = std::move(ns_sel);
+        }
         return term;
       });
 }
@@ -426,17 +432,6 @@ UnevaluatedFields FindUnevaluatedFields(const json& pod) {
       const json& a = Member(affinity, kind);
       if (!a.is_object()) {
         continue;
-      }
-      const json& required = Member(a, "requiredDuringSchedulingIgnoredDuringExecution");
-      if (required.is_array()) {
-        for (const json& term : required) {
-          const json& ns_selector = term.is_object() ? Member(term, "namespaceSelector") : json();
-          if (ns_selector.is_object() && !ns_selector.empty()) {
-            out.hard.push_back(std::string("spec.affinity.") + kind +
-                               ".requiredDuringSchedulingIgnoredDuringExecution[].namespaceSelector");
-            break;
-          }
-        }
       }
       const json& preferred = Member(a, "preferredDuringSchedulingIgnoredDuringExecution");
       if (preferred.is_array() && !preferred.empty()) {

@@ -29,8 +29,8 @@ common::Result<std::vector<core::NodeSelectorTerm>> DecodeRequiredNodeAffinity(c
 common::Result<core::LabelSelector> DecodeLabelSelector(const nlohmann::json& selector, const std::string& where);
 // `spec`: the pod's spec; its required pod affinity terms (`anti` false) or anti-affinity terms (true), `labels` the
 // pod's own (matchLabelKeys and mismatchLabelKeys add `key in (its value)` and `key notin (its value)` to the
-// selector). A term without topologyKey is InvalidArgument. A namespaceSelector other than {} is not evaluated:
-// FindUnevaluatedFields names it.
+// selector). A term without topologyKey is InvalidArgument. namespaceSelector: {} selects every namespace, one
+// with requirements the namespaces whose labels it matches (the scheduler watches namespaces).
 common::Result<std::vector<core::PodAffinityTerm>> DecodeRequiredPodAffinity(
     const nlohmann::json& spec, bool anti, const std::map<std::string, std::string>& labels);
 // `spec`: the pod's spec; its topology spread constraints with whenUnsatisfiable DoNotSchedule (the default;
@@ -45,9 +45,8 @@ common::Result<core::DisruptionBudget> DecodeDisruptionBudget(const nlohmann::js
 
 // Scheduling fields of a pod that gpusched's scheduler does not evaluate, as paths naming them. A pod is never
 // placed as if they were absent without saying so:
-//   hard  the scheduler refuses to place the pod (it could break the constraint): a pod affinity or anti-affinity
-//         term that selects namespaces by their labels (namespaceSelector other than {}: the scheduler does not
-//         watch namespaces)
+//   hard  the scheduler refuses to place the pod (it could break the constraint): none today; the list stays so
+//         that a field added to Kubernetes that must not be ignored can be refused by name
 //   soft  the pod is placed, with a warning naming them: preferred pod and node affinity, ScheduleAnyway spread
 //         constraints
 // (Evaluated: host ports and requests of ephemeral-storage, hugepages and extended resources, FitNodeResources;

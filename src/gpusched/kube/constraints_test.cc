@@ -84,11 +84,9 @@ TEST(ConstraintsTest, FieldsTheSchedulerDoesNotEvaluateAreNamed) {
       "containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}],
                       "resources": {"limits": {"rdma/hca": "1", "hugepages-2Mi": "2Mi"}}}]}})");
   UnevaluatedFields f = FindUnevaluatedFields(pod);
-  // Host ports, other resources, required pod (anti-)affinity and DoNotSchedule spread are evaluated: not named.
-  // Namespaces chosen by their labels are not.
-  EXPECT_EQ(f.hard,
-            (std::vector<std::string>{"spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[]."
-                                      "namespaceSelector"}));
+  // Host ports, other resources, required pod (anti-)affinity (namespaces chosen by their labels included) and
+  // DoNotSchedule spread are evaluated: not named.
+  EXPECT_TRUE(f.hard.empty());
   EXPECT_EQ(f.soft,
             (std::vector<std::string>{"spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
                                       "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
@@ -124,6 +122,37 @@ TEST(ConstraintsTest, PodAffinityAndSpreadDecode) {
   EXPECT_TRUE(r->pod_affinity[1].all_namespaces);
   EXPECT_TRUE(r->pod_affinity[1].Matches("ml", "any", {{"rev", "7"}}));
   EXPECT_FALSE(r->pod_affinity[1].Matches("ml", "any", {{"rev", "8"}}));
+  // A namespaceSelector with requirements: the namespaces listed, and those whose labels it matches (not the
+  // pod's own unless listed or matched); unknown labels match nothing.
+  const json selecting = json::parse(R"({"metadata": {"name": "q", "namespace": "ml"}, "spec": {"containers": [],
+      "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "db"}}, "namespaces": ["listed"],
+         "namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "In", "values": ["a", "b"]}]}},
+        {"topologyKey": "zone", "labelSelector": {}, "namespaceSelector": {"matchLabels": {}}}]}}}})");
+  auto q = DecodePodRequest(selecting, ResourceConfig{});
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  ASSERT_EQ(q->pod_anti_affinity.size(), 2U);
+  const core::PodAffinityTerm& by_label = q->pod_anti_affinity[0];
+  EXPECT_TRUE(by_label.has_namespace_selector);
+  EXPECT_FALSE(by_label.all_namespaces);
+  const std::map<std::string, std::string> team_a = {{"team", "a"}}, team_c = {{"team", "c"}};
+  EXPECT_TRUE(by_label.Matches("ml", "x", {{"app", "db"}}, &team_a));
+  EXPECT_FALSE(by_label.Matches("ml", "x", {{"app", "db"}}, &team_c));
+  EXPECT_FALSE(by_label.Matches("ml", "x", {{"app", "db"}}, nullptr));
+  EXPECT_FALSE(by_label.Matches("ml", "ml", {{"app", "db"}}, &team_c)) << "its own namespace only when selected";
+  EXPECT_TRUE(by_label.Matches("ml", "listed", {{"app", "db"}}, nullptr));
+  EXPECT_FALSE(by_label.Matches("ml", "x", {{"app", "web"}}, &team_a));
+  // {"matchLabels": {}} selects every namespace, as {} does.
+  EXPECT_TRUE(q->pod_anti_affinity[1].all_namespaces);
+  EXPECT_FALSE(q->pod_anti_affinity[1].has_namespace_selector);
+  // A selector that cannot be read is an error naming it.
+  json bad = selecting;
+  bad["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["namespaceSelector"]
+     ["matchExpressions"][0]["operator"] = "Gt";
+  auto refused = DecodePodRequest(bad, ResourceConfig{});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("namespaceSelector"), std::string::npos) << refused.status().message();
+
   // No labelSelector: matches no pod; mismatchLabelKeys: app notin (web).
   ASSERT_EQ(r->pod_anti_affinity.size(), 1U);
   EXPECT_TRUE(r->pod_anti_affinity[0].selects_nothing);

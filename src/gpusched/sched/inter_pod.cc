@@ -51,6 +51,17 @@ void InterPodConstraints::CountDomain(Domains& d, const core::Node* node, const 
   }
 }
 
+bool InterPodConstraints::TermMatches(const core::PodAffinityTerm& t, const std::string& owner_ns,
+                                      const std::string& pod_ns,
+                                      const std::map<std::string, std::string>& labels) const {
+  const std::map<std::string, std::string>* ns_labels = nullptr;
+  if (t.has_namespace_selector && namespaces_ != nullptr) {
+    auto it = namespaces_->find(pod_ns);
+    ns_labels = it == namespaces_->end() ? nullptr : &it->second;
+  }
+  return t.Matches(owner_ns, pod_ns, labels, ns_labels);
+}
+
 void InterPodConstraints::Spread::UpdateMin() {
   if (counts.empty() || static_cast<int64_t>(counts.size()) < constraint->min_domains) {
     min_match = 0;
@@ -77,12 +88,12 @@ void InterPodConstraints::Update(const PodOnNode& p, int delta, const core::Clus
   }
   NodeOf node_of(p, state);
   for (const core::PodAffinityTerm& t : p.anti_affinity) {
-    if (t.Matches(p.namespace_, pod.namespace_, pod.labels)) {
+    if (TermMatches(t, p.namespace_, pod.namespace_, pod.labels)) {
       CountDomain(existing_anti_, node_of.Get(), t.topology_key, delta);
     }
   }
   if (!pod.pod_affinity.empty() && std::all_of(pod.pod_affinity.begin(), pod.pod_affinity.end(), [&](const auto& t) {
-        return t.Matches(pod.namespace_, p.namespace_, p.labels);
+        return TermMatches(t, pod.namespace_, p.namespace_, p.labels);
       })) {
     for (const core::PodAffinityTerm& t : pod.pod_affinity) {
       CountDomain(affinity_, node_of.Get(), t.topology_key, delta);
@@ -90,7 +101,7 @@ void InterPodConstraints::Update(const PodOnNode& p, int delta, const core::Clus
     affinity_first_ = affinity_.empty() && self_affinity_;
   }
   for (const core::PodAffinityTerm& t : pod.pod_anti_affinity) {
-    if (t.Matches(pod.namespace_, p.namespace_, p.labels)) {
+    if (TermMatches(t, pod.namespace_, p.namespace_, p.labels)) {
       CountDomain(anti_, node_of.Get(), t.topology_key, delta);
     }
   }
@@ -128,9 +139,11 @@ int32_t InterPodConstraints::CountIn(const Domains& d, const std::string& key, c
 
 InterPodConstraints InterPodConstraints::Prepare(const core::PodRequest& pod, std::span<const PodOnNode* const> pods,
                                                  std::span<const PodOnNode* const> with_anti_affinity,
-                                                 const core::ClusterState& state) {
+                                                 const core::ClusterState& state,
+                                                 std::shared_ptr<const NamespaceLabels> namespaces) {
   InterPodConstraints c;
   c.pod_ = &pod;
+  c.namespaces_ = std::move(namespaces);
   // Placed pods whose anti-affinity keeps this one away.
   for (const PodOnNode* p : with_anti_affinity) {
     if (p->uid == pod.uid) {
@@ -138,7 +151,7 @@ InterPodConstraints InterPodConstraints::Prepare(const core::PodRequest& pod, st
     }
     NodeOf node_of(*p, state);
     for (const core::PodAffinityTerm& t : p->anti_affinity) {
-      if (t.Matches(p->namespace_, pod.namespace_, pod.labels)) {
+      if (c.TermMatches(t, p->namespace_, pod.namespace_, pod.labels)) {
         CountDomain(c.existing_anti_, node_of.Get(), t.topology_key);
       }
     }
@@ -151,21 +164,22 @@ InterPodConstraints InterPodConstraints::Prepare(const core::PodRequest& pod, st
       }
       NodeOf node_of(*p, state);
       const bool all = !pod.pod_affinity.empty() &&
-                       std::all_of(pod.pod_affinity.begin(), pod.pod_affinity.end(),
-                                   [&](const auto& t) { return t.Matches(pod.namespace_, p->namespace_, p->labels); });
+                       std::all_of(pod.pod_affinity.begin(), pod.pod_affinity.end(), [&](const auto& t) {
+                         return c.TermMatches(t, pod.namespace_, p->namespace_, p->labels);
+                       });
       if (all) {
         for (const core::PodAffinityTerm& t : pod.pod_affinity) {
           CountDomain(c.affinity_, node_of.Get(), t.topology_key);
         }
       }
       for (const core::PodAffinityTerm& t : pod.pod_anti_affinity) {
-        if (t.Matches(pod.namespace_, p->namespace_, p->labels)) {
+        if (c.TermMatches(t, pod.namespace_, p->namespace_, p->labels)) {
           CountDomain(c.anti_, node_of.Get(), t.topology_key);
         }
       }
     }
     c.self_affinity_ = std::all_of(pod.pod_affinity.begin(), pod.pod_affinity.end(), [&](const auto& t) {
-      return t.Matches(pod.namespace_, pod.namespace_, pod.labels);
+      return c.TermMatches(t, pod.namespace_, pod.namespace_, pod.labels);
     });
     c.affinity_first_ = c.affinity_.empty() && c.self_affinity_;
   }

@@ -18,9 +18,10 @@
 //                  constraint honours taints), the node's domain count + 1 (if the pod matches the selector itself)
 //                  − the least populated domain's count (0 when there are fewer domains than minDomains) must not
 //                  exceed maxSkew: "node(s) didn't match pod topology spread constraints"
-// A term's namespaces: those it lists, every one with namespaceSelector {}, else the namespace of the pod that has
-// the term. Pods counted: every pod placed on a node, bound or assumed by this scheduler (so two replicas
-// scheduled one after the other see each other before their binds land), the incoming pod itself excluded.
+// A term's namespaces: those it lists plus those whose labels its namespaceSelector matches, every one with
+// namespaceSelector {}, else (neither) the namespace of the pod that has the term. Pods counted: every pod placed on a
+// node, bound or assumed by this scheduler (so two replicas scheduled one after the other see each other before their
+// binds land), the incoming pod itself excluded.
 //
 // Cost: Prepare (the PreFilter) reads every placed pod only for a pod that has affinity, anti-affinity or spread
 // constraints of its own; any other pod reads only the placed pods that have anti-affinity terms. Check (the
@@ -31,6 +32,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -55,6 +57,10 @@ struct PodOnNode {
   bool deleting = false;                             // terminating: spread constraints do not count it
 };
 
+// The labels of every namespace, by name (the scheduler's namespace watch). Read only for terms with a
+// namespaceSelector; a namespace not in it has no labels a selector could match.
+using NamespaceLabels = std::unordered_map<std::string, std::map<std::string, std::string>>;
+
 class InterPodConstraints {
  public:
   // Nothing to check.
@@ -62,10 +68,12 @@ class InterPodConstraints {
 
   // Counts what `pod`'s checks need; the result refers to `pod`, which must outlive it. `pods`: every pod placed on a
   // node (read only when the pod has constraints of its own); `with_anti_affinity`: those of them with required
-  // anti-affinity terms. A pod on a node `state` does not know is not counted.
+  // anti-affinity terms. A pod on a node `state` does not know is not counted. `namespaces`: the labels of the
+  // namespaces, for terms with a namespaceSelector (kept, so that Update reads the same; nullptr: none known).
   static InterPodConstraints Prepare(const core::PodRequest& pod, std::span<const PodOnNode* const> pods,
                                      std::span<const PodOnNode* const> with_anti_affinity,
-                                     const core::ClusterState& state);
+                                     const core::ClusterState& state,
+                                     std::shared_ptr<const NamespaceLabels> namespaces = nullptr);
 
   // The counts as if `p` (a pod placed on a node, one that Prepare counted) were gone (delta -1) or back (+1).
   // Removing and then restoring the same pods leaves the object as it was.
@@ -110,9 +118,14 @@ class InterPodConstraints {
   // and the pod's node affinity and tolerations where the constraint honours them).
   [[nodiscard]] bool SpreadEligible(const core::Node& node, size_t constraint) const;
   [[nodiscard]] Failure Evaluate(const core::Node& node) const;
+  // Whether `t` of a pod in `owner_ns` is about a pod in `pod_ns` with `labels` (namespace labels looked up only for
+  // a term with a namespaceSelector).
+  [[nodiscard]] bool TermMatches(const core::PodAffinityTerm& t, const std::string& owner_ns, const std::string& pod_ns,
+                                 const std::map<std::string, std::string>& labels) const;
 
   bool active_ = false;
   const core::PodRequest* pod_ = nullptr;
+  std::shared_ptr<const NamespaceLabels> namespaces_;
   Domains existing_anti_;        // domains an existing pod's anti-affinity keeps the pod out of
   Domains affinity_;             // domains with pods matching all the pod's affinity terms
   Domains anti_;                 // domains with pods matching one of its anti-affinity terms

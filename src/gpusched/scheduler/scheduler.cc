@@ -301,6 +301,46 @@ void Scheduler::OnDisruptionBudget(EventType type, const json& pdb) {
   }
 }
 
+void Scheduler::OnNamespace(EventType type, const json& ns) {
+  const json* meta = ns.is_object() ? &ns["metadata"] : nullptr;
+  if (meta == nullptr || !meta->is_object() || !meta->contains("name") || !(*meta)["name"].is_string()) {
+    Log(common::LogLevel::kWarn, std::string("a namespace without metadata.name is ignored"));
+    return;
+  }
+  const std::string name = (*meta)["name"].get<std::string>();
+  std::map<std::string, std::string> labels;
+  if (meta->contains("labels") && (*meta)["labels"].is_object()) {
+    for (const auto& [k, v] : (*meta)["labels"].items()) {
+      if (v.is_string()) {
+        labels.emplace(k, v.get<std::string>());
+      }
+    }
+  }
+  bool changed = false;
+  {
+    std::lock_guard lock(mu_);
+    const sched::NamespaceLabels* old = namespaces_.get();
+    auto it = old != nullptr ? old->find(name) : sched::NamespaceLabels::const_iterator();
+    const bool known = old != nullptr && it != old->end();
+    if (type == EventType::kDeleted ? !known : known && it->second == labels) {
+      return;
+    }
+    auto next =
+        old != nullptr ? std::make_shared<sched::NamespaceLabels>(*old) : std::make_shared<sched::NamespaceLabels>();
+    if (type == EventType::kDeleted) {
+      next->erase(name);
+    } else {
+      (*next)[name] = std::move(labels);
+    }
+    namespaces_ = std::move(next);
+    changed = true;
+  }
+  // A term's namespaces changed: what inter-pod constraints keep waiting may now fit (or was placed on old labels).
+  if (changed && queue_.OnClusterEvent(sched::kBlockedByPods | sched::kBlockedByPodAdded) > 0) {
+    Wake();
+  }
+}
+
 std::optional<Scheduler::Nomination> Scheduler::TakeNomination(const std::string& uid) {
   auto it = nominations_.find(uid);
   if (it == nominations_.end()) {
@@ -779,7 +819,7 @@ sched::InterPodConstraints Scheduler::PrepareInterPod(const core::PodRequest& re
       anti.push_back(&it->second);
     }
   }
-  return sched::InterPodConstraints::Prepare(request, all, anti, state);
+  return sched::InterPodConstraints::Prepare(request, all, anti, state, namespaces_);
 }
 
 void Scheduler::RecordAssumed(const std::string& uid, const Pending& pod, const core::Allocation& allocation) {

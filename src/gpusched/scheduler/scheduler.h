@@ -133,6 +133,9 @@ class Scheduler {
   // PodDisruptionBudgets (policy/v1 or v1beta1), which preemption honours. A budget that cannot be read is logged
   // and keeps its last readable version (none: it is not known; the Eviction API still enforces it).
   void OnDisruptionBudget(EventType type, const nlohmann::json& pdb);
+  // Namespaces: their labels, which inter-pod terms with a namespaceSelector match. A change of labels wakes the
+  // pods that inter-pod constraints keep waiting.
+  void OnNamespace(EventType type, const nlohmann::json& ns);
 
   // One attempt on the calling thread; false when no pod is ready (or this replica may not schedule). Before
   // Start, the bind runs inline (tests); after, on a worker.
@@ -252,6 +255,9 @@ class Scheduler {
   std::unordered_set<std::string> with_anti_affinity_;     // GUARDED_BY(mu_), uids in running_ with anti-affinity
   std::unordered_set<std::string> assumed_;                // GUARDED_BY(mu_), uids in running_ that are assumed
   std::map<std::string, core::DisruptionBudget> budgets_;  // GUARDED_BY(mu_), by namespace/name
+  // GUARDED_BY(mu_): namespace labels, replaced (never changed in place) on each change, so that an attempt keeps
+  // the version it started with.
+  std::shared_ptr<const sched::NamespaceLabels> namespaces_;
   // GUARDED_BY(the mirror's lock, written under its write lock): nominations by pod uid. Lock order: the mirror's
   // lock, then mu_ (never the mirror's while mu_ is held).
   std::unordered_map<std::string, Nomination> nominations_;
