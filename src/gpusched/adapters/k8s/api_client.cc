@@ -70,17 +70,13 @@ bool Is2xx(long code) { return code >= 200 && code <= 299; }
 // third of a pod's JSON; nothing in gpusched reads it): not building it costs less than building and erasing it (a
 // 500-pod list page parses about 12 % faster). Only at the depth of an object's metadata (the callback's depth of a
 // member is the number of enclosing objects and arrays), so that a label or annotation of that name is kept:
-// 2 in a response that is one object, 4 in a list (root, items, item, metadata), 3 in a watch event (root, object,
-// metadata).
+// 2 in a response that is one object, 4 in a list (root, items, item, metadata).
 bool IsManagedFields(int depth, json::parse_event_t event, const json& parsed, int metadata_depth) {
   return event == json::parse_event_t::key && depth == metadata_depth && parsed.is_string() &&
          parsed.get_ref<const std::string&>() == "managedFields";
 }
 bool SkipManagedFieldsOfResponse(int depth, json::parse_event_t event, json& parsed) {
   return !IsManagedFields(depth, event, parsed, 2) && !IsManagedFields(depth, event, parsed, 4);
-}
-bool SkipManagedFieldsOfEvent(int depth, json::parse_event_t event, json& parsed) {
-  return !IsManagedFields(depth, event, parsed, 3);
 }
 
 Result<json> ParseBody(const std::string& method, const std::string& path, const HttpResponse& response) {
@@ -114,7 +110,9 @@ json AnnotationPatch(const std::map<std::string, std::optional<std::string>>& an
 // State of one watch, fed by the stream's data callback (on the calling thread).
 struct WatchStream {
   std::string path;
-  const std::function<void(const json&)>* on_event = nullptr;
+  const std::function<void(json&)>* on_event = nullptr;
+  const JsonPrune* prune = nullptr;  // of the whole event: "object" pruned by the caller's rule, managedFields
+  PrunedReader* reader = nullptr;
   long http_code = 0;
   std::string pending;     // bytes after the last newline
   std::string error_body;  // body of a non-200 answer
@@ -129,8 +127,9 @@ struct WatchStream {
     if (line.empty()) {
       return true;
     }
-    json event = json::parse(line, SkipManagedFieldsOfEvent, /*allow_exceptions=*/false);
-    if (event.is_discarded() || !event.is_object() || !event.contains("type")) {
+    Result<json> parsed = reader->Parse(line, *prune, "GET " + path + ": watch event");
+    json event = parsed.ok() ? std::move(parsed).value() : json();
+    if (!event.is_object() || !event.contains("type")) {
       error = common::Internal("GET " + path + ": malformed watch event: " + std::string(line.substr(0, 200)));
       return false;
     }
@@ -425,8 +424,8 @@ Result<std::string> ApiClient::ListPages(const std::string& path, const std::str
 }
 
 Result<WatchEnd> ApiClient::Watch(const std::string& path, const std::string& resource_version, int timeout_seconds,
-                                  const std::string& field_selector, const std::function<void(const json&)>& on_event,
-                                  const std::atomic<bool>& stop, int grace_seconds) {
+                                  const std::string& field_selector, const std::function<void(json&)>& on_event,
+                                  const std::atomic<bool>& stop, int grace_seconds, const JsonPrune* object_prune) {
   std::string target = path;
   AddParam(target, "watch", "1");
   if (!resource_version.empty()) {
@@ -445,7 +444,16 @@ Result<WatchEnd> ApiClient::Watch(const std::string& path, const std::string& re
       timeout_seconds > 0
           ? std::chrono::milliseconds((static_cast<int64_t>(timeout_seconds) + std::max(grace_seconds, 1)) * 1000)
           : std::chrono::milliseconds(0);
-  WatchStream stream{.path = path, .on_event = &on_event};
+  // Each event is read without what the rule drops from its object (and without metadata.managedFields), rather
+  // than parsed whole and pruned after.
+  JsonPrune event_prune;
+  JsonPrune& object_rule = event_prune.Under("object");
+  if (object_prune != nullptr) {
+    object_rule = *object_prune;
+  }
+  object_rule.Under("metadata").Drop("managedFields");
+  PrunedReader reader;
+  WatchStream stream{.path = path, .on_event = &on_event, .prune = &event_prune, .reader = &reader};
   Result<net::StreamEnd> ended = impl_->http->Stream(
       request, [&stream](long status, std::string_view data) { return stream.Write(status, data); }, stop, kWatchPoll);
   if (!ended.ok()) {

@@ -74,14 +74,15 @@ class ApiClient {
                                         const JsonPrune* item_prune = nullptr);
 
   // GET path?watch=1&resourceVersion=rv&allowWatchBookmarks=true&timeoutSeconds=N (N <= 0: no timeoutSeconds).
-  // Calls on_event({"type","object"}) for each line, BOOKMARK included, on the calling thread. Returns when the
-  // stream ends (kClosed), `stop` becomes true (checked at least every 100 ms: kStopped) or a 410 arrives (kGone).
-  // An ERROR event with another code, a non-200 answer or a malformed line is an error Status. A stream the server
-  // has not ended grace_seconds after its timeoutSeconds is stalled: it is cut off (kStalled).
+  // Calls on_event({"type","object"}) for each line, BOOKMARK included, on the calling thread; the handler may move
+  // from the event. Returns when the stream ends (kClosed), `stop` becomes true (checked at least every 100 ms:
+  // kStopped) or a 410 arrives (kGone). An ERROR event with another code, a non-200 answer or a malformed line is an
+  // error Status. A stream the server has not ended grace_seconds after its timeoutSeconds is stalled: it is cut off
+  // (kStalled). Each object is read without metadata.managedFields and what `object_prune` drops (never built).
   common::Result<WatchEnd> Watch(const std::string& path, const std::string& resource_version, int timeout_seconds,
                                  const std::string& field_selector,
-                                 const std::function<void(const nlohmann::json&)>& on_event,
-                                 const std::atomic<bool>& stop, int grace_seconds = 30);
+                                 const std::function<void(nlohmann::json&)>& on_event, const std::atomic<bool>& stop,
+                                 int grace_seconds = 30, const JsonPrune* object_prune = nullptr);
 
   // POST /api/v1/namespaces/{ns}/pods/{name}/binding with the pod uid as precondition (when non-empty); 201
   // expected. Already bound (409) is Aborted with the server's message. `annotations` ride in the Binding's

@@ -355,12 +355,12 @@ bool Informer::ListAndDeliver(bool first) {
   return true;
 }
 
-void Informer::OnWatchEvent(const json& event, bool& got_events) {
+void Informer::OnWatchEvent(json& event, bool& got_events) {
   const std::string type = event.value("type", "");
   if (!event.contains("object")) {
     return;
   }
-  const json& object = event["object"];
+  json& object = event["object"];
   const std::string rv = ResourceVersionOf(object);
   Contact();
   if (type == "BOOKMARK") {
@@ -386,13 +386,7 @@ void Informer::OnWatchEvent(const json& event, bool& got_events) {
     std::lock_guard<std::mutex> lock(mu_);
     resource_version_ = rv;
   }
-  if (options_.prune != nullptr) {
-    json copy = object;
-    options_.prune->Apply(copy);
-    Apply(t, std::move(copy));
-    return;
-  }
-  Apply(t, object);
+  Apply(t, std::move(object));  // read already pruned by the watch
 }
 
 void Informer::Run() {
@@ -423,8 +417,8 @@ void Informer::Run() {
     bool got_events = false;
     auto ended = client_.Watch(
         watch_path, rv, options_.watch_timeout_seconds, options_.field_selector,
-        [this, &got_events](const json& event) { OnWatchEvent(event, got_events); }, stop_,
-        options_.watch_grace_seconds);
+        [this, &got_events](json& event) { OnWatchEvent(event, got_events); }, stop_, options_.watch_grace_seconds,
+        options_.prune);
     if (!ended.ok()) {
       if (got_events) {
         ResetBackoff();

@@ -52,8 +52,8 @@ struct WatchEvent {
 struct InformerOptions {
   std::string path;  // "/api/v1/nodes" or "/api/v1/pods" (or a namespaced collection)
   std::string field_selector, label_selector;
-  // What to leave out of every object (listed: while its page is read; watched: before it is cached and
-  // delivered), e.g. &SchedulingPrune(); nullptr: metadata.managedFields. It must keep metadata.name, namespace,
+  // What to leave out of every object, never built: listed, while its page is read; watched, while the event is
+  // read. E.g. &SchedulingPrune(); nullptr: metadata.managedFields. It must keep metadata.name, namespace,
   // uid and resourceVersion.
   const JsonPrune* prune = nullptr;
   // The server ends a healthy watch after watch_timeout_seconds (the informer watches again from the last
@@ -112,7 +112,7 @@ class Informer {
   bool SyncPageByPage();
   void Apply(WatchEvent::Type type, nlohmann::json object);
   void Deliver(const WatchEvent& event);
-  void OnWatchEvent(const nlohmann::json& event, bool& got_events);
+  void OnWatchEvent(nlohmann::json& event, bool& got_events);
   // Sleeps for the current backoff unless stopped, then doubles it. False when stopped.
   bool Backoff(const common::Status& why, bool is_error = true);
   void ResetBackoff();
