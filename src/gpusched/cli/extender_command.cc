@@ -156,12 +156,6 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
     if (slowdown_model == nullptr) {
       return Fail("--interference-model " + flags.interference_model + ": the loader returned no model");
     }
-    const bool used = config.policy == "interference-aware" ||
-                      std::any_of(config.weights.begin(), config.weights.end(),
-                                  [](const auto& w) { return w.first == "interference-aware"; });
-    common::Log(common::LogLevel::kInfo,
-                "gpusched extender: slowdown model " + slowdown_model->Describe() +
-                    (used ? "" : " (used only by pods that ask for gpusched.io/policy: interference-aware)"));
   }
   const std::string kubeconfig = !flags.kubeconfig.empty() ? flags.kubeconfig : config.kubeconfig;
   auto client_config = k8s::ResolveClientConfig(kubeconfig, flags.context);
@@ -247,6 +241,17 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
       &metrics);
   if (!service.ok()) {
     return Fail(service.status().message());
+  }
+  const policy::Inputs reads = (*service)->DefaultReads();
+  if (slowdown_model != nullptr) {
+    common::Log(common::LogLevel::kInfo,
+                "gpusched extender: slowdown model " + slowdown_model->Describe() +
+                    (reads.interference_forecast ? "" : " (used only by pods whose gpusched.io/policy reads it)"));
+  }
+  if (reads.gpu_metrics && metrics_cache == nullptr) {
+    common::Log(common::LogLevel::kWarn,
+                "gpusched extender: the configured policy reads live GPU metrics but no metrics source is "
+                "configured (prometheus or influxdb): it ranks GPUs by their static attributes alone");
   }
   ext::ExtenderServer server(**service, mirror, metrics, config, [&nodes, &pods, &bind_gate]() -> std::string {
     std::string why;

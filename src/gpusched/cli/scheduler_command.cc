@@ -18,7 +18,6 @@
 #include <nlohmann/json.hpp>
 
 #include "gpusched/adapters/extender/config.h"
-#include "gpusched/adapters/extender/state.h"
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/client_config.h"
 #include "gpusched/adapters/k8s/informer.h"
@@ -30,7 +29,7 @@
 #include "gpusched/cli/watch_event.h"
 #include "gpusched/common/log.h"
 #include "gpusched/net/http_server.h"
-#include "gpusched/policy/registry.h"
+#include "gpusched/sched/cluster_cache.h"
 #include "gpusched/sched/leader_elector.h"
 #include "gpusched/scheduler/config.h"
 #include "gpusched/scheduler/event_writer.h"
@@ -53,7 +52,7 @@ int Fail(const std::string& message) {
 
 void AddSchedulerCommand(CLI::App& app, SchedulerFlags& flags, int& exit_code) {
   std::string policies;
-  for (const auto& n : policy::PolicyNames()) {
+  for (const auto& n : scheduler::SchedulerPolicyNames()) {
     policies += (policies.empty() ? "" : ", ") + n;
   }
   CLI::App* cmd = app.add_subcommand(
@@ -144,7 +143,7 @@ int RunScheduler(const SchedulerFlags& flags) {
     preemptor = std::make_unique<k8s::PodPreemptor>(**client, policy_version, grace);
   }
 
-  ext::ClusterMirror mirror(ext::MirrorOptions{.charge_every_pod = true});
+  sched::ClusterCache mirror(sched::CacheOptions{.charge_every_pod = true, .component = "scheduler"});
   std::atomic<bool> caches_synced{false};
   k8s::PodBinder binder(**client);
   scheduler::EventWriter events(**client, "gpusched");
@@ -153,6 +152,7 @@ int RunScheduler(const SchedulerFlags& flags) {
       scheduler::SchedulerOptions{
           .scheduler_names = config.scheduler_names,
           .policy = config.policy,
+          .weights = config.weights,
           .resources = config.resources,
           .queue = sched::QueueOptions{.initial_backoff_ms = int64_t{config.initial_backoff_seconds} * 1000,
                                        .max_backoff_ms = int64_t{config.max_backoff_seconds} * 1000},

@@ -1,22 +1,22 @@
 #pragma once
 
-// The informers' watch event types as the cluster mirror's (both daemons that keep a mirror use this one mapping).
+// The informers' watch event types as the cluster cache's (both daemons that keep one use this one mapping).
 
-#include "gpusched/adapters/extender/state.h"
 #include "gpusched/adapters/k8s/informer.h"
+#include "gpusched/core/cluster_events.h"
 
 namespace gpusched::cli {
 
-inline adapters::extender::EventType ToEvent(adapters::k8s::WatchEvent::Type t) {
+inline core::EventType ToEvent(adapters::k8s::WatchEvent::Type t) {
   switch (t) {
     case adapters::k8s::WatchEvent::Type::kAdded:
-      return adapters::extender::EventType::kAdded;
+      return core::EventType::kAdded;
     case adapters::k8s::WatchEvent::Type::kModified:
-      return adapters::extender::EventType::kModified;
+      return core::EventType::kModified;
     case adapters::k8s::WatchEvent::Type::kDeleted:
-      return adapters::extender::EventType::kDeleted;
+      return core::EventType::kDeleted;
   }
-  return adapters::extender::EventType::kModified;
+  return core::EventType::kModified;
 }
 
 }  // namespace gpusched::cli

@@ -40,7 +40,7 @@
 // counts as empty: with the default weights every node scores 100 and the GPU choice is the tightest fit, i.e. the
 // default policy; with packing_weight > 0 it is a packing policy.
 //
-// Scores read the snapshot (ScoresFromSnapshot), so the cycle runner caches them per snapshot, and the front end
+// Scores read the snapshot (Reads), so the cycle runner caches them per snapshot, and the front end
 // numbers each forecast it builds (Snapshot::interference_generation). Thread-safety: immutable after Create.
 
 #include <memory>
@@ -65,7 +65,7 @@ class InterferenceAwarePolicy final : public PlacementPolicy {
                                        const Snapshot& snapshot) const override;
   [[nodiscard]] int64_t Score(const core::PodRequest& pod, const core::NodeView& node,
                               const Snapshot& snapshot) const override;
-  [[nodiscard]] bool ScoresFromSnapshot() const override { return true; }
+  [[nodiscard]] Inputs Reads() const override { return {.interference_forecast = true}; }
   // Without a snapshot: SelectGpusBest (the default).
   [[nodiscard]] std::vector<core::ContainerAllocation> SelectGpusWithSnapshot(const core::PodRequest& pod,
                                                                               const core::NodeView& node,

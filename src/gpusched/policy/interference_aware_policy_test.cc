@@ -250,6 +250,8 @@ TEST(InterferenceAwarePolicyTest, SelectGpusWithoutSnapshotIsTheDefault) {
   const core::PodRequest pod = Pod("p").Share(300).Build();
   common::Rng rng(1);
   EXPECT_EQ(GpuIndices(policy->SelectGpus(pod, node, rng)), GpuIndices(SelectGpusBest(pod, node)));
+  EXPECT_TRUE(policy->Reads().interference_forecast);
+  EXPECT_FALSE(policy->Reads().gpu_metrics);
   EXPECT_TRUE(policy->ScoresFromSnapshot());
 }
 

@@ -25,7 +25,7 @@
 //   Score = round(Σ w_k · term_k / Σ w_k) over the remaining terms; 0 when none remains (a CPU-only pod: all
 //   nodes tie). The weights and their defaults are in LoadAwareOptions (policy_options.h).
 //
-// Scores read the snapshot (ScoresFromSnapshot), so the cycle runner caches them per snapshot (cycle_runner.h).
+// Scores read the snapshot (Reads), so the cycle runner caches them per snapshot (cycle_runner.h).
 // Thread-safety: immutable after Create; any number of threads may call it.
 
 #include <array>
@@ -60,7 +60,7 @@ class LoadAwarePolicy final : public PlacementPolicy {
   [[nodiscard]] std::string_view Name() const override { return "load-aware"; }
   [[nodiscard]] int64_t Score(const core::PodRequest& pod, const core::NodeView& node,
                               const Snapshot& snapshot) const override;
-  [[nodiscard]] bool ScoresFromSnapshot() const override { return true; }
+  [[nodiscard]] Inputs Reads() const override { return {.gpu_metrics = true}; }
   // Without a snapshot: SelectGpusBest.
   [[nodiscard]] std::vector<core::ContainerAllocation> SelectGpus(const core::PodRequest& pod,
                                                                   const core::NodeView& node,

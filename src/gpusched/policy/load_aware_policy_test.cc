@@ -177,6 +177,8 @@ TEST(LoadAwarePolicyTest, ScoreArithmetic) {
   };
   const auto policy = Make(TestWeights());
   EXPECT_EQ(policy->Name(), "load-aware");
+  EXPECT_TRUE(policy->Reads().gpu_metrics);
+  EXPECT_FALSE(policy->Reads().interference_forecast);
   EXPECT_TRUE(policy->ScoresFromSnapshot());
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

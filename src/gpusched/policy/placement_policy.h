@@ -60,6 +60,19 @@ struct Snapshot {
 
 inline constexpr int64_t kMaxScore = 100;
 
+// The inputs a policy declares beyond the pod's request and the node view (PlacementPolicy::Reads).
+struct Inputs {
+  bool gpu_metrics = false;            // Snapshot::gpu_metrics with now_ms and staleness_ms (live GPU load)
+  bool interference_forecast = false;  // Snapshot::interference (predicted slowdowns for the incoming pod)
+
+  [[nodiscard]] bool any() const { return gpu_metrics || interference_forecast; }
+  Inputs& operator|=(const Inputs& o) {
+    gpu_metrics = gpu_metrics || o.gpu_metrics;
+    interference_forecast = interference_forecast || o.interference_forecast;
+    return *this;
+  }
+};
+
 class PlacementPolicy {
  public:
   PlacementPolicy() = default;
@@ -86,9 +99,13 @@ class PlacementPolicy {
   [[nodiscard]] virtual int64_t Score(const core::PodRequest& pod, const core::NodeView& node,
                                       const Snapshot& snapshot) const = 0;
 
+  // What the policy reads of the snapshot. Front ends fill exactly these and refuse a policy whose inputs they
+  // cannot provide; none recognises a policy by its name. Default: nothing (request and node view only).
+  [[nodiscard]] virtual Inputs Reads() const { return {}; }
+
   // Whether Score reads the snapshot. The runner's score cache then reuses a score only for the same snapshot
-  // (cycle_runner.h); policies that ignore the snapshot keep the default and are cached per node generation.
-  [[nodiscard]] virtual bool ScoresFromSnapshot() const { return false; }
+  // (cycle_runner.h); policies that ignore the snapshot are cached per node generation.
+  [[nodiscard]] bool ScoresFromSnapshot() const { return Reads().any(); }
 
   // Whether the runner min-max normalises the feasible nodes' scores to 0..kMaxScore.
   [[nodiscard]] virtual bool NormalizesScores() const { return false; }

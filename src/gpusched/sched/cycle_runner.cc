@@ -1,6 +1,7 @@
 #include "gpusched/sched/cycle_runner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 
@@ -93,8 +94,63 @@ std::string CycleResult::Summary(size_t max_bytes) const {
   return s;
 }
 
+void MixScores(std::span<const ScoreWeight> mix, const core::PodRequest& pod, const core::ClusterState& state,
+               std::span<const size_t> slots, const policy::Snapshot& snapshot, std::vector<double>& out) {
+  out.assign(slots.size(), 0.0);
+  double total_weight = 0;
+  std::vector<CycleRunner::NodeEval> evals;
+  std::vector<int64_t> raw;
+  std::vector<size_t> fitting;
+  for (const ScoreWeight& member : mix) {
+    member.runner->Evaluate(pod, state, slots, snapshot, evals);
+    raw.clear();
+    fitting.clear();
+    for (size_t i = 0; i < evals.size(); ++i) {
+      if (evals[i].fits) {
+        raw.push_back(evals[i].score);
+        fitting.push_back(i);
+      }
+    }
+    if (member.runner->policy().NormalizesScores()) {
+      NormalizeScores(raw);
+    }
+    for (size_t i = 0; i < fitting.size(); ++i) {
+      out[fitting[i]] += member.weight * static_cast<double>(std::clamp<int64_t>(raw[i], 0, policy::kMaxScore));
+    }
+    total_weight += member.weight;
+  }
+  if (total_weight > 0) {
+    for (double& v : out) {
+      v /= total_weight;
+    }
+  }
+}
+
 CycleRunner::CycleRunner(const policy::PlacementPolicy& policy, CycleOptions options)
     : policy_(policy), options_(options) {}
+
+CycleRunner::CycleRunner(const policy::PlacementPolicy& policy, CycleOptions options,
+                         std::span<const std::pair<const policy::PlacementPolicy*, double>> score_mix)
+    : policy_(policy), options_(options) {
+  for (const auto& [member, weight] : score_mix) {
+    mix_runners_.push_back(std::make_unique<CycleRunner>(*member, options));
+    mix_.push_back(ScoreWeight{.runner = mix_runners_.back().get(), .weight = weight});
+  }
+}
+
+CycleRunner::~CycleRunner() = default;
+
+void CycleRunner::ApplyScoreMix(const core::PodRequest& pod, const core::ClusterState& state,
+                                const policy::Snapshot& snapshot) {
+  mix_slots_.clear();
+  for (const auto& [slot, score] : feasible_) {
+    mix_slots_.push_back(slot);
+  }
+  MixScores(mix_, pod, state, mix_slots_, snapshot, mixed_);
+  for (size_t i = 0; i < feasible_.size(); ++i) {
+    feasible_[i].second = std::llround(mixed_[i]);
+  }
+}
 
 policy::Fit CycleRunner::Filter(const core::PodRequest& pod, const core::NodeView& node) const {
   return Filter(pod, node, policy::Snapshot{});
@@ -266,7 +322,9 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
     }
     return result;
   }
-  if (policy_.NormalizesScores()) {
+  if (!mix_.empty()) {
+    ApplyScoreMix(pod, state, snapshot);
+  } else if (policy_.NormalizesScores()) {
     scores_.clear();
     for (const auto& [slot, score] : feasible_) {
       scores_.push_back(score);

@@ -20,8 +20,8 @@
 // changes, so an entry is never stale; a cycle then costs one lookup per unchanged node. With many distinct
 // request signatures the cache is simply cleared and refilled.
 //
-// A policy whose Score reads the snapshot (ScoresFromSnapshot: load-aware, interference-aware) is a pure function
-// of (request, node view, snapshot). What it can see of the snapshot is identified by (gpu_metrics pointer,
+// A policy whose Score reads the snapshot (it declares so in Reads(): load-aware, interference-aware) is a pure
+// function of (request, node view, snapshot). What it can see of the snapshot is identified by (gpu_metrics pointer,
 // metrics_generation, now_ms, staleness_ms, interference pointer, interference_generation): the front end bumps
 // metrics_generation on every change of the map and interference_generation for every forecast it builds (a
 // forecast is per incoming pod, and the request signature does not include the pod's application class), and
@@ -34,6 +34,7 @@
 // Thread-safety: a CycleRunner is used by one thread at a time (it owns the cache); the policy is shared.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -88,9 +89,34 @@ struct CycleResult {
 // KSS's NormalizeScore: (s − min) · 100 / (max − min) with integer division; when all are equal, all become 100.
 void NormalizeScores(std::span<int64_t> scores);
 
+class CycleRunner;
+
+// One member of a weighted score mix: a policy's score (through its runner, so cached as that policy's) and its
+// weight (> 0).
+struct ScoreWeight {
+  CycleRunner* runner = nullptr;
+  double weight = 1;
+};
+
+// The weighted mix of several policies' scores over the node `slots` of `state`: each member's Filter and raw
+// Score (CycleRunner::Evaluate), min-max normalised when its policy asks, clamped to 0..100 and weighted where the
+// member's Filter passes (0 where it does not); out[i] = Σ w·score / Σ w for slots[i]. The one definition of a
+// profile's weighted scores: the extender's prioritize and the runner's Schedule with a score mix both use it.
+void MixScores(std::span<const ScoreWeight> mix, const core::PodRequest& pod, const core::ClusterState& state,
+               std::span<const size_t> slots, const policy::Snapshot& snapshot, std::vector<double>& out);
+
+// A scheduling profile: node predicates (CycleOptions) and the policy's Filter, then its Score or, when a score
+// mix is given, the weighted mix of those policies' scores (MixScores); the policy chooses the GPUs.
 class CycleRunner {
  public:
   CycleRunner(const policy::PlacementPolicy& policy, CycleOptions options);
+  // With a score mix: (policy, weight > 0) pairs, replacing `policy`'s own score (it still filters and chooses the
+  // GPUs). The runner keeps a runner of its own per member (each with its own score cache).
+  CycleRunner(const policy::PlacementPolicy& policy, CycleOptions options,
+              std::span<const std::pair<const policy::PlacementPolicy*, double>> score_mix);
+  CycleRunner(const CycleRunner&) = delete;
+  CycleRunner& operator=(const CycleRunner&) = delete;
+  ~CycleRunner();
 
   [[nodiscard]] const policy::PlacementPolicy& policy() const { return policy_; }
 
@@ -159,8 +185,15 @@ class CycleRunner {
 
   static constexpr size_t kMaxSignatures = 1024;
 
+  // With a score mix: the feasible nodes' scores become the mix's (rounded to an integer).
+  void ApplyScoreMix(const core::PodRequest& pod, const core::ClusterState& state, const policy::Snapshot& snapshot);
+
   const policy::PlacementPolicy& policy_;
   CycleOptions options_;
+  std::vector<std::unique_ptr<CycleRunner>> mix_runners_;
+  std::vector<ScoreWeight> mix_;
+  std::vector<size_t> mix_slots_;
+  std::vector<double> mixed_;
   std::unordered_map<std::string, uint32_t> signatures_;
   std::vector<std::vector<Entry>> cache_;  // [slot][signature]
   SnapshotKey snapshot_key_;

@@ -257,8 +257,68 @@ TEST(CycleRunnerTest, CacheGivesTheSameDecisionsAsNoCache) {
   }
 }
 
+// A score mix is the weighted mean of each member's score where it fits, a normalising member normalised first.
+TEST(CycleRunnerTest, MixScoresIsTheWeightedMeanOfTheMembersScores) {
+  core::ClusterState state = TwoNodes();
+  const auto pod = testing::Pod("p").Cpu(1000).Gpus(1).Build();
+  const std::vector<size_t> slots = {*state.SlotOf("big"), *state.SlotOf("small")};
+  auto binpack = Make("binpack");
+  auto spread = Make("spread");
+  auto bestfit = Make("bestfit");
+  CycleRunner rb(*binpack, {}), rs(*spread, {}), rf(*bestfit, {});
+  std::vector<CycleRunner::NodeEval> eb, es, ef;
+  rb.Evaluate(pod, state, slots, {}, eb);
+  rs.Evaluate(pod, state, slots, {}, es);
+  rf.Evaluate(pod, state, slots, {}, ef);
+  ASSERT_TRUE(eb[0].fits && eb[1].fits && es[0].fits && es[1].fits && ef[0].fits && ef[1].fits);
+  ASSERT_NE(eb[0].score, eb[1].score);  // the members disagree, so the weights decide
+  std::vector<int64_t> fitted = {ef[0].score, ef[1].score};
+  NormalizeScores(fitted);
+
+  const std::vector<ScoreWeight> mix = {
+      {.runner = &rb, .weight = 1}, {.runner = &rs, .weight = 3}, {.runner = &rf, .weight = 0.5}};
+  std::vector<double> out;
+  MixScores(mix, pod, state, slots, {}, out);
+  ASSERT_EQ(out.size(), 2U);
+  for (size_t i = 0; i < 2; ++i) {
+    const double expected = (1.0 * static_cast<double>(eb[i].score) + 3.0 * static_cast<double>(es[i].score) +
+                             0.5 * static_cast<double>(fitted[i])) /
+                            4.5;
+    EXPECT_DOUBLE_EQ(out[i], expected) << i;
+  }
+
+  // A node a member's filter refuses gets 0 from that member (9 GPUs fit nowhere: every score is 0).
+  MixScores(mix, testing::Pod("q").Gpus(9).Build(), state, slots, {}, out);
+  EXPECT_EQ(out, (std::vector<double>{0.0, 0.0}));
+}
+
+// With a score mix, the runner ranks nodes by the mix; its own policy still filters and chooses the GPUs.
+TEST(CycleRunnerTest, AScoreMixReplacesThePolicysScore) {
+  auto binpack = Make("binpack");
+  auto spread = Make("spread");
+  const auto pod = testing::Pod("p").Cpu(1000).Gpus(1).Build();
+  {
+    core::ClusterState state = TwoNodes();
+    CycleRunner plain(*binpack, {});
+    common::Rng rng(1);
+    auto r = plain.Schedule(pod, state, {}, rng);
+    ASSERT_TRUE(r.ok() && r->allocation.has_value());
+    EXPECT_EQ(r->allocation->node.str(), "small");  // binpack alone: the fuller node
+  }
+  {
+    core::ClusterState state = TwoNodes();
+    const std::vector<std::pair<const policy::PlacementPolicy*, double>> mix = {{binpack.get(), 1}, {spread.get(), 3}};
+    CycleRunner mixed(*binpack, {}, mix);
+    common::Rng rng(1);
+    auto r = mixed.Schedule(pod, state, {}, rng);
+    ASSERT_TRUE(r.ok() && r->allocation.has_value());
+    EXPECT_EQ(r->allocation->node.str(), "big");  // spread weighs three times binpack: the emptier node
+    EXPECT_EQ(r->allocation->containers.size(), 1U);
+  }
+}
+
 // Scores the snapshot itself: metrics_generation + now_ms / 1000 + staleness_ms / 1000 (clamped to 100), counting
-// its calls. ScoresFromSnapshot says whether the runner may know that.
+// its calls. Reads() says whether the runner may know that.
 class SnapshotScorePolicy final : public policy::PlacementPolicy {
  public:
   explicit SnapshotScorePolicy(bool declares) : declares_(declares) {}
@@ -269,7 +329,7 @@ class SnapshotScorePolicy final : public policy::PlacementPolicy {
     return std::min<int64_t>(policy::kMaxScore, static_cast<int64_t>(snapshot.metrics_generation) +
                                                     snapshot.now_ms / 1000 + snapshot.staleness_ms / 1000);
   }
-  [[nodiscard]] bool ScoresFromSnapshot() const override { return declares_; }
+  [[nodiscard]] policy::Inputs Reads() const override { return {.gpu_metrics = declares_}; }
   mutable int calls = 0;
 
  private:
@@ -359,7 +419,7 @@ class ForecastScorePolicy final : public policy::PlacementPolicy {
         snapshot.interference != nullptr ? snapshot.interference->Find(node.name(), 0) : nullptr;
     return static_cast<int64_t>(10 * (g != nullptr ? g->incoming : 1.0));
   }
-  [[nodiscard]] bool ScoresFromSnapshot() const override { return true; }
+  [[nodiscard]] policy::Inputs Reads() const override { return {.interference_forecast = true}; }
   mutable int calls = 0;
 };
 

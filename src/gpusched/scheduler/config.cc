@@ -37,7 +37,26 @@ common::Result<int> Seconds(const YAML::Node& node, const std::string& source, c
   return v;
 }
 
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) {
+    out += (out.empty() ? "" : ", ") + n;
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> SchedulerPolicyNames() {
+  std::vector<std::string> names;
+  for (const policy::PolicyEntry& e : policy::Registry()) {
+    auto p = e.factory(policy::PolicyOptions{.target_workload = policy::DefaultTargetWorkload()});
+    if (p.ok() && !(*p)->Reads().any()) {
+      names.emplace_back(e.name);
+    }
+  }
+  return names;
+}
 
 common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, const std::string& source) {
   YAML::Node root;
@@ -69,15 +88,36 @@ common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, co
       c.scheduler_names = std::move(names);
     } else if (key == "policy") {
       GPUSCHED_ASSIGN_OR_RETURN(p, As<std::string>(v, source, key));
-      const auto known = policy::PolicyNames();
-      if (std::find(known.begin(), known.end(), p) == known.end()) {
-        std::string names;
-        for (const auto& n : known) {
-          names += (names.empty() ? "" : ", ") + n;
+      const auto servable = SchedulerPolicyNames();
+      if (std::find(servable.begin(), servable.end(), p) == servable.end()) {
+        const auto known = policy::PolicyNames();
+        if (std::find(known.begin(), known.end(), p) != known.end()) {
+          return Bad(source, "policy \"" + p +
+                                 "\" reads live GPU metrics or an interference forecast, which the scheduler does "
+                                 "not provide (the extender does); choose one of " +
+                                 JoinNames(servable));
         }
-        return Bad(source, "unknown policy \"" + p + "\" (known: " + names + ")");
+        return Bad(source, "unknown policy \"" + p + "\" (known: " + JoinNames(servable) + ")");
       }
       c.policy = std::move(p);
+    } else if (key == "weights") {
+      if (!v.IsMap()) {
+        return Bad(source, "\"weights\" must map policy names to weights");
+      }
+      const auto servable = SchedulerPolicyNames();
+      c.weights.clear();
+      for (const auto& w : v) {
+        const std::string name = w.first.as<std::string>();
+        if (std::find(servable.begin(), servable.end(), name) == servable.end()) {
+          return Bad(source, "\"weights." + name + "\": not a policy the scheduler runs (choose among " +
+                                 JoinNames(servable) + ")");
+        }
+        GPUSCHED_ASSIGN_OR_RETURN(weight, As<double>(w.second, source, "weights." + name));
+        if (!(weight > 0) || weight > 1e6) {
+          return Bad(source, "\"weights." + name + "\" must be a positive number (at most 1000000)");
+        }
+        c.weights.emplace_back(name, weight);
+      }
     } else if (key == "listen") {
       GPUSCHED_ASSIGN_OR_RETURN(listen, As<std::string>(v, source, key));
       if (auto s = adapters::extender::ParseListen(listen, c.host, c.port); !s.ok()) {

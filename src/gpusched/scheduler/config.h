@@ -27,6 +27,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpusched/adapters/extender/config.h"
@@ -38,6 +39,8 @@ namespace gpusched::scheduler {
 struct SchedulerConfig {
   std::vector<std::string> scheduler_names = {"gpusched"};
   std::string policy = "binpack";
+  // Score with a weighted mix of policies instead of the policy's own score (it still filters and chooses GPUs).
+  std::vector<std::pair<std::string, double>> weights;
   std::string host = "0.0.0.0";
   int port = 10261;
   std::string kubeconfig;
@@ -52,6 +55,11 @@ struct SchedulerConfig {
 };
 
 // `source` names the text in errors (the file name).
+// The placement policies the scheduler can run: every registered policy that reads nothing beyond the request and
+// the node (the scheduler collects no live GPU metrics and builds no interference forecast; load-aware and
+// interference-aware run in the extender). Decided by what each policy declares (PlacementPolicy::Reads).
+[[nodiscard]] std::vector<std::string> SchedulerPolicyNames();
+
 [[nodiscard]] common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, const std::string& source);
 [[nodiscard]] common::Result<SchedulerConfig> LoadSchedulerConfig(const std::string& path);
 

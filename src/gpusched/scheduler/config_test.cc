@@ -1,5 +1,9 @@
 #include "gpusched/scheduler/config.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -28,6 +32,7 @@ TEST(SchedulerConfigTest, ReadsEveryKey) {
   auto c = ParseSchedulerConfig(R"(
 schedulerNames: [gpusched, gpu-scheduler, genius-scheduler]
 policy: fgd
+weights: {fgd: 2, binpack: 0.5}
 listen: "127.0.0.1:9999"
 kubeconfig: /etc/kube.conf
 bindWorkers: 8
@@ -44,6 +49,9 @@ preemption: {enabled: false, evictionGracePeriodSeconds: 0}
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->scheduler_names.size(), 3U);
   EXPECT_EQ(c->policy, "fgd");
+  ASSERT_EQ(c->weights.size(), 2U);
+  EXPECT_EQ(c->weights[0], (std::pair<std::string, double>{"fgd", 2.0}));
+  EXPECT_EQ(c->weights[1], (std::pair<std::string, double>{"binpack", 0.5}));
   EXPECT_EQ(c->host, "127.0.0.1");
   EXPECT_EQ(c->port, 9999);
   EXPECT_EQ(c->kubeconfig, "/etc/kube.conf");
@@ -66,6 +74,12 @@ TEST(SchedulerConfigTest, MistakesAreErrorsNamingTheKey) {
       {"schedulerNames: []", "schedulerNames"},
       {"schedulerNames: [\"\"]", "empty name"},
       {"policy: best-guess", "unknown policy \"best-guess\""},
+      {"policy: load-aware", "reads live GPU metrics or an interference forecast"},
+      {"weights: {fgd: 0}", "\"weights.fgd\" must be a positive number"},
+      {"weights: {fgd: lots}", "weights.fgd"},
+      {"weights: {load-aware: 1}", "not a policy the scheduler runs"},
+      {"weights: [fgd]", "\"weights\" must map"},
+      {"policy: interference-aware", "which the scheduler does not provide"},
       {"listen: nowhere", "not host:port"},
       {"bindWorkers: 0", "bindWorkers"},
       {"bindWorkers: many", "bindWorkers"},
@@ -90,6 +104,19 @@ TEST(SchedulerConfigTest, MistakesAreErrorsNamingTheKey) {
     ASSERT_FALSE(c.ok()) << yaml;
     EXPECT_THAT(c.status().message(), HasSubstr(expect)) << yaml;
     EXPECT_THAT(c.status().message(), HasSubstr("c.yaml")) << yaml;
+  }
+}
+
+// The scheduler runs the policies that read nothing it does not provide, by their declaration, not by name.
+TEST(SchedulerConfigTest, PoliciesThatReadMetricsOrForecastsAreNotOffered) {
+  const std::vector<std::string> names = SchedulerPolicyNames();
+  EXPECT_THAT(names, ::testing::IsSupersetOf({"binpack", "spread", "random", "fgd", "bestfit"}));
+  EXPECT_THAT(names, ::testing::Not(::testing::Contains("load-aware")));
+  EXPECT_THAT(names, ::testing::Not(::testing::Contains("interference-aware")));
+  for (const auto& n : names) {
+    auto c = ParseSchedulerConfig("policy: " + n, "c.yaml");
+    ASSERT_TRUE(c.ok()) << n << ": " << c.status().message();
+    EXPECT_EQ(c->policy, n);
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "gpusched/adapters/k8s/lease_lock.h"
 #include "gpusched/common/log.h"
+#include "gpusched/kube/cluster_events.h"
 #include "gpusched/kube/objects.h"
 #include "gpusched/policy/registry.h"
 #include "gpusched/policy/target_workload.h"
@@ -95,9 +96,19 @@ size_t Fingerprint(const json& pod) {
 common::PodUid ReservationUid(const std::string& uid) { return common::PodUid("nominated/" + uid); }
 bool IsReservation(const common::PodUid& uid) { return uid.str().starts_with("nominated/"); }
 
+std::vector<std::pair<const policy::PlacementPolicy*, double>> ScoreMix(
+    const std::vector<std::unique_ptr<policy::PlacementPolicy>>& scorers,
+    const std::vector<std::pair<std::string, double>>& weights) {
+  std::vector<std::pair<const policy::PlacementPolicy*, double>> mix;
+  for (size_t i = 0; i < scorers.size() && i < weights.size(); ++i) {
+    mix.emplace_back(scorers[i].get(), weights[i].second);
+  }
+  return mix;
+}
+
 }  // namespace
 
-common::Result<std::unique_ptr<Scheduler>> Scheduler::Create(ClusterMirror& mirror, ports::Binder& binder,
+common::Result<std::unique_ptr<Scheduler>> Scheduler::Create(ClusterCache& cache, ports::Binder& binder,
                                                              EventSink events, SchedulerOptions options) {
   if (options.scheduler_names.empty()) {
     return common::InvalidArgument("scheduler: no scheduler names (no pod would ever be scheduled)");
@@ -105,26 +116,49 @@ common::Result<std::unique_ptr<Scheduler>> Scheduler::Create(ClusterMirror& mirr
   if (options.bind_workers == 0 || options.bind_in_flight_ms <= 0 || options.assumed_ttl_ms <= 0) {
     return common::InvalidArgument("scheduler: bind workers and the assumption times must be positive");
   }
-  auto policy =
-      policy::MakePolicy(options.policy, policy::PolicyOptions{.target_workload = policy::DefaultTargetWorkload()});
-  if (!policy.ok()) {
-    return common::InvalidArgument("scheduler: policy: " + policy.status().message());
+  const policy::PolicyOptions policy_options{.target_workload = policy::DefaultTargetWorkload()};
+  // Every policy the profile runs must read nothing the scheduler does not provide (it declares what it reads).
+  auto make = [&policy_options](const std::string& name,
+                                const std::string& role) -> common::Result<std::unique_ptr<policy::PlacementPolicy>> {
+    auto made = policy::MakePolicy(name, policy_options);
+    if (!made.ok()) {
+      return common::InvalidArgument("scheduler: " + role + ": " + made.status().message());
+    }
+    if ((*made)->Reads().any()) {
+      return common::InvalidArgument("scheduler: " + role + " " + name +
+                                     " reads live GPU metrics or an interference forecast, which the scheduler does "
+                                     "not provide; it runs in the extender");
+    }
+    return made;
+  };
+  GPUSCHED_ASSIGN_OR_RETURN(primary, make(options.policy, "policy"));
+  std::vector<std::unique_ptr<policy::PlacementPolicy>> scorers;
+  for (const auto& [name, weight] : options.weights) {
+    if (!(weight > 0)) {
+      return common::InvalidArgument("scheduler: weights: " + name + " has weight " + std::to_string(weight) +
+                                     ", must be positive");
+    }
+    GPUSCHED_ASSIGN_OR_RETURN(scorer, make(name, "weights: policy"));
+    scorers.push_back(std::move(scorer));
   }
   return std::unique_ptr<Scheduler>(
-      new Scheduler(mirror, binder, std::move(events), std::move(options), std::move(policy).value()));
+      new Scheduler(cache, binder, std::move(events), std::move(options), std::move(primary), std::move(scorers)));
 }
 
-Scheduler::Scheduler(ClusterMirror& mirror, ports::Binder& binder, EventSink events, SchedulerOptions options,
-                     std::unique_ptr<policy::PlacementPolicy> policy)
-    : mirror_(mirror),
+Scheduler::Scheduler(ClusterCache& cache, ports::Binder& binder, EventSink events, SchedulerOptions options,
+                     std::unique_ptr<policy::PlacementPolicy> policy,
+                     std::vector<std::unique_ptr<policy::PlacementPolicy>> scorers)
+    : cache_(cache),
       binder_(binder),
       events_(std::move(events)),
       options_(std::move(options)),
       clock_(options_.clock != nullptr ? *options_.clock : common::SystemClock::Instance()),
       policy_(std::move(policy)),
+      scorers_(std::move(scorers)),
       queue_(clock_, options_.queue),
       telemetry_(std::make_unique<Telemetry>()),
-      runner_(*policy_, sched::CycleOptions{.check_node_resources = true, .check_node_constraints = true}),
+      runner_(*policy_, sched::CycleOptions{.check_node_resources = true, .check_node_constraints = true},
+              ScoreMix(scorers_, options_.weights)),
       rng_(options_.seed != 0 ? options_.seed
                               : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {}
 
@@ -157,19 +191,27 @@ void Scheduler::OnNode(EventType type, const json& node) {
                                : std::string();
   std::shared_ptr<const core::Node> before;
   {
-    auto lock = mirror_.ReadLock();
-    if (const core::NodeView* v = mirror_.state().Find(common::NodeName(name)); v != nullptr) {
+    auto lock = cache_.ReadLock();
+    if (const core::NodeView* v = cache_.state().Find(common::NodeName(name)); v != nullptr) {
       before = v->node;
     }
   }
-  mirror_.OnNode(type, node);
+  if (type == EventType::kDeleted) {
+    if (auto deleted = kube::DecodeNodeName(node); deleted.ok()) {
+      cache_.ApplyNodeDeleted(*deleted);
+    } else {
+      cache_.ApplyNode(deleted.status());  // counted and logged as a node that cannot be read
+    }
+  } else {
+    cache_.ApplyNode(kube::DecodeNode(node));
+  }
   if (type == EventType::kDeleted) {
     return;  // less room: nothing that waits can fit now
   }
   std::shared_ptr<const core::Node> after;
   {
-    auto lock = mirror_.ReadLock();
-    if (const core::NodeView* v = mirror_.state().Find(common::NodeName(name)); v != nullptr) {
+    auto lock = cache_.ReadLock();
+    if (const core::NodeView* v = cache_.state().Find(common::NodeName(name)); v != nullptr) {
       after = v->node;
     }
   }
@@ -184,16 +226,16 @@ void Scheduler::OnNode(EventType type, const json& node) {
 void Scheduler::OnPod(EventType type, const json& pod) {
   auto meta = kube::DecodePodMeta(pod);
   if (!meta.ok() || meta->uid.empty()) {
-    mirror_.OnPod(type, pod);  // counts it as rejected
+    cache_.ApplyPod(type, common::InvalidArgument("a pod without metadata.uid"));  // counts it as rejected
     return;
   }
   const std::string uid = meta->uid.str();
   bool held = false;
   {
-    auto lock = mirror_.ReadLock();
-    held = mirror_.state().FindAllocation(meta->uid) != nullptr;
+    auto lock = cache_.ReadLock();
+    held = cache_.state().FindAllocation(meta->uid) != nullptr;
   }
-  mirror_.OnPod(type, pod);
+  cache_.ApplyPod(type, kube::DecodePodUpdate(pod, cache_.options().app_label, cache_.options().charge_every_pod));
   const bool gone = type == EventType::kDeleted || meta->Terminal();
   if (gone || !meta->node_name.empty() || meta->deleting || !Ours(meta->scheduler_name)) {
     bool was_pending = false;
@@ -252,8 +294,8 @@ void Scheduler::OnPod(EventType type, const json& pod) {
   }
   // A pending pod of ours.
   {
-    auto lock = mirror_.ReadLock();
-    if (mirror_.state().FindAllocation(meta->uid) != nullptr && mirror_.state().IsConfirmed(meta->uid)) {
+    auto lock = cache_.ReadLock();
+    if (cache_.state().FindAllocation(meta->uid) != nullptr && cache_.state().IsConfirmed(meta->uid)) {
       return;  // this scheduler bound it; the watch has not shown the binding yet
     }
   }
@@ -348,7 +390,7 @@ std::optional<Scheduler::Nomination> Scheduler::TakeNomination(const std::string
   }
   Nomination n = std::move(it->second);
   nominations_.erase(it);
-  mirror_.ReleaseHeld(n.reserved.pod);  // also where it waits for its node (deleted meanwhile) to come back
+  cache_.ReleaseHeld(n.reserved.pod);  // also where it waits for its node (deleted meanwhile) to come back
   {
     std::lock_guard lock(mu_);
     Unplace(n.reserved.pod.str());
@@ -375,7 +417,7 @@ bool Scheduler::HoldNomination(const std::string& uid, Nomination nomination, co
 void Scheduler::DropNomination(const std::string& uid, bool wake) {
   bool dropped = false;
   {
-    auto lock = mirror_.WriteLock();
+    auto lock = cache_.WriteLock();
     dropped = TakeNomination(uid).has_value();
   }
   if (dropped && wake &&
@@ -390,7 +432,7 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
                                                                const sched::InterPodConstraints& inter_pod) {
   std::vector<core::DisruptionBudget> budgets;
   std::vector<int32_t> allowed;
-  // The possible victims of each node, read under mu_ (lock order: the mirror's lock is held, then mu_).
+  // The possible victims of each node, read under mu_ (lock order: the cache's lock is held, then mu_).
   struct NodeCandidates {
     const core::NodeView* view = nullptr;
     std::vector<sched::PotentialVictim> potential;
@@ -499,7 +541,7 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
     for (const common::PodUid& victim : chosen.victims) {
       auto found = running_.find(victim.str());
       if (found == running_.end()) {
-        return std::nullopt;  // gone meanwhile (cannot be while the mirror's lock is held; never evict blind)
+        return std::nullopt;  // gone meanwhile (cannot be while the cache's lock is held; never evict blind)
       }
       const Running& r = found->second;
       const bool in_budget = std::any_of(budgets.begin(), budgets.end(), [&](const core::DisruptionBudget& b) {
@@ -612,15 +654,15 @@ bool Scheduler::ScheduleOne() {
                 .first_seen_ms = pod.first_seen_ms,
                 .soft_fields = pod.unevaluated.soft};
   {
-    auto lock = mirror_.WriteLock();
-    core::ClusterState& state = mirror_.state();
+    auto lock = cache_.WriteLock();
+    core::ClusterState& state = cache_.state();
     if (const core::Allocation* held = state.FindAllocation(request.uid); held != nullptr) {
       if (state.IsConfirmed(request.uid)) {
         lock.unlock();
         queue_.Done(uid);  // bound; the watch will show it
         return true;
       }
-      if (!mirror_.AwaitsBindOutcome(request.uid)) {
+      if (!cache_.AwaitsBindOutcome(request.uid)) {
         lock.unlock();
         queue_.Requeue(uid, sched::SchedulingQueue::Outcome::kError);  // its bind still runs
         return true;
@@ -633,7 +675,7 @@ bool Scheduler::ScheduleOne() {
       // A pod that preempted before gets its held room back for this attempt: it may go anywhere.
       std::optional<Nomination> nominated = TakeNomination(uid);
       const sched::InterPodConstraints inter_pod = PrepareInterPod(request, state);
-      auto result = runner_.Schedule(request, state, snapshot, rng_, mirror_.NextAllocationId(), &inter_pod);
+      auto result = runner_.Schedule(request, state, snapshot, rng_, cache_.NextAllocationId(), &inter_pod);
       if (!result.ok()) {
         if (nominated.has_value()) {
           (void)HoldNomination(uid, std::move(*nominated), state);
@@ -687,9 +729,9 @@ bool Scheduler::ScheduleOne() {
       task.allocation = std::move(*result->allocation);
       RecordAssumed(uid, pod, task.allocation);
     }
-    mirror_.SetPriority(request.uid, request.priority);
-    mirror_.SetApp(request.uid, request.app);
-    mirror_.ExpireAssumedAfter(request.uid, options_.bind_in_flight_ms, /*bind_running=*/true);
+    cache_.SetPriority(request.uid, request.priority);
+    cache_.SetApp(request.uid, request.app);
+    cache_.ExpireAssumedAfter(request.uid, options_.bind_in_flight_ms, /*bind_running=*/true);
   }
   {
     std::lock_guard lock(mu_);
@@ -719,22 +761,22 @@ void Scheduler::Bind(BindTask task) {
                              : binder_.Bind(task.request, task.allocation);
   const bool unknown = !bound.ok() && ports::BindOutcomeUnknown(bound);
   {
-    auto lock = mirror_.WriteLock();
-    core::ClusterState& state = mirror_.state();
+    auto lock = cache_.WriteLock();
+    core::ClusterState& state = cache_.state();
     const core::Allocation* held = state.FindAllocation(uid);
     const bool assumed = held != nullptr && !state.IsConfirmed(uid) && held->node == task.allocation.node;
     if (bound.ok()) {
       if (assumed) {
         (void)state.Confirm(uid);  // the watch may have confirmed it already
       }
-      mirror_.ExpireAssumedAfter(uid, 0);
+      cache_.ExpireAssumedAfter(uid, 0);
     } else if (unknown) {
-      mirror_.ExpireAssumedAfter(uid, options_.assumed_ttl_ms);  // the watch decides within the TTL
+      cache_.ExpireAssumedAfter(uid, options_.assumed_ttl_ms);  // the watch decides within the TTL
     } else {
       if (assumed) {
         (void)state.Forget(uid);
       }
-      mirror_.ExpireAssumedAfter(uid, 0);
+      cache_.ExpireAssumedAfter(uid, 0);
     }
   }
   const std::string key = task.namespace_ + "/" + task.name;
@@ -784,7 +826,7 @@ void Scheduler::Bind(BindTask task) {
 }
 
 size_t Scheduler::ExpireAssumed() {
-  const size_t expired = mirror_.ExpireAssumed();
+  const size_t expired = cache_.ExpireAssumed();
   const size_t stale = DropStaleAssumed();
   if (expired > 0) {
     std::lock_guard lock(mu_);
@@ -845,8 +887,8 @@ void Scheduler::RecordAssumed(const std::string& uid, const Pending& pod, const 
 }
 
 size_t Scheduler::DropStaleAssumed() {
-  auto lock = mirror_.ReadLock();
-  const core::ClusterState& state = mirror_.state();
+  auto lock = cache_.ReadLock();
+  const core::ClusterState& state = cache_.state();
   std::lock_guard guard(mu_);
   std::vector<std::string> stale;
   for (const std::string& uid : assumed_) {
@@ -968,8 +1010,8 @@ bool Scheduler::StillPending(const std::string& uid) const {
       return false;
     }
   }
-  auto lock = mirror_.ReadLock();
-  return mirror_.state().FindAllocation(common::PodUid(uid)) == nullptr;
+  auto lock = cache_.ReadLock();
+  return cache_.state().FindAllocation(common::PodUid(uid)) == nullptr;
 }
 
 SchedulerStats Scheduler::stats() const {
@@ -1045,7 +1087,7 @@ std::string Scheduler::Metrics() const {
   auto& pdbs = family("gpusched_scheduler_disruption_budgets", "PodDisruptionBudgets preemption knows of",
                       prometheus::MetricType::Gauge);
   add(pdbs, nullptr, nullptr, static_cast<double>(budgets));
-  const auto ms = mirror_.stats();
+  const auto ms = cache_.stats();
   auto& over = family("gpusched_scheduler_overcommitted_charges_total",
                       "Bound pods charged past their node's capacity (the cluster shows them bound)",
                       prometheus::MetricType::Counter);

@@ -2,7 +2,7 @@
 
 // Scheduler: gpusched as a scheduler of its own (`gpusched scheduler`), for the pods whose spec.schedulerName is one
 // of SchedulerOptions::scheduler_names. Fed by the node and pod watches, it keeps
-//   - the cluster: a ClusterMirror that charges every bound pod (CPU, memory, one pod slot, and the GPUs its
+//   - the cluster: a sched::ClusterCache that charges every bound pod (CPU, memory, one pod slot, and the GPUs its
 //     gpusched.io/allocation names), whoever bound it;
 //   - the pending pods: decoded once per change of their spec, labels or annotations (a status update, such as the
 //     PodScheduled condition this scheduler writes, does not requeue a pod), in a sched::SchedulingQueue.
@@ -10,7 +10,7 @@
 // One attempt (ScheduleOne, on the scheduling thread):
 //   pop the next pod (highest priority, then oldest) -> the request could not be decoded, or uses a constraint
 //   this scheduler does not evaluate (kube::FindUnevaluatedFields' hard list): FailedScheduling naming it, parked
-//   until the pod changes -> else the cycle over every node under the mirror's write lock: node constraints
+//   until the pod changes -> else the cycle over every node under the cache's write lock: node constraints
 //   (nodeName, cordon, nodeSelector, required node affinity, taints), pods count, CPU and memory, inter-pod
 //   affinity and anti-affinity and topology spread (sched/inter_pod.h, over every placed pod, those this scheduler
 //   assumed included), then the placement policy's GPU filter and score; the best node's GPUs are assumed with a
@@ -25,7 +25,7 @@
 // backs off and, if still pending and still assumed, its retry sends the same allocation to the same node.
 // A pod whose watch shows it bound or gone leaves the queue; a bound pod that is deleted or finishes frees what it
 // held and wakes the pods blocked by capacity. A node added or changed wakes every waiting pod. Assumptions whose
-// time ran out are forgotten once a second (ClusterMirror::ExpireAssumed), waking pods too.
+// time ran out are forgotten once a second (ClusterCache::ExpireAssumed), waking pods too.
 //
 // Preemption (options.preemptor set; kube-scheduler's DefaultPreemption, sched/preemption.h): a pod that fits
 // nowhere and may preempt (spec.preemptionPolicy is not Never) looks for the node where evicting the fewest, least
@@ -64,7 +64,6 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "gpusched/adapters/extender/state.h"
 #include "gpusched/common/clock.h"
 #include "gpusched/common/rng.h"
 #include "gpusched/common/status.h"
@@ -74,14 +73,15 @@
 #include "gpusched/policy/placement_policy.h"
 #include "gpusched/ports/binder.h"
 #include "gpusched/ports/preemptor.h"
+#include "gpusched/sched/cluster_cache.h"
 #include "gpusched/sched/cycle_runner.h"
 #include "gpusched/sched/inter_pod.h"
 #include "gpusched/sched/scheduling_queue.h"
 
 namespace gpusched::scheduler {
 
-using adapters::extender::ClusterMirror;
-using adapters::extender::EventType;
+using core::EventType;
+using sched::ClusterCache;
 
 // What the scheduler tells about a pod: a core/v1 Event, and for FailedScheduling of a pod that fits nowhere also
 // the pod's PodScheduled=False condition (reason Unschedulable) with the same message.
@@ -97,6 +97,9 @@ using EventSink = std::function<void(PodEvent)>;
 struct SchedulerOptions {
   std::vector<std::string> scheduler_names = {"gpusched"};
   std::string policy = "binpack";
+  // A weighted mix of policies' scores ((name, weight > 0)) that replaces the policy's own score; the policy still
+  // filters and chooses the GPUs. Empty: the policy's score.
+  std::vector<std::pair<std::string, double>> weights;
   kube::ResourceConfig resources;
   sched::QueueOptions queue;
   size_t bind_workers = 16;
@@ -121,8 +124,8 @@ struct SchedulerStats {
 
 class Scheduler {
  public:
-  static common::Result<std::unique_ptr<Scheduler>> Create(ClusterMirror& mirror, ports::Binder& binder,
-                                                           EventSink events, SchedulerOptions options);
+  static common::Result<std::unique_ptr<Scheduler>> Create(ClusterCache& cache, ports::Binder& binder, EventSink events,
+                                                           SchedulerOptions options);
   ~Scheduler();  // Stop
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -199,8 +202,9 @@ class Scheduler {
     Running as_pod;
   };
 
-  Scheduler(ClusterMirror& mirror, ports::Binder& binder, EventSink events, SchedulerOptions options,
-            std::unique_ptr<policy::PlacementPolicy> policy);
+  Scheduler(ClusterCache& cache, ports::Binder& binder, EventSink events, SchedulerOptions options,
+            std::unique_ptr<policy::PlacementPolicy> policy,
+            std::vector<std::unique_ptr<policy::PlacementPolicy>> scorers);
   // The pod's nomination, its room given back to the node; nullopt when it has none. Mirror write lock held.
   std::optional<Nomination> TakeNomination(const std::string& uid);
   // Charges a nomination's room and records it. Mirror write lock held.
@@ -235,12 +239,13 @@ class Scheduler {
   void Worker();
   void Emit(PodEvent event) const;
 
-  ClusterMirror& mirror_;
+  ClusterCache& cache_;
   ports::Binder& binder_;
   EventSink events_;
   const SchedulerOptions options_;
   const common::Clock& clock_;
   std::unique_ptr<policy::PlacementPolicy> policy_;
+  std::vector<std::unique_ptr<policy::PlacementPolicy>> scorers_;  // options_.weights's policies, in its order
   sched::SchedulingQueue queue_;
   struct Telemetry;
   std::unique_ptr<Telemetry> telemetry_;
@@ -258,8 +263,8 @@ class Scheduler {
   // GUARDED_BY(mu_): namespace labels, replaced (never changed in place) on each change, so that an attempt keeps
   // the version it started with.
   std::shared_ptr<const sched::NamespaceLabels> namespaces_;
-  // GUARDED_BY(the mirror's lock, written under its write lock): nominations by pod uid. Lock order: the mirror's
-  // lock, then mu_ (never the mirror's while mu_ is held).
+  // GUARDED_BY(the cache's lock, written under its write lock): nominations by pod uid. Lock order: the cache's
+  // lock, then mu_ (never the cache's while mu_ is held).
   std::unordered_map<std::string, Nomination> nominations_;
   SchedulerStats stats_;  // GUARDED_BY(mu_)
 

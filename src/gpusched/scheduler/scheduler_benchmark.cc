@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpusched/common/log.h"
+#include "gpusched/kube/objects.h"
 #include "gpusched/scheduler/scheduler.h"
 
 namespace gpusched::scheduler {
@@ -62,9 +63,9 @@ void BM_ScheduleFractionalPods(benchmark::State& state, const char* policy) {
     state.SkipWithError("more pods than the cluster holds; use a shorter --benchmark_min_time");
     return;
   }
-  ClusterMirror mirror(adapters::extender::MirrorOptions{.charge_every_pod = true});
+  ClusterCache mirror(sched::CacheOptions{.charge_every_pod = true});
   for (int n = 0; n < kNodes; ++n) {
-    mirror.OnNode(EventType::kAdded, NodeJson("gpu-node-" + std::to_string(n)));
+    mirror.ApplyNode(kube::DecodeNode(NodeJson("gpu-node-" + std::to_string(n))));
   }
   NullBinder binder;
   auto made = Scheduler::Create(mirror, binder, nullptr, SchedulerOptions{.policy = policy, .seed = 1});

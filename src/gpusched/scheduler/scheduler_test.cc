@@ -76,11 +76,10 @@ class SchedulerTest : public ::testing::Test {
 
   void Make(SchedulerOptions options) {
     scheduler_.reset();
-    mirror_ = std::make_unique<ClusterMirror>(
-        adapters::extender::MirrorOptions{.clock = &clock_,
-                                          .wall_ms = [] { return int64_t{1'700'000'000'000}; },
-                                          .id_nonce = 7,
-                                          .charge_every_pod = true});
+    mirror_ = std::make_unique<ClusterCache>(sched::CacheOptions{.clock = &clock_,
+                                                                 .wall_ms = [] { return int64_t{1'700'000'000'000}; },
+                                                                 .id_nonce = 7,
+                                                                 .charge_every_pod = true});
     options.clock = &clock_;
     options.seed = 1;
     auto made = Scheduler::Create(
@@ -128,7 +127,7 @@ class SchedulerTest : public ::testing::Test {
   testing::FakeClock clock_;
   testing::RecordingBinder binder_;
   std::vector<PodEvent> events_;
-  std::unique_ptr<ClusterMirror> mirror_;
+  std::unique_ptr<ClusterCache> mirror_;
   std::unique_ptr<Scheduler> scheduler_;
 };
 
@@ -148,6 +147,44 @@ TEST_F(SchedulerTest, BindsAGpuShareWithAFreshAllocationIdAndSaysSo) {
   auto lock = mirror_->ReadLock();
   EXPECT_TRUE(mirror_->state().IsConfirmed(common::PodUid("uid-p")));
   EXPECT_EQ(scheduler_->stats().binds_ok, 1U);
+}
+
+// A policy that reads what the scheduler does not provide (live metrics, a forecast) is refused at start, not run
+// on empty inputs.
+TEST_F(SchedulerTest, RefusesAPolicyThatReadsInputsItDoesNotProvide) {
+  for (const std::string name : {"load-aware", "interference-aware"}) {
+    auto made = Scheduler::Create(
+        *mirror_, binder_, [](PodEvent) {}, SchedulerOptions{.policy = name, .clock = &clock_});
+    ASSERT_FALSE(made.ok()) << name;
+    EXPECT_THAT(made.status().message(), HasSubstr("policy " + name)) << name;
+    EXPECT_THAT(made.status().message(), HasSubstr("does not provide")) << name;
+  }
+}
+
+// weights: the profile scores with a weighted mix (here spread alone), while binpack still filters and picks GPUs.
+TEST_F(SchedulerTest, WeightsScoreWithAMixOfPolicies) {
+  for (const bool mixed : {false, true}) {
+    SCOPED_TRACE(mixed ? "weights {spread: 1}" : "binpack");
+    const size_t before = binder_.bound().size();
+    Make(SchedulerOptions{.policy = "binpack",
+                          .weights = mixed ? std::vector<std::pair<std::string, double>>{{"spread", 1}}
+                                           : std::vector<std::pair<std::string, double>>{}});
+    scheduler_->OnNode(EventType::kAdded, Node("a", 2));
+    Running(Pod("first", Share(30)));
+    scheduler_->OnNode(EventType::kAdded, Node("b", 2));
+    scheduler_->OnPod(EventType::kAdded, Pod("second", Share(30)));
+    Drain();
+    ASSERT_EQ(binder_.bound().size(), before + 2);
+    EXPECT_EQ(binder_.bound()[before + 1].node.str(), mixed ? "b" : "a");
+  }
+  auto refused = Scheduler::Create(
+      *mirror_, binder_, [](PodEvent) {}, SchedulerOptions{.weights = {{"load-aware", 1}}, .clock = &clock_});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("weights: policy load-aware reads live GPU metrics"));
+  auto zero = Scheduler::Create(
+      *mirror_, binder_, [](PodEvent) {}, SchedulerOptions{.weights = {{"fgd", 0}}, .clock = &clock_});
+  ASSERT_FALSE(zero.ok());
+  EXPECT_THAT(zero.status().message(), HasSubstr("fgd has weight"));
 }
 
 TEST_F(SchedulerTest, IgnoresPodsOfOtherSchedulersAndBoundOrTerminatingOnes) {
@@ -862,7 +899,7 @@ TEST_F(SchedulerPreemptionTest, WaitsForItsVictimsAndFreesTheRoomWhenDeleted) {
   EXPECT_FALSE(Holds("nominated/uid-h"));
 }
 
-// The room is held by the mirror like a bound pod's allocation: when its node is deleted it waits for the node to
+// The room is held by the cache like a bound pod's allocation: when its node is deleted it waits for the node to
 // come back. A nominee deleted meanwhile must not leave it waiting there.
 TEST_F(SchedulerPreemptionTest, ARoomWaitingForItsNodeIsDroppedWithItsPod) {
   const json node = Node("a", 1);

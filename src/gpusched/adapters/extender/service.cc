@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <string_view>
 #include <thread>
 
@@ -22,15 +23,11 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kPodCacheSize = 4096;
-// The registry name of the policy that reads the interference forecast.
-constexpr std::string_view kInterferenceAware = "interference-aware";
 
 std::atomic<uint64_t> next_service_id{1};
 
 Reply BadRequest(const common::Status& s) { return Reply{.status = 400, .body = EncodeBindingResult(s.message())}; }
 
-// A default target workload for fgd in a live cluster (the trace's typical pods are not known here): shares of a
-// quarter and half a GPU, and 1, 2, 4 and 8 whole GPUs, equally likely.
 // The CycleRunner of this thread for (service, policy): runners own a score cache and are single-threaded.
 sched::CycleRunner& RunnerFor(uint64_t service, const policy::PlacementPolicy& p) {
   thread_local std::map<std::pair<uint64_t, const policy::PlacementPolicy*>, std::unique_ptr<sched::CycleRunner>>
@@ -222,12 +219,23 @@ void ExtenderService::ConsumeFilter(const std::string& uid) {
   }
 }
 
+policy::Inputs ExtenderService::DefaultReads() const {
+  if (weighted_.empty()) {
+    return default_policy_->Reads();
+  }
+  policy::Inputs reads;
+  for (const auto& [p, weight] : weighted_) {
+    reads |= p->Reads();
+  }
+  return reads;
+}
+
 bool ExtenderService::WantsForecast(std::span<const policy::PlacementPolicy* const> policies) const {
   if (options_.slowdown_model == nullptr) {
     return false;
   }
   return std::any_of(policies.begin(), policies.end(),
-                     [](const policy::PlacementPolicy* p) { return p->Name() == kInterferenceAware; });
+                     [](const policy::PlacementPolicy* p) { return p->Reads().interference_forecast; });
 }
 
 policy::Snapshot ExtenderService::MakeSnapshot(const core::PodRequest& pod, const core::ClusterState& state,
@@ -405,36 +413,19 @@ Reply ExtenderService::Prioritize(std::string body) {
   } else {
     mix.emplace_back(pol, 1.0);
   }
-  double total_weight = 0;
-  std::vector<double> combined(args->nodes.size(), 0.0);
-  std::vector<sched::CycleRunner::NodeEval> evals;
   std::vector<const policy::PlacementPolicy*> used;
+  std::vector<sched::ScoreWeight> runners;
   for (const auto& [policy, weight] : mix) {
     used.push_back(policy);
+    runners.push_back(sched::ScoreWeight{.runner = &RunnerFor(id_, *policy), .weight = weight});
   }
   SnapshotHold hold;
   const policy::Snapshot snapshot = MakeSnapshot(request, state, slots, WantsForecast(used), hold);
-  for (const auto& [policy, weight] : mix) {
-    RunnerFor(id_, *policy).Evaluate(request, state, slots, snapshot, evals);
-    std::vector<int64_t> raw;
-    std::vector<size_t> feasible;
-    for (size_t i = 0; i < evals.size(); ++i) {
-      if (evals[i].fits) {
-        raw.push_back(evals[i].score);
-        feasible.push_back(index[i]);
-      }
-    }
-    if (policy->NormalizesScores()) {
-      sched::NormalizeScores(raw);
-    }
-    for (size_t i = 0; i < feasible.size(); ++i) {
-      combined[feasible[i]] += weight * static_cast<double>(std::clamp<int64_t>(raw[i], 0, policy::kMaxScore));
-    }
-    total_weight += weight;
-  }
+  std::vector<double> mixed;
+  sched::MixScores(runners, request, state, slots, snapshot, mixed);
   lock.unlock();
-  for (size_t i = 0; i < scores.size(); ++i) {
-    scores[i].second = ToExtenderScore(static_cast<int64_t>(combined[i] / total_weight + 0.5));
+  for (size_t i = 0; i < mixed.size(); ++i) {
+    scores[index[i]].second = ToExtenderScore(std::llround(mixed[i]));
   }
   return Reply{.status = 200, .body = EncodeHostPriorityList(scores)};
 }

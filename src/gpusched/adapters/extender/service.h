@@ -132,6 +132,10 @@ class ExtenderService {
   Reply Bind(std::string body);
   Reply Preempt(std::string body);
 
+  // What the policies serving pods without a gpusched.io/policy annotation read (the configured policy, or the
+  // weighted mix): the front end says at start which inputs it provides for them.
+  [[nodiscard]] policy::Inputs DefaultReads() const;
+
  private:
   struct DecodedPod {
     std::string text;  // the JSON it was decoded from (filter and prioritize); empty for watch-cache pods
