@@ -61,6 +61,10 @@ struct PodRequest {
   std::map<std::string, std::string> labels;
   std::vector<PodAffinityTerm> pod_affinity, pod_anti_affinity;
   std::vector<TopologySpreadConstraint> spread;
+  // The gang the pod belongs to (a name within its namespace; empty = none) and how many of the group's members
+  // are placed together or not at all (1 = no gang rule).
+  std::string pod_group;
+  int32_t min_available = 0;
 
   [[nodiscard]] bool RequestsGpu() const { return !containers.empty(); }
   [[nodiscard]] bool HasInterPodConstraints() const {

@@ -588,6 +588,12 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
     return common::InvalidArgument(who + priority.status().message());
   }
   out.priority = *priority;
+  auto group = DecodePodGroup(pod);
+  if (!group.ok()) {
+    return common::InvalidArgument(who + group.status().message());
+  }
+  out.pod_group = std::move(group->name);
+  out.min_available = group->min_available;
   return out;
 }
 
@@ -632,6 +638,44 @@ std::string DecodePodApp(const json& pod, std::string_view app_label) {
     app = value("labels", app_label);
   }
   return app;
+}
+
+common::Result<PodGroupRef> DecodePodGroup(const json& pod) {
+  const json* metadata = Find(pod, "metadata");
+  if (metadata == nullptr) {
+    return PodGroupRef{};
+  }
+  auto value = [&](std::string_view list, std::string_view key) -> const json* {
+    const json* m = Find(*metadata, list);
+    return m != nullptr && m->is_object() ? Find(*m, key) : nullptr;
+  };
+  PodGroupRef group;
+  for (const auto& [list, key] :
+       {std::pair{"annotations", kAnnotationPodGroup}, std::pair{"labels", kLabelCoschedulingPodGroup}}) {
+    if (const json* v = value(list, key); v != nullptr && v->is_string() && !v->get_ref<const std::string&>().empty()) {
+      group.name = v->get<std::string>();
+      break;
+    }
+  }
+  const json* min = value("annotations", kAnnotationMinAvailable);
+  if (min == nullptr || min->is_null()) {
+    group.min_available = group.name.empty() ? 0 : 1;
+    return group;
+  }
+  const std::string what = "annotation " + std::string(kAnnotationMinAvailable);
+  if (group.name.empty()) {
+    return common::InvalidArgument(what + " is set but the pod names no group (annotation " +
+                                   std::string(kAnnotationPodGroup) + ")");
+  }
+  const std::string text = min->is_string() ? min->get<std::string>() : min->dump();
+  int64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > kMaxMinAvailable) {
+    return common::InvalidArgument(what + " is \"" + text + "\", must be an integer from 1 to " +
+                                   std::to_string(kMaxMinAvailable));
+  }
+  group.min_available = static_cast<int32_t>(n);
+  return group;
 }
 
 common::Result<std::optional<core::GpuRequest>> DecodeContainerGpuRequest(const json& container,

@@ -63,6 +63,12 @@ inline constexpr std::string_view kAnnotationGpuModel = "gpusched.io/gpu-model";
 inline constexpr std::string_view kAnnotationPolicy = "gpusched.io/policy";
 inline constexpr std::string_view kLabelPriority = "gpusched.io/priority";
 inline constexpr std::string_view kAnnotationApp = "gpusched.io/app";
+// Gangs: the group's name (in the pod's namespace) and how many members must be placed together.
+inline constexpr std::string_view kAnnotationPodGroup = "gpusched.io/pod-group";
+inline constexpr std::string_view kAnnotationMinAvailable = "gpusched.io/min-available";
+// The coscheduling plugin's label naming a pod's PodGroup (scheduler-plugins); its name is read as the group's.
+inline constexpr std::string_view kLabelCoschedulingPodGroup = "scheduling.x-k8s.io/pod-group";
+inline constexpr int32_t kMaxMinAvailable = 10000;
 // Genius's pod labels (ResourceConfig::genius_labels).
 inline constexpr std::string_view kLabelGeniusGpuNumber = "genius/gpu-number";
 inline constexpr std::string_view kLabelGeniusMemoryEach = "genius/gpu-memory-each";
@@ -111,6 +117,16 @@ struct PodResources {
 [[nodiscard]] common::Result<int32_t> DecodePodPriority(const nlohmann::json& pod, bool genius_labels);
 
 [[nodiscard]] std::string DecodePodApp(const nlohmann::json& pod, std::string_view app_label);
+
+// The gang a pod belongs to: the annotation gpusched.io/pod-group (else the label scheduling.x-k8s.io/pod-group)
+// names the group within the pod's namespace; the annotation gpusched.io/min-available (1..10000, default 1) is
+// how many of its members are placed together or not at all. No group: {"", 0}. Errors (InvalidArgument, naming
+// the annotation): min-available that is not an integer in range, or given without a group.
+struct PodGroupRef {
+  std::string name;
+  int32_t min_available = 0;
+};
+[[nodiscard]] common::Result<PodGroupRef> DecodePodGroup(const nlohmann::json& pod);
 
 // One container's GPU request (`container` is an element of spec.containers or spec.initContainers), by the rules
 // above; nullopt when it asks for no enabled GPU resource. The pod-level parts (models, init-container covering)

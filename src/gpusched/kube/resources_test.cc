@@ -123,6 +123,41 @@ struct BadCase {
   const char* expect;  // a substring of the error
 };
 
+TEST(ResourcesTest, PodGroupFromAnnotationsOrTheCoschedulingLabel) {
+  const json gpu = {{"nvidia.com/gpu", "1"}};
+  auto none = DecodePodRequest(PodWith(gpu), ResourceConfig{});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->pod_group, "");
+  EXPECT_EQ(none->min_available, 0);
+
+  auto gang = DecodePodRequest(PodWith(gpu, {{"gpusched.io/pod-group", "train-7"}, {"gpusched.io/min-available", "8"}}),
+                               ResourceConfig{});
+  ASSERT_TRUE(gang.ok()) << gang.status().message();
+  EXPECT_EQ(gang->pod_group, "train-7");
+  EXPECT_EQ(gang->min_available, 8);
+
+  auto group_only = DecodePodGroup(PodWith(gpu, {{"gpusched.io/pod-group", "g"}}));
+  ASSERT_TRUE(group_only.ok());
+  EXPECT_EQ(group_only->min_available, 1);
+
+  json labelled = PodWith(gpu, {{"gpusched.io/min-available", "2"}});
+  labelled["metadata"]["labels"] = {{"scheduling.x-k8s.io/pod-group", "pg"}};
+  auto by_label = DecodePodGroup(labelled);
+  ASSERT_TRUE(by_label.ok()) << by_label.status().message();
+  EXPECT_EQ(by_label->name, "pg");
+  EXPECT_EQ(by_label->min_available, 2);
+
+  for (const char* bad : {"0", "-1", "x", "2.5", "10001", ""}) {
+    auto r = DecodePodRequest(PodWith(gpu, {{"gpusched.io/pod-group", "g"}, {"gpusched.io/min-available", bad}}),
+                              ResourceConfig{});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("gpusched.io/min-available"), std::string::npos) << r.status().message();
+  }
+  auto orphan = DecodePodGroup(PodWith(gpu, {{"gpusched.io/min-available", "2"}}));
+  ASSERT_FALSE(orphan.ok());
+  EXPECT_NE(orphan.status().message().find("names no group"), std::string::npos);
+}
+
 TEST(ResourcesTest, GpushareMemoryUnitIsASetting) {
   auto gib = DecodePodRequest(PodWith({{"aliyun.com/gpu-mem", "3"}}), ResourceConfig{});
   ASSERT_TRUE(gib.ok()) << gib.status();

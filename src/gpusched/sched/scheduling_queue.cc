@@ -97,6 +97,22 @@ std::optional<QueuedPod> SchedulingQueue::Pop() {
   return e.pod;
 }
 
+bool SchedulingQueue::Claim(const std::string& uid) {
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end() || it->second.where == Where::kInFlight) {
+    return false;
+  }
+  Entry& e = it->second;
+  Remove(e);
+  e.where = Where::kInFlight;
+  in_flight_.insert(uid);
+  e.since_ms = clock_.NowMs();
+  e.freed_in_flight = 0;
+  ++e.attempts;
+  return true;
+}
+
 void SchedulingQueue::Requeue(const std::string& uid, Outcome outcome, uint32_t blockers) {
   std::lock_guard lock(mu_);
   auto it = pods_.find(uid);

@@ -41,6 +41,7 @@ enum Blocker : uint32_t {
   kBlockedByQuota = 1U << 3,      // a queue's quota
   kBlockedByPods = 1U << 4,       // inter-pod (anti-)affinity, spread constraints, host ports (a pod left)
   kBlockedByPodAdded = 1U << 5,   // pod affinity, spread constraints (a pod was placed)
+  kBlockedByGang = 1U << 6,       // a pod group with fewer pending members than it needs (a member arrived)
   kBlockedByAnything = 0xffffffffU,
 };
 
@@ -79,6 +80,9 @@ class SchedulingQueue {
   void Requeue(const std::string& uid, Outcome outcome, uint32_t blockers = kBlockedByAnything);
   // The in-flight pod was placed (or dropped): forget it.
   void Done(const std::string& uid);
+  // Takes a queued pod that is not in flight into flight, as Pop does, out of turn: the other members of a gang
+  // tried together with the popped one. False when it is not queued or already in flight.
+  bool Claim(const std::string& uid);
 
   // Something in the cluster changed that may make pods fit: every unschedulable pod blocked by any of `freed`
   // moves to active. Returns how many moved.

@@ -265,6 +265,11 @@ void Scheduler::OnPod(EventType type, const json& pod) {
         if (auto t = adapters::k8s::ParseMicroTime(meta->creation_timestamp); t.ok()) {
           r.start_ms = *t;
         }
+        if (auto group = kube::DecodePodGroup(pod); group.ok() && !group->name.empty()) {
+          r.group = meta->namespace_ + "/" + group->name;
+        } else {
+          r.group.clear();
+        }
         r.anti_affinity.clear();
         if (const auto& spec = pod.find("spec"); spec != pod.end() && spec->is_object() && spec->contains("affinity")) {
           auto anti = kube::DecodeRequiredPodAffinity(*spec, /*anti=*/true, r.labels);
@@ -311,6 +316,7 @@ void Scheduler::OnPod(EventType type, const json& pod) {
                 .fingerprint = fingerprint,
                 .first_seen_ms = clock_.NowMs()};
   const int32_t priority = entry.request.ok() ? entry.request->priority : 0;
+  const bool gang_member = entry.request.ok() && entry.request->min_available > 1;
   {
     std::lock_guard lock(mu_);
     auto it = pending_.find(uid);
@@ -325,6 +331,9 @@ void Scheduler::OnPod(EventType type, const json& pod) {
     }
   }
   queue_.AddOrUpdate(sched::QueuedPod{.uid = uid, .key = meta->Key(), .priority = priority, .created_ms = created_ms});
+  if (gang_member) {
+    (void)queue_.OnClusterEvent(sched::kBlockedByGang);  // its group may now have the members it waits for
+  }
   Wake();
 }
 
@@ -669,6 +678,19 @@ bool Scheduler::ScheduleOne() {
       }
       task.allocation = *held;  // the last bind's outcome is unknown: send the same Binding again
     } else {
+      if (request.min_available > 1) {
+        const std::string group = request.namespace_ + "/" + request.pod_group;
+        size_t placed = 0;
+        {
+          std::lock_guard guard(mu_);
+          placed = PlacedInGroup(group);
+        }
+        if (placed < static_cast<size_t>(request.min_available)) {
+          ScheduleGang(uid, pod, group, placed, lock, started);
+          return true;
+        }
+        // The group has its min-available placed: this member is placed like any pod.
+      }
       const policy::Snapshot snapshot{.now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                                     std::chrono::system_clock::now().time_since_epoch())
                                                     .count()};
@@ -740,6 +762,131 @@ bool Scheduler::ScheduleOne() {
   telemetry_->attempt.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   Dispatch(std::move(task));
   return true;
+}
+
+void Scheduler::ScheduleGang(const std::string& uid, const Pending& pod, const std::string& group, size_t placed,
+                             std::unique_lock<std::shared_mutex>& lock, std::chrono::steady_clock::time_point started) {
+  const core::PodRequest& request = *pod.request;
+  const size_t min_available = static_cast<size_t>(request.min_available);
+  const size_t need = min_available - placed;
+  core::ClusterState& state = cache_.state();
+  // The pending members that may be tried: this pod first, then the others by priority and name.
+  struct Member {
+    std::string uid;
+    Pending pending;
+  };
+  std::vector<Member> members{{uid, pod}};
+  {
+    std::lock_guard guard(mu_);
+    for (const auto& [other, p] : pending_) {
+      if (other == uid || !p.request.ok() || p.namespace_ != request.namespace_ ||
+          p.request->pod_group != request.pod_group || !p.unevaluated.hard.empty() ||
+          state.FindAllocation(p.request->uid) != nullptr) {
+        continue;
+      }
+      members.push_back({other, p});
+    }
+  }
+  std::sort(members.begin() + 1, members.end(), [](const Member& a, const Member& b) {
+    return std::make_pair(-a.pending.request->priority, a.pending.name) <
+           std::make_pair(-b.pending.request->priority, b.pending.name);
+  });
+  const std::string who = "pod group " + group + " (min-available " + std::to_string(min_available) + ")";
+  // Every pending member waits with the same reason (claimed from the queue, so that each is not tried alone).
+  auto park = [&](const std::string& message, uint32_t blockers) {
+    Unschedulable(uid, pod, message, blockers);
+    for (size_t i = 1; i < members.size(); ++i) {
+      if (queue_.Claim(members[i].uid)) {
+        Unschedulable(members[i].uid, members[i].pending, message, blockers);
+      }
+    }
+    telemetry_->attempt.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  };
+  if (members.size() < need) {
+    lock.unlock();
+    park(who + ": " + std::to_string(placed) + " placed and " + std::to_string(members.size()) +
+             " pending; waiting for the other members before placing any",
+         sched::kBlockedByGang);
+    return;
+  }
+  // Reserve members one after the other against one state, until the group has its minimum.
+  const policy::Snapshot snapshot{.now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count()};
+  std::vector<BindTask> reserved;
+  std::string first_failure;
+  uint32_t blockers = 0;
+  size_t left = members.size();  // members not tried yet
+  for (const Member& m : members) {
+    if (reserved.size() == need || reserved.size() + left < need) {
+      break;  // done, or the minimum can no longer be reached
+    }
+    --left;
+    const core::PodRequest& r = *m.pending.request;
+    const sched::InterPodConstraints inter_pod = PrepareInterPod(r, state);
+    auto result = runner_.Schedule(r, state, snapshot, rng_, cache_.NextAllocationId(), &inter_pod);
+    if (result.ok() && result->allocation.has_value()) {
+      RecordAssumed(m.uid, m.pending, *result->allocation);
+      reserved.push_back(BindTask{.request = r,
+                                  .allocation = std::move(*result->allocation),
+                                  .namespace_ = m.pending.namespace_,
+                                  .name = m.pending.name,
+                                  .first_seen_ms = m.pending.first_seen_ms,
+                                  .soft_fields = m.pending.unevaluated.soft});
+      continue;
+    }
+    if (first_failure.empty()) {
+      first_failure = m.pending.name + ": " + (result.ok() ? result->Summary() : result.status().message());
+    }
+    if (result.ok()) {
+      blockers |= BlockersOf(*result, r, state, inter_pod);
+    }
+  }
+  if (reserved.size() < need) {
+    // All or nothing: give back what was reserved, and every member waits for room.
+    for (const BindTask& t : reserved) {
+      (void)state.Forget(t.request.uid);
+    }
+    {
+      std::lock_guard guard(mu_);
+      for (const BindTask& t : reserved) {
+        Unplace(t.request.uid.str());
+      }
+    }
+    lock.unlock();
+    park(who + ": " + std::to_string(reserved.size()) + " of the " + std::to_string(need) +
+             " members it still needs fit together; none is placed. " + first_failure,
+         blockers == 0 ? sched::kBlockedByAnything : blockers);
+    return;
+  }
+  for (const BindTask& t : reserved) {
+    cache_.SetPriority(t.request.uid, t.request.priority);
+    cache_.SetApp(t.request.uid, t.request.app);
+    cache_.ExpireAssumedAfter(t.request.uid, options_.bind_in_flight_ms, /*bind_running=*/true);
+  }
+  lock.unlock();
+  // The placed members are in flight until their binds end (Done, or Requeue on failure); members beyond the
+  // minimum stay queued and are placed like any pod, this one too when the others filled the minimum.
+  bool this_one_placed = false;
+  for (const BindTask& t : reserved) {
+    if (t.request.uid.str() == uid) {
+      this_one_placed = true;
+    } else {
+      (void)queue_.Claim(t.request.uid.str());
+    }
+  }
+  if (!this_one_placed) {
+    queue_.Requeue(uid, sched::SchedulingQueue::Outcome::kError);
+  }
+  {
+    std::lock_guard guard(mu_);
+    stats_.scheduled += reserved.size();
+  }
+  Log(common::LogLevel::kInfo, who + ": " + std::to_string(reserved.size()) + " member(s) placed together");
+  telemetry_->attempt.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  for (BindTask& t : reserved) {
+    Dispatch(std::move(t));
+  }
 }
 
 void Scheduler::Dispatch(BindTask task) {
@@ -881,6 +1028,7 @@ void Scheduler::RecordAssumed(const std::string& uid, const Pending& pod, const 
     r.anti_affinity = request.pod_anti_affinity;
     r.priority = request.priority;
     r.assumed = true;
+    r.group = request.pod_group.empty() ? std::string() : request.namespace_ + "/" + request.pod_group;
     Reindex(uid, r);
   }
   (void)queue_.OnClusterEvent(sched::kBlockedByPodAdded);  // the caller goes on scheduling: no wake needed
@@ -922,12 +1070,43 @@ void Scheduler::Reindex(const std::string& uid, const Running& r) {
   } else {
     assumed_.erase(uid);
   }
+  auto g = group_of_.find(uid);
+  if (g != group_of_.end() && g->second != r.group) {
+    auto members = placed_by_group_.find(g->second);
+    if (members != placed_by_group_.end()) {
+      members->second.erase(uid);
+      if (members->second.empty()) {
+        placed_by_group_.erase(members);
+      }
+    }
+    group_of_.erase(g);
+    g = group_of_.end();
+  }
+  if (g == group_of_.end() && !r.group.empty()) {
+    group_of_.emplace(uid, r.group);
+    placed_by_group_[r.group].insert(uid);
+  }
 }
 
 void Scheduler::Unplace(const std::string& uid) {
   running_.erase(uid);
   with_anti_affinity_.erase(uid);
   assumed_.erase(uid);
+  if (auto g = group_of_.find(uid); g != group_of_.end()) {
+    auto members = placed_by_group_.find(g->second);
+    if (members != placed_by_group_.end()) {
+      members->second.erase(uid);
+      if (members->second.empty()) {
+        placed_by_group_.erase(members);
+      }
+    }
+    group_of_.erase(g);
+  }
+}
+
+size_t Scheduler::PlacedInGroup(const std::string& group) const {
+  auto it = placed_by_group_.find(group);
+  return it == placed_by_group_.end() ? 0 : it->second.size();
 }
 
 void Scheduler::Start() {

@@ -48,6 +48,7 @@
 // binds on the workers; Metrics and stats from anywhere.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -56,6 +57,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -188,6 +190,7 @@ class Scheduler {
     int32_t priority = 0;
     int64_t start_ms = 0;  // creation time
     bool assumed = false;
+    std::string group;  // namespace/pod-group of a gang member, else empty
   };
   // The room held for a pod that preempted, and whom it evicts.
   struct Victim {
@@ -229,6 +232,13 @@ class Scheduler {
   // Keeps with_anti_affinity_ and assumed_ in step with running_[uid] (r), or drops all three. mu_ held.
   void Reindex(const std::string& uid, const Running& r);
   void Unplace(const std::string& uid);
+  // Gangs. The members of `group` placed (bound or assumed); mu_ held.
+  size_t PlacedInGroup(const std::string& group) const;
+  // Places a gang that still lacks members (the popped pod `uid` is one): reserves min-available minus placed
+  // pending members against one state, one after the other, and binds them all, or reserves none and parks every
+  // pending member with the reason. `lock` is the cache's write lock, held on entry and released on return.
+  void ScheduleGang(const std::string& uid, const Pending& pod, const std::string& group, size_t placed,
+                    std::unique_lock<std::shared_mutex>& lock, std::chrono::steady_clock::time_point started);
   void Count(uint64_t SchedulerStats::*counter);  // one more, under mu_
   // FailedScheduling; the pod waits for an event that may free `blockers`, or with `backoff` for its backoff.
   void Unschedulable(const std::string& uid, const Pending& pod, std::string message, uint32_t blockers,
@@ -255,10 +265,13 @@ class Scheduler {
   common::Rng rng_;
 
   mutable std::mutex mu_;
-  std::unordered_map<std::string, Pending> pending_;       // GUARDED_BY(mu_), by uid
-  std::unordered_map<std::string, Running> running_;       // GUARDED_BY(mu_), placed pods by uid
-  std::unordered_set<std::string> with_anti_affinity_;     // GUARDED_BY(mu_), uids in running_ with anti-affinity
-  std::unordered_set<std::string> assumed_;                // GUARDED_BY(mu_), uids in running_ that are assumed
+  std::unordered_map<std::string, Pending> pending_;    // GUARDED_BY(mu_), by uid
+  std::unordered_map<std::string, Running> running_;    // GUARDED_BY(mu_), placed pods by uid
+  std::unordered_set<std::string> with_anti_affinity_;  // GUARDED_BY(mu_), uids in running_ with anti-affinity
+  std::unordered_set<std::string> assumed_;             // GUARDED_BY(mu_), uids in running_ that are assumed
+  // GUARDED_BY(mu_): placed gang members by group (namespace/pod-group), and each one's group.
+  std::unordered_map<std::string, std::unordered_set<std::string>> placed_by_group_;
+  std::unordered_map<std::string, std::string> group_of_;
   std::map<std::string, core::DisruptionBudget> budgets_;  // GUARDED_BY(mu_), by namespace/name
   // GUARDED_BY(mu_): namespace labels, replaced (never changed in place) on each change, so that an attempt keeps
   // the version it started with.

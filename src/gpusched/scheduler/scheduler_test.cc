@@ -1,5 +1,6 @@
 #include "gpusched/scheduler/scheduler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -185,6 +186,102 @@ TEST_F(SchedulerTest, WeightsScoreWithAMixOfPolicies) {
       *mirror_, binder_, [](PodEvent) {}, SchedulerOptions{.weights = {{"fgd", 0}}, .clock = &clock_});
   ASSERT_FALSE(zero.ok());
   EXPECT_THAT(zero.status().message(), HasSubstr("fgd has weight"));
+}
+
+json GangMember(const std::string& name, const std::string& group, int min_available, int gpus = 1) {
+  json p = Pod(name, {{"nvidia.com/gpu", std::to_string(gpus)}});
+  p["metadata"]["annotations"] = {{"gpusched.io/pod-group", group},
+                                  {"gpusched.io/min-available", std::to_string(min_available)}};
+  return p;
+}
+
+size_t BoundOf(const testing::RecordingBinder& binder, const std::string& prefix) {
+  return static_cast<size_t>(
+      std::count_if(binder.bound().begin(), binder.bound().end(),
+                    [&](const core::Allocation& a) { return a.pod.str().starts_with("uid-" + prefix); }));
+}
+
+// A gang is placed when min-available members exist and fit together, never member by member.
+TEST_F(SchedulerTest, AGangWaitsForItsMembersThenBindsTogether) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 4));
+  scheduler_->OnPod(EventType::kAdded, GangMember("t-0", "train", 3));
+  scheduler_->OnPod(EventType::kAdded, GangMember("t-1", "train", 3));
+  Drain();
+  EXPECT_TRUE(binder_.bound().empty()) << "two of three members must not hold GPUs";
+  ASSERT_FALSE(EventsFor("t-0", "FailedScheduling").empty());
+  EXPECT_THAT(EventsFor("t-0", "FailedScheduling").back().message,
+              HasSubstr("pod group default/train (min-available 3): 0 placed and 2 pending"));
+  {
+    auto lock = mirror_->ReadLock();
+    EXPECT_EQ(mirror_->state().FindAllocation(common::PodUid("uid-t-0")), nullptr);
+  }
+  EXPECT_EQ(Drain(), 0) << "the members wait for the third, not a timer";
+
+  scheduler_->OnPod(EventType::kAdded, GangMember("t-2", "train", 3));
+  Drain();
+  EXPECT_EQ(BoundOf(binder_, "t-"), 3U);
+
+  // A fourth member beyond min-available is placed like any pod.
+  scheduler_->OnPod(EventType::kAdded, GangMember("t-3", "train", 3));
+  Drain();
+  EXPECT_EQ(BoundOf(binder_, "t-"), 4U);
+}
+
+// Two gangs that each fit alone but not together: exactly one runs, the other holds nothing, and it runs once the
+// first is gone. Members arrive interleaved, the case where member-by-member placement deadlocks.
+TEST_F(SchedulerTest, TwoGangsThatDoNotFitTogetherNeverDeadlock) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 4));
+  scheduler_->OnNode(EventType::kAdded, Node("b", 4));
+  std::vector<json> a, b;
+  for (int i = 0; i < 3; ++i) {
+    a.push_back(GangMember("a-" + std::to_string(i), "ga", 3, 2));
+    b.push_back(GangMember("b-" + std::to_string(i), "gb", 3, 2));
+  }
+  for (int i = 0; i < 3; ++i) {
+    scheduler_->OnPod(EventType::kAdded, a[i]);
+    scheduler_->OnPod(EventType::kAdded, b[i]);
+  }
+  Drain();
+  const size_t ran_a = BoundOf(binder_, "a-");
+  const size_t ran_b = BoundOf(binder_, "b-");
+  EXPECT_TRUE((ran_a == 3 && ran_b == 0) || (ran_a == 0 && ran_b == 3)) << ran_a << " and " << ran_b;
+  const std::string waiting = ran_a == 3 ? "b-" : "a-";
+  {
+    auto lock = mirror_->ReadLock();
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(mirror_->state().FindAllocation(common::PodUid("uid-" + waiting + std::to_string(i))), nullptr)
+          << "a waiting member holds GPUs";
+    }
+  }
+  ASSERT_FALSE(EventsFor(waiting + "0", "FailedScheduling").empty());
+  EXPECT_THAT(EventsFor(waiting + "0", "FailedScheduling").back().message, HasSubstr("none is placed"));
+
+  // The running gang is deleted: the other one runs, whole.
+  const std::vector<json>& running = ran_a == 3 ? a : b;
+  const size_t bound_before = binder_.bound().size();
+  for (size_t i = 0; i < 3; ++i) {
+    const core::Allocation& alloc = binder_.bound()[i];
+    for (const json& p : running) {
+      if ("uid-" + p["metadata"]["name"].get<std::string>() == alloc.pod.str()) {
+        scheduler_->OnPod(EventType::kModified, AsBound(p, alloc, kube::EncodeAllocation(alloc)));
+        scheduler_->OnPod(EventType::kDeleted, AsBound(p, alloc, kube::EncodeAllocation(alloc)));
+      }
+    }
+  }
+  Drain();
+  EXPECT_EQ(binder_.bound().size(), bound_before + 3);
+  EXPECT_EQ(BoundOf(binder_, waiting), 3U);
+}
+
+TEST_F(SchedulerTest, AnInvalidMinAvailableIsNamed) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 4));
+  json p = GangMember("bad", "g", 1);
+  p["metadata"]["annotations"]["gpusched.io/min-available"] = "zero";
+  scheduler_->OnPod(EventType::kAdded, p);
+  Drain();
+  EXPECT_TRUE(binder_.bound().empty());
+  ASSERT_FALSE(EventsFor("bad", "FailedScheduling").empty());
+  EXPECT_THAT(EventsFor("bad", "FailedScheduling").back().message, HasSubstr("gpusched.io/min-available"));
 }
 
 TEST_F(SchedulerTest, IgnoresPodsOfOtherSchedulersAndBoundOrTerminatingOnes) {
