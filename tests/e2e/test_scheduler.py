@@ -1248,5 +1248,44 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         self.audit(pool)
 
 
+    @dump_logs_on_failure
+    def test_10_gangs_never_deadlock(self):
+        """Two nodes of 4 GPUs; two pod groups of 3 members x 2 GPUs (min-available 3), created interleaved: each
+        fits alone, not both. Exactly one group is bound whole; the other holds nothing, its members wait with the
+        group's reason; when the first group is deleted, the second is bound whole."""
+        pool = "gang"
+        self.make_pool(pool, nodes=2, gpus=4)
+        groups = {"gang-a": [], "gang-b": []}
+        for i in range(3):
+            for group, members in groups.items():
+                name = f"{group}-{i}"
+                p = self.pod(name, {"nvidia.com/gpu": 2}, pool)
+                p["metadata"]["annotations"] = {"gpusched.io/pod-group": group, "gpusched.io/min-available": "3"}
+                self.kube.create("pods", p)
+                members.append(name)
+
+        def bound_of(group):
+            return [n for n in groups[group] if (self.kube.get("pods", n) or {}).get("spec", {}).get("nodeName")]
+
+        first = Kube.wait_for(lambda: next((g for g in groups if len(bound_of(g)) == 3), None), BIND_TIMEOUT,
+                              what="one group bound whole", on_poll=self.alive)
+        second = "gang-b" if first == "gang-a" else "gang-a"
+        for name in groups[second]:
+            msg = self.wait_failed(name)
+            self.assertIn(f"pod group default/{second} (min-available 3)", msg)
+        time.sleep(1)  # room for a wrong bind to show
+        self.assertEqual(bound_of(second), [], f"{second} must hold nothing while {first} runs")
+        for name in groups[first]:
+            self.check_whole_allocation(self.kube.get("pods", name), count=2)
+        self.audit(pool)
+
+        for name in groups[first]:
+            self.kube.delete("pods", name, grace=0)
+        Kube.wait_for(lambda: len(bound_of(second)) == 3 or None, BIND_TIMEOUT, what=f"{second} bound whole",
+                      on_poll=self.alive)
+        log(f"gangs: {first} ran first; {second} ran whole after its deletion")
+        self.audit(pool)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -1070,38 +1070,35 @@ void Scheduler::Reindex(const std::string& uid, const Running& r) {
   } else {
     assumed_.erase(uid);
   }
-  auto g = group_of_.find(uid);
-  if (g != group_of_.end() && g->second != r.group) {
-    auto members = placed_by_group_.find(g->second);
-    if (members != placed_by_group_.end()) {
-      members->second.erase(uid);
-      if (members->second.empty()) {
-        placed_by_group_.erase(members);
-      }
-    }
-    group_of_.erase(g);
-    g = group_of_.end();
+  if (auto g = group_of_.find(uid); g != group_of_.end() && g->second == r.group) {
+    return;
   }
-  if (g == group_of_.end() && !r.group.empty()) {
+  Ungroup(uid);
+  if (!r.group.empty()) {
     group_of_.emplace(uid, r.group);
     placed_by_group_[r.group].insert(uid);
   }
+}
+
+void Scheduler::Ungroup(const std::string& uid) {
+  auto g = group_of_.find(uid);
+  if (g == group_of_.end()) {
+    return;
+  }
+  if (auto members = placed_by_group_.find(g->second); members != placed_by_group_.end()) {
+    members->second.erase(uid);
+    if (members->second.empty()) {
+      placed_by_group_.erase(members);
+    }
+  }
+  group_of_.erase(g);
 }
 
 void Scheduler::Unplace(const std::string& uid) {
   running_.erase(uid);
   with_anti_affinity_.erase(uid);
   assumed_.erase(uid);
-  if (auto g = group_of_.find(uid); g != group_of_.end()) {
-    auto members = placed_by_group_.find(g->second);
-    if (members != placed_by_group_.end()) {
-      members->second.erase(uid);
-      if (members->second.empty()) {
-        placed_by_group_.erase(members);
-      }
-    }
-    group_of_.erase(g);
-  }
+  Ungroup(uid);
 }
 
 size_t Scheduler::PlacedInGroup(const std::string& group) const {

@@ -232,6 +232,7 @@ class Scheduler {
   // Keeps with_anti_affinity_ and assumed_ in step with running_[uid] (r), or drops all three. mu_ held.
   void Reindex(const std::string& uid, const Running& r);
   void Unplace(const std::string& uid);
+  void Ungroup(const std::string& uid);  // drops uid from placed_by_group_ and group_of_; mu_ held
   // Gangs. The members of `group` placed (bound or assumed); mu_ held.
   size_t PlacedInGroup(const std::string& group) const;
   // Places a gang that still lacks members (the popped pod `uid` is one): reserves min-available minus placed
