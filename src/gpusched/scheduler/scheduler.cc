@@ -239,12 +239,31 @@ void Scheduler::OnPod(EventType type, const json& pod) {
   const bool gone = type == EventType::kDeleted || meta->Terminal();
   if (gone || !meta->node_name.empty() || meta->deleting || !Ours(meta->scheduler_name)) {
     bool was_pending = false;
-    bool placed = false;   // a pod newly seen on a node, or with new labels
-    bool leaving = false;  // a placed pod now terminating: spread constraints stop counting it
+    bool placed = false;        // a pod newly seen on a node, or with new labels
+    bool leaving = false;       // a placed pod now terminating: spread constraints stop counting it
+    std::string below_minimum;  // a gang that this pod's end leaves with fewer placed members than its minimum
+    size_t below_minimum_of = 0;
+    struct Member {
+      std::string namespace_, name, uid;
+    };
+    std::vector<Member> left_running;
     {
       std::lock_guard lock(mu_);
       was_pending = pending_.erase(uid) > 0;
       if (gone) {
+        if (auto r = running_.find(uid); r != running_.end() && !r->second.group.empty()) {
+          const size_t before = PlacedInGroup(r->second.group);
+          const size_t min = static_cast<size_t>(r->second.min_available);
+          if (before == min && min > 1) {  // the group falls below its minimum now: say so, once
+            below_minimum = r->second.group;
+            for (const std::string& member : placed_by_group_[r->second.group]) {
+              if (auto m = running_.find(member); member != uid && m != running_.end()) {
+                left_running.push_back({m->second.namespace_, m->second.name, member});
+              }
+            }
+            below_minimum_of = min;
+          }
+        }
         Unplace(uid);
       } else if (!meta->node_name.empty()) {
         // A bound pod: a possible victim of preemption, and what inter-pod constraints count.
@@ -267,8 +286,10 @@ void Scheduler::OnPod(EventType type, const json& pod) {
         }
         if (auto group = kube::DecodePodGroup(pod); group.ok() && !group->name.empty()) {
           r.group = meta->namespace_ + "/" + group->name;
+          r.min_available = group->min_available;
         } else {
           r.group.clear();
+          r.min_available = 0;
         }
         r.anti_affinity.clear();
         if (const auto& spec = pod.find("spec"); spec != pod.end() && spec->is_object() && spec->contains("affinity")) {
@@ -286,6 +307,22 @@ void Scheduler::OnPod(EventType type, const json& pod) {
     if (was_pending) {
       queue_.Delete(uid);
       DropNomination(uid);
+    }
+    if (!below_minimum.empty()) {
+      const std::string message = "pod group " + below_minimum + " has " + std::to_string(left_running.size()) +
+                                  " member(s) placed, fewer than its min-available " +
+                                  std::to_string(below_minimum_of) + " (" + meta->Key() + " ended)";
+      Log(common::LogLevel::kWarn, message);
+      for (const Member& m : left_running) {
+        Emit(PodEvent{.namespace_ = m.namespace_,
+                      .name = m.name,
+                      .uid = m.uid,
+                      .type = "Warning",
+                      .reason = "GangBelowMinimum",
+                      .message = message});
+      }
+      std::lock_guard lock(mu_);
+      ++stats_.gangs_below_minimum;
     }
     // Only now that the pod's entry says what it holds and where: a woken pod must not see it as it was.
     uint32_t freed = 0;
@@ -854,6 +891,7 @@ void Scheduler::ScheduleGang(const std::string& uid, const Pending& pod, const s
       }
     }
     lock.unlock();
+    Count(&SchedulerStats::gangs_refused);
     park(who + ": " + std::to_string(reserved.size()) + " of the " + std::to_string(need) +
              " members it still needs fit together; none is placed. " + first_failure,
          blockers == 0 ? sched::kBlockedByAnything : blockers);
@@ -881,6 +919,7 @@ void Scheduler::ScheduleGang(const std::string& uid, const Pending& pod, const s
   {
     std::lock_guard guard(mu_);
     stats_.scheduled += reserved.size();
+    ++stats_.gangs_placed;
   }
   Log(common::LogLevel::kInfo, who + ": " + std::to_string(reserved.size()) + " member(s) placed together");
   telemetry_->attempt.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
@@ -1029,6 +1068,7 @@ void Scheduler::RecordAssumed(const std::string& uid, const Pending& pod, const 
     r.priority = request.priority;
     r.assumed = true;
     r.group = request.pod_group.empty() ? std::string() : request.namespace_ + "/" + request.pod_group;
+    r.min_available = request.min_available;
     Reindex(uid, r);
   }
   (void)queue_.OnClusterEvent(sched::kBlockedByPodAdded);  // the caller goes on scheduling: no wake needed
@@ -1246,6 +1286,13 @@ std::string Scheduler::Metrics() const {
   auto& victims = family("gpusched_scheduler_preemption_victims_total", "Pods evicted by preemption",
                          prometheus::MetricType::Counter);
   add(victims, nullptr, nullptr, static_cast<double>(s.victims));
+  auto& gangs = family("gpusched_scheduler_gangs_total",
+                       "Pod groups by outcome (placed: min-available members bound together; refused: an attempt "
+                       "that placed none; below_minimum: a placed group that lost members below its minimum)",
+                       prometheus::MetricType::Counter);
+  add(gangs, "outcome", "placed", static_cast<double>(s.gangs_placed));
+  add(gangs, "outcome", "refused", static_cast<double>(s.gangs_refused));
+  add(gangs, "outcome", "below_minimum", static_cast<double>(s.gangs_below_minimum));
   size_t budgets = 0;
   int64_t oldest_ms = 0;  // how long the pod waiting longest has waited
   {

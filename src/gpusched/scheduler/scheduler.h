@@ -122,6 +122,9 @@ struct SchedulerStats {
   uint64_t preemptions = 0;          // preemptions carried out (every victim evicted)
   uint64_t preemption_failures = 0;  // an eviction was refused (a budget) or failed: the room was given back
   uint64_t victims = 0;              // pods evicted
+  uint64_t gangs_placed = 0;         // pod groups whose min-available members were placed together
+  uint64_t gangs_refused = 0;        // gang attempts that found no place for the minimum (placed none)
+  uint64_t gangs_below_minimum = 0;  // placed groups that lost members below their minimum
 };
 
 class Scheduler {
@@ -191,6 +194,7 @@ class Scheduler {
     int64_t start_ms = 0;  // creation time
     bool assumed = false;
     std::string group;  // namespace/pod-group of a gang member, else empty
+    int32_t min_available = 0;
   };
   // The room held for a pod that preempted, and whom it evicts.
   struct Victim {

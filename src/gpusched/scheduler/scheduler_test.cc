@@ -225,6 +225,25 @@ TEST_F(SchedulerTest, AGangWaitsForItsMembersThenBindsTogether) {
   scheduler_->OnPod(EventType::kAdded, GangMember("t-3", "train", 3));
   Drain();
   EXPECT_EQ(BoundOf(binder_, "t-"), 4U);
+  EXPECT_EQ(scheduler_->stats().gangs_placed, 1U);
+
+  // Members end: at three placed the group still has its minimum; below it, the others are told, once.
+  std::vector<json> bound;
+  for (const core::Allocation& a : binder_.bound()) {
+    const std::string name = a.pod.str().substr(4);
+    bound.push_back(AsBound(GangMember(name, "train", 3), a, kube::EncodeAllocation(a)));
+    scheduler_->OnPod(EventType::kModified, bound.back());
+  }
+  scheduler_->OnPod(EventType::kDeleted, bound[3]);
+  EXPECT_TRUE(EventsFor("t-0", "GangBelowMinimum").empty());
+  scheduler_->OnPod(EventType::kDeleted, bound[2]);
+  ASSERT_EQ(EventsFor("t-0", "GangBelowMinimum").size(), 1U);
+  EXPECT_EQ(EventsFor("t-0", "GangBelowMinimum")[0].message,
+            "pod group default/train has 2 member(s) placed, fewer than its min-available 3 (default/t-2 ended)");
+  EXPECT_EQ(EventsFor("t-1", "GangBelowMinimum").size(), 1U);
+  scheduler_->OnPod(EventType::kDeleted, bound[1]);
+  EXPECT_EQ(EventsFor("t-0", "GangBelowMinimum").size(), 1U) << "said once";
+  EXPECT_EQ(scheduler_->stats().gangs_below_minimum, 1U);
 }
 
 // Two gangs that each fit alone but not together: exactly one runs, the other holds nothing, and it runs once the
@@ -255,6 +274,8 @@ TEST_F(SchedulerTest, TwoGangsThatDoNotFitTogetherNeverDeadlock) {
   }
   ASSERT_FALSE(EventsFor(waiting + "0", "FailedScheduling").empty());
   EXPECT_THAT(EventsFor(waiting + "0", "FailedScheduling").back().message, HasSubstr("none is placed"));
+  EXPECT_GE(scheduler_->stats().gangs_refused, 1U);
+  EXPECT_THAT(scheduler_->Metrics(), HasSubstr("gpusched_scheduler_gangs_total{outcome=\"refused\"}"));
 
   // The running gang is deleted: the other one runs, whole.
   const std::vector<json>& running = ran_a == 3 ? a : b;
