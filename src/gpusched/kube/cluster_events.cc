@@ -11,6 +11,11 @@ namespace gpusched::kube {
 common::Result<core::PodUpdate> DecodePodUpdate(const nlohmann::json& pod, std::string_view app_label,
                                                 bool with_requests) {
   GPUSCHED_ASSIGN_OR_RETURN(meta, DecodePodMeta(pod));
+  return DecodePodUpdate(pod, meta, app_label, with_requests);
+}
+
+common::Result<core::PodUpdate> DecodePodUpdate(const nlohmann::json& pod, const PodMeta& meta,
+                                                std::string_view app_label, bool with_requests) {
   if (meta.uid.empty()) {
     return common::InvalidArgument("pod " + meta.Key() + " has no metadata.uid");
   }

@@ -9,6 +9,7 @@
 
 #include "gpusched/common/status.h"
 #include "gpusched/core/cluster_events.h"
+#include "gpusched/kube/objects.h"
 
 namespace gpusched::kube {
 
@@ -17,6 +18,9 @@ namespace gpusched::kube {
 // also read the requests (CPU, memory, other resources, host ports) of a bound pod.
 [[nodiscard]] common::Result<core::PodUpdate> DecodePodUpdate(const nlohmann::json& pod, std::string_view app_label,
                                                               bool with_requests);
+// The same for a caller that has decoded the pod's metadata already (`meta`, DecodePodMeta of `pod`).
+[[nodiscard]] common::Result<core::PodUpdate> DecodePodUpdate(const nlohmann::json& pod, const PodMeta& meta,
+                                                              std::string_view app_label, bool with_requests);
 
 // metadata.name of a node (all a deleted node's event needs); InvalidArgument without one.
 [[nodiscard]] common::Result<common::NodeName> DecodeNodeName(const nlohmann::json& node);

@@ -325,11 +325,8 @@ void ClusterCache::ApplyAllocation(core::Allocation allocation) {
 void ClusterCache::RecomputeLargest() {
   common::MiB largest{0};
   for (size_t i = 0; i < state_.SlotCount(); ++i) {
-    if (!state_.IsLive(i)) {
-      continue;
-    }
-    for (const auto& g : state_.View(i).node->gpus) {
-      largest = std::max(largest, g.memory);
+    if (state_.IsLive(i)) {
+      largest = std::max(largest, LargestOn(&state_.View(i)));
     }
   }
   largest_gpu_memory_ = largest;

@@ -96,6 +96,9 @@ size_t Fingerprint(const json& pod) {
 common::PodUid ReservationUid(const std::string& uid) { return common::PodUid("nominated/" + uid); }
 bool IsReservation(const common::PodUid& uid) { return uid.str().starts_with("nominated/"); }
 
+// How a gang is known across the scheduler's indexes: its namespace and name.
+std::string GroupKey(const std::string& namespace_, const std::string& group) { return namespace_ + "/" + group; }
+
 std::vector<std::pair<const policy::PlacementPolicy*, double>> ScoreMix(
     const std::vector<std::unique_ptr<policy::PlacementPolicy>>& scorers,
     const std::vector<std::pair<std::string, double>>& weights) {
@@ -235,7 +238,8 @@ void Scheduler::OnPod(EventType type, const json& pod) {
     auto lock = cache_.ReadLock();
     held = cache_.state().FindAllocation(meta->uid) != nullptr;
   }
-  cache_.ApplyPod(type, kube::DecodePodUpdate(pod, cache_.options().app_label, cache_.options().charge_every_pod));
+  cache_.ApplyPod(type,
+                  kube::DecodePodUpdate(pod, *meta, cache_.options().app_label, cache_.options().charge_every_pod));
   const bool gone = type == EventType::kDeleted || meta->Terminal();
   if (gone || !meta->node_name.empty() || meta->deleting || !Ours(meta->scheduler_name)) {
     bool was_pending = false;
@@ -285,7 +289,7 @@ void Scheduler::OnPod(EventType type, const json& pod) {
           r.start_ms = *t;
         }
         if (auto group = kube::DecodePodGroup(pod); group.ok() && !group->name.empty()) {
-          r.group = meta->namespace_ + "/" + group->name;
+          r.group = GroupKey(meta->namespace_, group->name);
           r.min_available = group->min_available;
         } else {
           r.group.clear();
@@ -716,7 +720,7 @@ bool Scheduler::ScheduleOne() {
       task.allocation = *held;  // the last bind's outcome is unknown: send the same Binding again
     } else {
       if (request.min_available > 1) {
-        const std::string group = request.namespace_ + "/" + request.pod_group;
+        const std::string group = GroupKey(request.namespace_, request.pod_group);
         size_t placed = 0;
         {
           std::lock_guard guard(mu_);
@@ -1067,7 +1071,7 @@ void Scheduler::RecordAssumed(const std::string& uid, const Pending& pod, const 
     r.anti_affinity = request.pod_anti_affinity;
     r.priority = request.priority;
     r.assumed = true;
-    r.group = request.pod_group.empty() ? std::string() : request.namespace_ + "/" + request.pod_group;
+    r.group = request.pod_group.empty() ? std::string() : GroupKey(request.namespace_, request.pod_group);
     r.min_available = request.min_available;
     Reindex(uid, r);
   }
