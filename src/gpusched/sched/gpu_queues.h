@@ -1,0 +1,174 @@
+#pragma once
+
+// GpuQueues: GPU queues with a guaranteed quota, a limit, and a weight for sharing what nobody is guaranteed, as the
+// standalone scheduler and the simulator account them. Pure bookkeeping: it never sees nodes, only what each pod
+// of each queue asks for (GpuAmount) and the cluster's total.
+//
+// Three dimensions, each accounted on its own:
+//   gpus     whole GPUs: Σ count of the containers that take whole GPUs (compute 1000 per GPU); a shared GPU counts 0
+//   milli    GPU compute: Σ count × compute per GPU (1000 = one whole GPU), shared and whole alike
+//   memory   GPU memory in MiB: Σ count × the memory per GPU a container asks for (0 when it names none)
+//
+// Queues form a tree of at most two levels (a queue with a parent may not itself be a parent). A pod belongs to the
+// queue its label gpusched.io/queue names, else to the queue that serves its namespace, else to the default queue
+// ("default": no guarantee, no limit, weight 1, unless a queue of that name is declared).
+//
+// Admission (Admit): a pod is admitted when its queue, and the queue's parent, stay within their limits in every
+// dimension with the pod added. It is "within guarantee" when its queue's allocation with the pod stays within the
+// queue's guarantee in every dimension (and so does the parent's): such a pod is entitled to its room, and may
+// reclaim it from queues that borrow beyond their guarantees.
+//
+// Fair share (per dimension, level by level): each queue first gets the smaller of its guarantee and its demand
+// (allocated + pending, capped by its limit); what is left of its parent's share (the cluster for top-level queues)
+// is water-filled among the queues that want more, in proportion to their weights, none above its demand. A queue's
+// rank is its dominant ratio, max over the dimensions of allocated / fair share: the scheduler tries the queue with
+// the lowest rank first (the one furthest below its fair share), so idle capacity is lent in proportion to weight.
+//
+// Reclaim (MayReclaim): a victim's queue must be borrowing: over its guarantee, after the victims already chosen
+// from it, in a dimension the victim holds. A queue within its guarantee is never reclaimed from.
+//
+// Thread-safety: every method may be called from any thread (one mutex).
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gpusched/core/gpu_request.h"
+
+namespace gpusched::sched {
+
+struct GpuAmount {
+  static constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max();
+  int64_t gpus = 0;
+  int64_t milli = 0;
+  int64_t memory_mib = 0;
+
+  static GpuAmount Unlimited() { return {kUnlimited, kUnlimited, kUnlimited}; }
+  [[nodiscard]] bool IsZero() const { return gpus == 0 && milli == 0 && memory_mib == 0; }
+  // Every dimension of *this is at most that of `other`.
+  [[nodiscard]] bool FitsIn(const GpuAmount& other) const {
+    return gpus <= other.gpus && milli <= other.milli && memory_mib <= other.memory_mib;
+  }
+  GpuAmount& operator+=(const GpuAmount& o);  // saturating at kUnlimited
+  GpuAmount& operator-=(const GpuAmount& o);  // kUnlimited stays kUnlimited
+  friend bool operator==(const GpuAmount&, const GpuAmount&) = default;
+};
+GpuAmount operator+(GpuAmount a, const GpuAmount& b);
+GpuAmount operator-(GpuAmount a, const GpuAmount& b);
+// "gpus=2 milli=2500 memory=8192Mi" (unlimited dimensions as "∞").
+std::string ToString(const GpuAmount& a);
+
+// What a pod asks of its queue (see the dimensions above).
+GpuAmount DemandOf(const core::PodRequest& pod);
+
+inline constexpr const char* kDefaultQueue = "default";
+inline constexpr int kMaxQueueDepth = 2;
+
+struct QueueSpec {
+  std::string name;
+  std::string parent;                   // empty: a top-level queue
+  std::vector<std::string> namespaces;  // the namespaces whose pods it takes
+  GpuAmount guaranteed;
+  GpuAmount limit = GpuAmount::Unlimited();
+  double weight = 1;  // share of what is beyond guarantees, > 0
+};
+
+// Why each rejected queue was rejected; the others are valid together. Rules: a name; weight > 0; no negative
+// amount; guaranteed within limit in every dimension; the parent exists, is top level, and its guarantee covers the
+// sum of its children's, and it serves no namespace itself; a namespace served by one queue only (the first by name
+// keeps it).
+std::map<std::string, std::string> ValidateQueues(const std::vector<QueueSpec>& specs);
+
+struct QueueStatus {
+  std::string name, parent;
+  GpuAmount guaranteed, limit, allocated, pending, fair_share;
+  double weight = 1;
+  double rank = 0;  // allocated / fair share, the dominant dimension
+  size_t running_pods = 0, pending_pods = 0;
+  uint64_t reclaimed_pods = 0;  // its pods evicted to give a guarantee back
+  bool declared = false;        // from a spec (the implicit default queue is not)
+};
+
+class GpuQueues {
+ public:
+  explicit GpuQueues(GpuAmount capacity = {});
+
+  // Replaces the queues with the valid ones of `specs`; returns the rejected ones with their reasons (ValidateQueues).
+  // Pods keep their accounting: a pod of a queue that disappeared is counted in the default queue.
+  std::map<std::string, std::string> SetQueues(const std::vector<QueueSpec>& specs);
+  // The cluster's GPUs (the total the top-level queues share).
+  void SetCapacity(const GpuAmount& capacity);
+
+  // The queue of a pod: the label's queue when it names one (checked by Admit: an unknown queue admits nothing),
+  // else the queue serving the namespace, else the default queue.
+  [[nodiscard]] std::string QueueOf(const std::string& namespace_, const std::string& label_queue) const;
+  [[nodiscard]] bool Exists(const std::string& queue) const;
+
+  // A placed pod (assumed or bound) charges its queue; a pending one counts in its queue's demand. A uid is in at
+  // most one of the two (Charge moves a pending pod, Release forgets either).
+  void Charge(const std::string& uid, const std::string& queue, const GpuAmount& demand);
+  void SetPending(const std::string& uid, const std::string& queue, const GpuAmount& demand);
+  void Release(const std::string& uid);
+  // Counts a pod of `queue` evicted to give back a guarantee.
+  void CountReclaim(const std::string& queue);
+
+  struct Admission {
+    bool admitted = false;
+    bool within_guarantee = false;
+    std::string reason;  // why not admitted: "queue team-a: gpus 9 > limit 8"
+  };
+  // Whether `demand` more fits `queue` (and its parent). A queue that has children takes no pods itself.
+  [[nodiscard]] Admission Admit(const std::string& queue, const GpuAmount& demand) const;
+
+  // The queue's rank (lower is tried first); 0 for a queue with nothing allocated.
+  [[nodiscard]] double Rank(const std::string& queue) const;
+  // Whether a pod holding `victim` in `queue` may be evicted to give back a guarantee of `reclaimer` (a queue),
+  // when `taken` is already chosen from `queue` (see Reclaim above). Across parents, the victim's parent must be
+  // borrowing too.
+  [[nodiscard]] bool MayReclaim(const std::string& queue, const GpuAmount& victim, const GpuAmount& taken,
+                                const std::string& reclaimer) const;
+
+  [[nodiscard]] std::optional<QueueStatus> Status(const std::string& queue) const;
+  [[nodiscard]] std::vector<QueueStatus> All() const;  // by name
+  // The queue of a charged or pending pod; empty when unknown.
+  [[nodiscard]] std::string QueueOfPod(const std::string& uid) const;
+
+ private:
+  struct Queue {
+    QueueSpec spec;
+    bool declared = false;
+    GpuAmount allocated, pending;
+    size_t running_pods = 0, pending_pods = 0;
+    uint64_t reclaimed = 0;
+    // The fair share, rounded down and exact per dimension (kDims order); valid when !dirty_.
+    mutable GpuAmount fair;
+    mutable std::array<double, 3> fair_exact{};
+    std::vector<std::string> children;
+  };
+  struct PodEntry {
+    std::string queue;
+    GpuAmount demand;
+    bool placed = false;
+  };
+  Queue& QueueFor(const std::string& name);  // the queue, or the default one; mu_ held
+  const Queue* Find(const std::string& name) const;
+  void Recompute() const;  // fair shares when dirty; mu_ held
+  double RankLocked(const Queue& q) const;
+  void Forget(const std::string& uid);  // mu_ held
+  void Rebuild();                       // children lists and namespace map; mu_ held
+
+  mutable std::mutex mu_;
+  GpuAmount capacity_;
+  mutable std::map<std::string, Queue> queues_;  // by name; always holds the default queue
+  std::unordered_map<std::string, std::string> by_namespace_;
+  std::unordered_map<std::string, PodEntry> pods_;
+  mutable bool dirty_ = true;
+};
+
+}  // namespace gpusched::sched
