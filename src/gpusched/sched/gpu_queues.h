@@ -4,10 +4,7 @@
 // standalone scheduler and the simulator account them. Pure bookkeeping: it never sees nodes, only what each pod
 // of each queue asks for (GpuAmount) and the cluster's total.
 //
-// Three dimensions, each accounted on its own:
-//   gpus     whole GPUs: Σ count of the containers that take whole GPUs (compute 1000 per GPU); a shared GPU counts 0
-//   milli    GPU compute: Σ count × compute per GPU (1000 = one whole GPU), shared and whole alike
-//   memory   GPU memory in MiB: Σ count × the memory per GPU a container asks for (0 when it names none)
+// The three dimensions (whole GPUs, GPU compute, GPU memory) are core/gpu_queue.h's.
 //
 // Queues form a tree of at most two levels (a queue with a parent may not itself be a parent). A pod belongs to the
 // queue its label gpusched.io/queue names, else to the queue that serves its namespace, else to the default queue
@@ -39,51 +36,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gpusched/core/gpu_request.h"
+#include "gpusched/core/gpu_queue.h"
 
 namespace gpusched::sched {
 
-struct GpuAmount {
-  static constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max();
-  int64_t gpus = 0;
-  int64_t milli = 0;
-  int64_t memory_mib = 0;
-
-  static GpuAmount Unlimited() { return {kUnlimited, kUnlimited, kUnlimited}; }
-  [[nodiscard]] bool IsZero() const { return gpus == 0 && milli == 0 && memory_mib == 0; }
-  // Every dimension of *this is at most that of `other`.
-  [[nodiscard]] bool FitsIn(const GpuAmount& other) const {
-    return gpus <= other.gpus && milli <= other.milli && memory_mib <= other.memory_mib;
-  }
-  GpuAmount& operator+=(const GpuAmount& o);  // saturating at kUnlimited
-  GpuAmount& operator-=(const GpuAmount& o);  // kUnlimited stays kUnlimited
-  friend bool operator==(const GpuAmount&, const GpuAmount&) = default;
-};
-GpuAmount operator+(GpuAmount a, const GpuAmount& b);
-GpuAmount operator-(GpuAmount a, const GpuAmount& b);
-// "gpus=2 milli=2500 memory=8192Mi" (unlimited dimensions as "∞").
-std::string ToString(const GpuAmount& a);
-
-// What a pod asks of its queue (see the dimensions above).
-GpuAmount DemandOf(const core::PodRequest& pod);
-
-inline constexpr const char* kDefaultQueue = "default";
-inline constexpr int kMaxQueueDepth = 2;
-
-struct QueueSpec {
-  std::string name;
-  std::string parent;                   // empty: a top-level queue
-  std::vector<std::string> namespaces;  // the namespaces whose pods it takes
-  GpuAmount guaranteed;
-  GpuAmount limit = GpuAmount::Unlimited();
-  double weight = 1;  // share of what is beyond guarantees, > 0
-};
-
-// Why each rejected queue was rejected; the others are valid together. Rules: a name; weight > 0; no negative
-// amount; guaranteed within limit in every dimension; the parent exists, is top level, and its guarantee covers the
-// sum of its children's, and it serves no namespace itself; a namespace served by one queue only (the first by name
-// keeps it).
-std::map<std::string, std::string> ValidateQueues(const std::vector<QueueSpec>& specs);
+using core::DemandOf;
+using core::GpuAmount;
+using core::kDefaultQueue;
+using core::QueueSpec;
+using core::ValidateQueues;
 
 struct QueueStatus {
   std::string name, parent;

@@ -16,9 +16,14 @@ int64_t SchedulingQueue::BackoffFor(int attempts) const {
 
 void SchedulingQueue::Remove(Entry& e) {
   switch (e.where) {
-    case Where::kActive:
-      active_.erase(KeyOf(e));
+    case Where::kActive: {
+      auto q = active_.find(e.pod.queue);
+      if (q != active_.end() && q->second.erase(KeyOf(e)) > 0) {
+        --active_count_;
+        if (q->second.empty()) active_.erase(q);
+      }
       break;
+    }
     case Where::kBackoff:
       backoff_.erase({e.backoff_until_ms, e.pod.uid});
       break;
@@ -36,7 +41,7 @@ void SchedulingQueue::ToActive(Entry& e, int64_t now) {
   e.where = Where::kActive;
   e.since_ms = now;
   e.blockers = 0;
-  active_.insert(KeyOf(e));
+  if (active_[e.pod.queue].insert(KeyOf(e)).second) ++active_count_;
 }
 
 void SchedulingQueue::AddOrUpdate(const QueuedPod& pod) {
@@ -87,8 +92,21 @@ std::optional<QueuedPod> SchedulingQueue::Pop() {
   if (active_.empty()) {
     return std::nullopt;
   }
-  Entry& e = pods_.at(std::get<3>(*active_.begin()));
-  active_.erase(active_.begin());
+  auto from = active_.begin();
+  if (rank_ && active_.size() > 1) {
+    double best = rank_(from->first);
+    for (auto q = std::next(from); q != active_.end(); ++q) {
+      const double r = rank_(q->first);
+      if (r < best) {
+        best = r;
+        from = q;
+      }
+    }
+  }
+  Entry& e = pods_.at(std::get<3>(*from->second.begin()));
+  from->second.erase(from->second.begin());
+  --active_count_;
+  if (from->second.empty()) active_.erase(from);
   e.where = Where::kInFlight;
   in_flight_.insert(e.pod.uid);
   e.since_ms = now;
@@ -179,9 +197,14 @@ std::optional<int64_t> SchedulingQueue::NextWakeMs() const {
   return wake;
 }
 
+void SchedulingQueue::SetQueueRank(std::function<double(const std::string&)> rank) {
+  std::lock_guard lock(mu_);
+  rank_ = std::move(rank);
+}
+
 SchedulingQueue::Counts SchedulingQueue::counts() const {
   std::lock_guard lock(mu_);
-  return Counts{.active = active_.size(),
+  return Counts{.active = active_count_,
                 .backoff = backoff_.size(),
                 .unschedulable = unschedulable_.size(),
                 .in_flight = in_flight_.size()};

@@ -4,7 +4,9 @@
 // sets and rules, on an injected Clock (tests and the simulator move time by hand):
 //
 //   active         ready to be tried; Pop() returns the highest priority first, then the earliest created, then
-//                  by key (namespace/name), so the order is total and stable.
+//                  by key (namespace/name), so the order is total and stable. With GPU queues (SetQueueRank), that
+//                  order holds within each queue, and Pop takes from the queue of the lowest rank (the one
+//                  furthest below its fair share; ties by name).
 //   backoff        failed with an error (a bind that did not land, an API error): waits 1 s doubling per attempt
 //                  up to 10 s, then goes back to active by itself (Pop and NextWakeMs see to it).
 //   unschedulable  tried and found no place: waits for a cluster event that can make it fit, never for a timer.
@@ -21,6 +23,7 @@
 // Thread-safety: all methods may be called from any thread (one mutex).
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -50,6 +53,7 @@ struct QueuedPod {
   std::string key;  // namespace/name
   int32_t priority = 0;
   int64_t created_ms = 0;  // creation time (any epoch; only the order matters)
+  std::string queue;       // its GPU queue; one unnamed queue when queues are not used
 };
 
 struct QueueOptions {
@@ -83,6 +87,10 @@ class SchedulingQueue {
   // Takes a queued pod that is not in flight into flight, as Pop does, out of turn: the other members of a gang
   // tried together with the popped one. False when it is not queued or already in flight.
   bool Claim(const std::string& uid);
+
+  // How Pop orders queues: the rank of a queue by name, lower first. Called under the queue's lock, so it must not
+  // call back into this queue. Unset: queues by name.
+  void SetQueueRank(std::function<double(const std::string& queue)> rank);
 
   // Something in the cluster changed that may make pods fit: every unschedulable pod blocked by any of `freed`
   // moves to active. Returns how many moved.
@@ -122,8 +130,10 @@ class SchedulingQueue {
   const common::Clock& clock_;
   const QueueOptions options_;
   mutable std::mutex mu_;
-  std::map<std::string, Entry> pods_;                        // by uid
-  std::set<ActiveKey> active_;                               // ordered
+  std::map<std::string, Entry> pods_;                  // by uid
+  std::map<std::string, std::set<ActiveKey>> active_;  // by queue, each ordered; no empty set
+  size_t active_count_ = 0;
+  std::function<double(const std::string&)> rank_;
   std::set<std::pair<int64_t, std::string>> backoff_;        // (until, uid)
   std::set<std::pair<int64_t, std::string>> unschedulable_;  // (since, uid)
   std::set<std::string> in_flight_;                          // popped, not yet requeued or done

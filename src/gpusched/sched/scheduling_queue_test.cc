@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,33 @@ TEST(SchedulingQueueTest, HigherPriorityFirstThenOlderThenByName) {
   q.AddOrUpdate(P("negative", -5, 0));
   EXPECT_EQ(Drain(q), (std::vector<std::string>{"high-old", "high-new", "low-old", "b-tie", "low-new", "negative"}));
   EXPECT_FALSE(q.Pop().has_value());
+}
+
+TEST(SchedulingQueueTest, QueuesTakeTurnsByRankAndKeepTheirOwnOrder) {
+  testing::FakeClock clock;
+  SchedulingQueue q(clock);
+  std::map<std::string, double> rank = {{"a", 0}, {"b", 0}};
+  q.SetQueueRank([&](const std::string& name) { return rank.at(name); });
+  auto in = [](std::string queue, const std::string& name, int32_t priority, int64_t created) {
+    QueuedPod p = P(name, priority, created);
+    p.queue = std::move(queue);
+    return p;
+  };
+  q.AddOrUpdate(in("a", "a-low", 0, 1));
+  q.AddOrUpdate(in("a", "a-high", 100, 2));
+  q.AddOrUpdate(in("b", "b-old", 0, 0));
+  q.AddOrUpdate(in("b", "b-new", 0, 9));
+  EXPECT_EQ(q.counts().active, 4U);
+  // Equal ranks: by queue name; within a queue, priority then creation. Each pop charges the queue it took from.
+  std::vector<std::string> order;
+  while (auto p = q.Pop()) {
+    order.push_back(p->key.substr(8));
+    rank[p->queue] += p->queue == "a" ? 1.0 : 0.4;  // b's pods weigh less of its fair share
+    q.Done(p->uid);
+  }
+  // a (0) → a-high; b (0 < 1) → b-old; b (0.4) → b-new; a → a-low.
+  EXPECT_EQ(order, (std::vector<std::string>{"a-high", "b-old", "b-new", "a-low"}));
+  EXPECT_EQ(q.counts().active, 0U);
 }
 
 TEST(SchedulingQueueTest, ErrorsBackOffOneSecondDoublingToTen) {

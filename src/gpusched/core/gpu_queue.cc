@@ -1,0 +1,136 @@
+#include "gpusched/core/gpu_queue.h"
+
+#include <array>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace gpusched::core {
+namespace {
+
+constexpr std::array<int64_t GpuAmount::*, 3> kDims = {&GpuAmount::gpus, &GpuAmount::milli, &GpuAmount::memory_mib};
+constexpr std::array<const char*, 3> kDimNames = {"gpus", "milli", "memory"};
+
+std::string Amount(int64_t v) { return v == GpuAmount::kUnlimited ? "∞" : std::to_string(v); }
+
+}  // namespace
+
+GpuAmount& GpuAmount::operator+=(const GpuAmount& o) {
+  for (auto d : kDims) {
+    if (this->*d == kUnlimited || o.*d == kUnlimited || this->*d > kUnlimited - o.*d) {
+      this->*d = kUnlimited;
+    } else {
+      this->*d += o.*d;
+    }
+  }
+  return *this;
+}
+
+GpuAmount& GpuAmount::operator-=(const GpuAmount& o) {
+  for (auto d : kDims) {
+    if (this->*d != kUnlimited) this->*d -= o.*d;
+  }
+  return *this;
+}
+
+GpuAmount operator+(GpuAmount a, const GpuAmount& b) { return a += b; }
+GpuAmount operator-(GpuAmount a, const GpuAmount& b) { return a -= b; }
+
+std::string ToString(const GpuAmount& a) {
+  return fmt::format("gpus={} milli={} memory={}Mi", Amount(a.gpus), Amount(a.milli), Amount(a.memory_mib));
+}
+
+GpuAmount DemandOf(const PodRequest& pod) {
+  GpuAmount d;
+  for (const auto& c : pod.containers) {
+    const int64_t milli = c.milli_per_gpu.value();
+    if (milli >= common::kGpuMilli.value()) d.gpus += c.count;
+    d.milli += static_cast<int64_t>(c.count) * milli;
+    d.memory_mib += static_cast<int64_t>(c.count) * c.memory_per_gpu.value();
+  }
+  return d;
+}
+
+GpuAmount DemandOf(const Allocation& allocation) {
+  GpuAmount d;
+  for (const auto& c : allocation.containers) {
+    for (const auto& g : c.gpus) {
+      if (g.milli.value() >= common::kGpuMilli.value()) ++d.gpus;
+      d.milli += g.milli.value();
+      d.memory_mib += g.memory.value();
+    }
+  }
+  return d;
+}
+
+std::map<std::string, std::string> ValidateQueues(const std::vector<QueueSpec>& specs) {
+  std::map<std::string, std::string> rejected;
+  std::map<std::string, const QueueSpec*> by_name;
+  for (const auto& s : specs) {
+    if (s.name.empty()) {
+      rejected["<unnamed>"] = "a queue needs a name";
+      continue;
+    }
+    if (by_name.contains(s.name)) {
+      rejected[s.name] = "declared twice";
+      continue;
+    }
+    by_name[s.name] = &s;
+  }
+  auto reject = [&](const std::string& name, std::string why) {
+    if (!rejected.contains(name)) rejected[name] = std::move(why);
+  };
+  std::map<std::string, std::vector<const QueueSpec*>> children;
+  for (const auto& [name, s] : by_name) {
+    if (!(s->weight > 0) || !std::isfinite(s->weight)) reject(name, fmt::format("weight {} is not > 0", s->weight));
+    for (size_t i = 0; i < kDims.size(); ++i) {
+      const auto d = kDims[i];
+      if (s->guaranteed.*d < 0 || s->limit.*d < 0) reject(name, fmt::format("{} is negative", kDimNames[i]));
+      if (s->guaranteed.*d > s->limit.*d) {
+        reject(name, fmt::format("guaranteed {} {} exceeds its limit {}", kDimNames[i], Amount(s->guaranteed.*d),
+                                 Amount(s->limit.*d)));
+      }
+    }
+    if (!s->parent.empty()) {
+      auto p = by_name.find(s->parent);
+      if (s->parent == name) {
+        reject(name, "is its own parent");
+      } else if (p == by_name.end()) {
+        reject(name, fmt::format("parent {} does not exist", s->parent));
+      } else if (!p->second->parent.empty()) {
+        reject(name,
+               fmt::format("parent {} has a parent itself (queues nest {} levels at most)", s->parent, kMaxQueueDepth));
+      } else {
+        children[s->parent].push_back(s);
+      }
+    }
+  }
+  for (const auto& [parent, kids] : children) {
+    const QueueSpec& p = *by_name[parent];
+    if (!p.namespaces.empty()) reject(parent, "a parent queue serves no namespace itself (its children do)");
+    GpuAmount sum;
+    for (const auto* k : kids) {
+      if (!rejected.contains(k->name)) sum += k->guaranteed;
+    }
+    if (!sum.FitsIn(p.guaranteed)) {
+      reject(parent,
+             fmt::format("its children's guarantees ({}) exceed its own ({})", ToString(sum), ToString(p.guaranteed)));
+    }
+  }
+  // A rejected parent takes its children with it.
+  for (const auto& [parent, kids] : children) {
+    if (!rejected.contains(parent)) continue;
+    for (const auto* k : kids) reject(k->name, fmt::format("parent {} is rejected", parent));
+  }
+  std::map<std::string, std::string> served;
+  for (const auto& [name, s] : by_name) {
+    if (rejected.contains(name)) continue;
+    for (const auto& ns : s->namespaces) {
+      auto [it, fresh] = served.emplace(ns, name);
+      if (!fresh) reject(name, fmt::format("namespace {} is served by queue {} already", ns, it->second));
+    }
+  }
+  return rejected;
+}
+
+}  // namespace gpusched::core

@@ -1,0 +1,68 @@
+#pragma once
+
+// GPU queues, the domain part: the amounts a queue accounts (GpuAmount: whole GPUs, GPU compute, GPU memory), what
+// a pod asks of its queue (DemandOf), a queue's declaration (QueueSpec, from the GpuQueue object) and the rules a
+// set of declarations must follow (ValidateQueues). The accounting over time is sched/gpu_queues.h; decoding the
+// GpuQueue object is kube/gpu_queue.h.
+//
+// Three dimensions, each accounted on its own:
+//   gpus     whole GPUs: Σ count of the containers that take whole GPUs (compute 1000 per GPU); a shared GPU counts 0
+//   milli    GPU compute: Σ count × compute per GPU (1000 = one whole GPU), shared and whole alike
+//   memory   GPU memory in MiB: what the pod asks for, Σ count × memory per GPU (0 when it names none); for a
+//            placed pod, the memory its allocation holds
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gpusched/core/allocation.h"
+#include "gpusched/core/gpu_request.h"
+
+namespace gpusched::core {
+
+struct GpuAmount {
+  static constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max();
+  int64_t gpus = 0;
+  int64_t milli = 0;
+  int64_t memory_mib = 0;
+
+  static GpuAmount Unlimited() { return {kUnlimited, kUnlimited, kUnlimited}; }
+  [[nodiscard]] bool IsZero() const { return gpus == 0 && milli == 0 && memory_mib == 0; }
+  // Every dimension of *this is at most that of `other`.
+  [[nodiscard]] bool FitsIn(const GpuAmount& other) const {
+    return gpus <= other.gpus && milli <= other.milli && memory_mib <= other.memory_mib;
+  }
+  GpuAmount& operator+=(const GpuAmount& o);  // saturating at kUnlimited
+  GpuAmount& operator-=(const GpuAmount& o);  // kUnlimited stays kUnlimited
+  friend bool operator==(const GpuAmount&, const GpuAmount&) = default;
+};
+GpuAmount operator+(GpuAmount a, const GpuAmount& b);
+GpuAmount operator-(GpuAmount a, const GpuAmount& b);
+// "gpus=2 milli=2500 memory=8192Mi" (unlimited dimensions as "∞").
+std::string ToString(const GpuAmount& a);
+
+// What a pod asks of its queue (see the dimensions above), and what a placed pod holds.
+GpuAmount DemandOf(const PodRequest& pod);
+GpuAmount DemandOf(const Allocation& allocation);
+
+inline constexpr const char* kDefaultQueue = "default";
+inline constexpr int kMaxQueueDepth = 2;
+
+struct QueueSpec {
+  std::string name;
+  std::string parent;                   // empty: a top-level queue
+  std::vector<std::string> namespaces;  // the namespaces whose pods it takes
+  GpuAmount guaranteed;
+  GpuAmount limit = GpuAmount::Unlimited();
+  double weight = 1;  // share of what is beyond guarantees, > 0
+};
+
+// Why each rejected queue was rejected; the others are valid together. Rules: a name; weight > 0; no negative
+// amount; guaranteed within limit in every dimension; the parent exists, is top level, and its guarantee covers the
+// sum of its children's, and it serves no namespace itself; a namespace served by one queue only (the first by name
+// keeps it).
+std::map<std::string, std::string> ValidateQueues(const std::vector<QueueSpec>& specs);
+
+}  // namespace gpusched::core

@@ -1,0 +1,32 @@
+#pragma once
+
+// The GpuQueue object (gpusched.io/v1alpha1, cluster scoped) as core::QueueSpec:
+//
+//   spec:
+//     parent: research            # optional; a queue with a parent may not be a parent itself
+//     namespaces: [team-a]        # the namespaces whose pods it takes
+//     guaranteed: {gpus: 4, gpuMilli: 4000, gpuMemoryMiB: 65536}
+//     limit:      {gpus: 8}
+//     weight: 2                   # share of what is beyond guarantees; default 1
+//
+// Amounts are non-negative integers. A dimension left out: gpuMilli is gpus × 1000 when gpus is given (the compute
+// of those whole GPUs); in `limit` any other dimension left out is unlimited; in `guaranteed`, gpus is 0, and
+// gpuMemoryMiB is not accounted against the guarantee (unlimited) unless `limit` names it (then 0).
+// The label gpusched.io/queue on a pod names its queue (kQueueLabel).
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "gpusched/common/status.h"
+#include "gpusched/core/gpu_queue.h"
+
+namespace gpusched::kube {
+
+inline constexpr const char* kQueueLabel = "gpusched.io/queue";
+inline constexpr const char* kGpuQueueGroup = "gpusched.io";
+inline constexpr const char* kGpuQueueVersion = "v1alpha1";
+inline constexpr const char* kGpuQueuePlural = "gpuqueues";
+
+// The queue's declaration; an error naming the field when the object cannot be read.
+common::Result<core::QueueSpec> DecodeGpuQueue(const nlohmann::json& object);
+
+}  // namespace gpusched::kube
