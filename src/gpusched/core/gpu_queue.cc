@@ -3,7 +3,7 @@
 #include <array>
 #include <cmath>
 
-#include <fmt/format.h>
+#include <sstream>
 
 namespace gpusched::core {
 namespace {
@@ -12,6 +12,12 @@ constexpr std::array<int64_t GpuAmount::*, 3> kDims = {&GpuAmount::gpus, &GpuAmo
 constexpr std::array<const char*, 3> kDimNames = {"gpus", "milli", "memory"};
 
 std::string Amount(int64_t v) { return v == GpuAmount::kUnlimited ? "∞" : std::to_string(v); }
+
+std::string Number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
 
 }  // namespace
 
@@ -37,7 +43,7 @@ GpuAmount operator+(GpuAmount a, const GpuAmount& b) { return a += b; }
 GpuAmount operator-(GpuAmount a, const GpuAmount& b) { return a -= b; }
 
 std::string ToString(const GpuAmount& a) {
-  return fmt::format("gpus={} milli={} memory={}Mi", Amount(a.gpus), Amount(a.milli), Amount(a.memory_mib));
+  return "gpus=" + Amount(a.gpus) + " milli=" + Amount(a.milli) + " memory=" + Amount(a.memory_mib) + "Mi";
 }
 
 GpuAmount DemandOf(const PodRequest& pod) {
@@ -82,13 +88,13 @@ std::map<std::string, std::string> ValidateQueues(const std::vector<QueueSpec>& 
   };
   std::map<std::string, std::vector<const QueueSpec*>> children;
   for (const auto& [name, s] : by_name) {
-    if (!(s->weight > 0) || !std::isfinite(s->weight)) reject(name, fmt::format("weight {} is not > 0", s->weight));
+    if (!(s->weight > 0) || !std::isfinite(s->weight)) reject(name, "weight " + Number(s->weight) + " is not > 0");
     for (size_t i = 0; i < kDims.size(); ++i) {
       const auto d = kDims[i];
-      if (s->guaranteed.*d < 0 || s->limit.*d < 0) reject(name, fmt::format("{} is negative", kDimNames[i]));
+      if (s->guaranteed.*d < 0 || s->limit.*d < 0) reject(name, std::string(kDimNames[i]) + " is negative");
       if (s->guaranteed.*d > s->limit.*d) {
-        reject(name, fmt::format("guaranteed {} {} exceeds its limit {}", kDimNames[i], Amount(s->guaranteed.*d),
-                                 Amount(s->limit.*d)));
+        reject(name, "guaranteed " + std::string(kDimNames[i]) + " " + Amount(s->guaranteed.*d) +
+                         " exceeds its limit " + Amount(s->limit.*d));
       }
     }
     if (!s->parent.empty()) {
@@ -96,10 +102,10 @@ std::map<std::string, std::string> ValidateQueues(const std::vector<QueueSpec>& 
       if (s->parent == name) {
         reject(name, "is its own parent");
       } else if (p == by_name.end()) {
-        reject(name, fmt::format("parent {} does not exist", s->parent));
+        reject(name, "parent " + s->parent + " does not exist");
       } else if (!p->second->parent.empty()) {
-        reject(name,
-               fmt::format("parent {} has a parent itself (queues nest {} levels at most)", s->parent, kMaxQueueDepth));
+        reject(name, "parent " + s->parent + " has a parent itself (queues nest " + std::to_string(kMaxQueueDepth) +
+                         " levels at most)");
       } else {
         children[s->parent].push_back(s);
       }
@@ -114,20 +120,20 @@ std::map<std::string, std::string> ValidateQueues(const std::vector<QueueSpec>& 
     }
     if (!sum.FitsIn(p.guaranteed)) {
       reject(parent,
-             fmt::format("its children's guarantees ({}) exceed its own ({})", ToString(sum), ToString(p.guaranteed)));
+             "its children's guarantees (" + ToString(sum) + ") exceed its own (" + ToString(p.guaranteed) + ")");
     }
   }
   // A rejected parent takes its children with it.
   for (const auto& [parent, kids] : children) {
     if (!rejected.contains(parent)) continue;
-    for (const auto* k : kids) reject(k->name, fmt::format("parent {} is rejected", parent));
+    for (const auto* k : kids) reject(k->name, "parent " + parent + " is rejected");
   }
   std::map<std::string, std::string> served;
   for (const auto& [name, s] : by_name) {
     if (rejected.contains(name)) continue;
     for (const auto& ns : s->namespaces) {
       auto [it, fresh] = served.emplace(ns, name);
-      if (!fresh) reject(name, fmt::format("namespace {} is served by queue {} already", ns, it->second));
+      if (!fresh) reject(name, "namespace " + ns + " is served by queue " + it->second + " already");
     }
   }
   return rejected;
