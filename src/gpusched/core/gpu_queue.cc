@@ -49,10 +49,14 @@ std::string ToString(const GpuAmount& a) {
 GpuAmount DemandOf(const PodRequest& pod) {
   GpuAmount d;
   for (const auto& c : pod.containers) {
-    const int64_t milli = c.milli_per_gpu.value();
-    if (milli >= common::kGpuMilli.value()) d.gpus += c.count;
-    d.milli += static_cast<int64_t>(c.count) * milli;
-    d.memory_mib += static_cast<int64_t>(c.count) * c.memory_per_gpu.value();
+    const int64_t count = c.count;
+    if (c.exclusive || c.milli_per_gpu >= common::kGpuMilli) {  // whole GPUs, charged whole
+      d.gpus += count;
+      d.milli += count * common::kGpuMilli.value();
+    } else {
+      d.milli += count * c.milli_per_gpu.value();
+      d.memory_mib += count * c.memory_per_gpu.value();
+    }
   }
   return d;
 }
@@ -61,9 +65,13 @@ GpuAmount DemandOf(const Allocation& allocation) {
   GpuAmount d;
   for (const auto& c : allocation.containers) {
     for (const auto& g : c.gpus) {
-      if (g.milli.value() >= common::kGpuMilli.value()) ++d.gpus;
-      d.milli += g.milli.value();
-      d.memory_mib += g.memory.value();
+      if (g.exclusive || g.milli >= common::kGpuMilli) {
+        ++d.gpus;
+        d.milli += common::kGpuMilli.value();
+      } else {
+        d.milli += g.milli.value();
+        d.memory_mib += g.memory.value();
+      }
     }
   }
   return d;

@@ -6,10 +6,11 @@
 // GpuQueue object is kube/gpu_queue.h.
 //
 // Three dimensions, each accounted on its own:
-//   gpus     whole GPUs: Σ count of the containers that take whole GPUs (compute 1000 per GPU); a shared GPU counts 0
-//   milli    GPU compute: Σ count × compute per GPU (1000 = one whole GPU), shared and whole alike
-//   memory   GPU memory in MiB: what the pod asks for, Σ count × memory per GPU (0 when it names none); for a
-//            placed pod, the memory its allocation holds
+//   gpus     whole GPUs: Σ count of the containers that take whole GPUs (exclusive, or compute 1000 per GPU)
+//   milli    GPU compute: Σ count × compute per GPU, a whole GPU as 1000
+//   memory   GPU memory in MiB of shared GPUs: Σ count × memory per GPU of the containers that share (0 when they
+//            name none); a whole GPU counts in gpus and milli only. A placed pod counts what its allocation holds
+//            (the same, except that a share of memory asked in percent counts the MiB it came to).
 
 #include <cstdint>
 #include <limits>

@@ -37,6 +37,9 @@ bool MoreImportant(const PotentialVictim& a, const PotentialVictim& b) {
   if (a.priority != b.priority) {
     return a.priority > b.priority;
   }
+  if (a.over_share != b.over_share) {
+    return a.over_share < b.over_share;
+  }
   return a.start_ms < b.start_ms;
 }
 

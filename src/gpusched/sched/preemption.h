@@ -35,7 +35,10 @@ namespace gpusched::sched {
 struct PotentialVictim {
   const core::Allocation* allocation = nullptr;  // its uid, node and what it holds
   int32_t priority = 0;
-  int64_t start_ms = 0;      // when it started (or was created): earlier is more important among equals
+  int64_t start_ms = 0;  // when it started (or was created): earlier is more important among equals
+  // How far its GPU queue is over its fair share (GpuQueues::Rank) when it is a reclaim candidate: among equal
+  // priorities, the pod of the queue further over its share is less important. 0 otherwise.
+  double over_share = 0;
   std::vector<size_t> pdbs;  // the budgets (indices into the budgets span) that count its eviction
 };
 
@@ -53,7 +56,7 @@ struct VictimSet {
 void RemoveFromView(core::NodeView& view, const core::Allocation& allocation);
 void AddToView(core::NodeView& view, const core::Allocation& allocation);
 
-// kube-scheduler's MoreImportantPod: higher priority, then earlier start.
+// kube-scheduler's MoreImportantPod: higher priority, then (gpusched's reclaim) lower over_share, then earlier start.
 [[nodiscard]] bool MoreImportant(const PotentialVictim& a, const PotentialVictim& b);
 
 // The fewest victims among `potential` (pods of lower priority on this node) that make `fits` true for the node;

@@ -14,6 +14,7 @@
 #include "gpusched/adapters/k8s/lease_lock.h"
 #include "gpusched/common/log.h"
 #include "gpusched/kube/cluster_events.h"
+#include "gpusched/kube/gpu_queue.h"
 #include "gpusched/kube/objects.h"
 #include "gpusched/policy/registry.h"
 #include "gpusched/policy/target_workload.h"
@@ -96,6 +97,25 @@ size_t Fingerprint(const json& pod) {
 common::PodUid ReservationUid(const std::string& uid) { return common::PodUid("nominated/" + uid); }
 bool IsReservation(const common::PodUid& uid) { return uid.str().starts_with("nominated/"); }
 
+// What a placed pod's leaving (or an assumption forgotten) may free: room on its node, an inter-pod conflict, and
+// quota of its GPU queue.
+constexpr uint32_t kFreedByRelease =
+    sched::kBlockedByGpu | sched::kBlockedByResources | sched::kBlockedByPods | sched::kBlockedByQuota;
+
+// The GPUs of every live node, as GPU queues count them (whole GPUs, compute, memory).
+core::GpuAmount GpuCapacity(const core::ClusterState& state) {
+  core::GpuAmount total;
+  for (size_t i = 0; i < state.SlotCount(); ++i) {
+    if (!state.IsLive(i) || state.View(i).node == nullptr) {
+      continue;
+    }
+    for (const core::Gpu& g : state.View(i).node->gpus) {
+      total += core::GpuAmount{1, common::kGpuMilli.value(), g.memory.value()};
+    }
+  }
+  return total;
+}
+
 // How a gang is known across the scheduler's indexes: its namespace and name.
 std::string GroupKey(const std::string& namespace_, const std::string& group) { return namespace_ + "/" + group; }
 
@@ -163,7 +183,9 @@ Scheduler::Scheduler(ClusterCache& cache, ports::Binder& binder, EventSink event
       runner_(*policy_, sched::CycleOptions{.check_node_resources = true, .check_node_constraints = true},
               ScoreMix(scorers_, options_.weights)),
       rng_(options_.seed != 0 ? options_.seed
-                              : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {}
+                              : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {
+  queue_.SetQueueRank([this](const std::string& queue) { return gpu_queues_.Rank(queue); });
+}
 
 Scheduler::~Scheduler() { Stop(); }
 
@@ -208,6 +230,7 @@ void Scheduler::OnNode(EventType type, const json& node) {
   } else {
     cache_.ApplyNode(kube::DecodeNode(node));
   }
+  capacity_stale_ = true;
   if (type == EventType::kDeleted) {
     return;  // less room: nothing that waits can fit now
   }
@@ -241,6 +264,17 @@ void Scheduler::OnPod(EventType type, const json& pod) {
   cache_.ApplyPod(type,
                   kube::DecodePodUpdate(pod, *meta, cache_.options().app_label, cache_.options().charge_every_pod));
   const bool gone = type == EventType::kDeleted || meta->Terminal();
+  core::GpuAmount holds;  // what a bound pod holds of its GPU queue
+  if (!gone && !meta->node_name.empty()) {
+    auto lock = cache_.ReadLock();
+    if (const core::Allocation* a = cache_.state().FindAllocation(meta->uid); a != nullptr) {
+      holds = core::DemandOf(*a);
+    }
+  }
+  auto label_queue = [&meta]() {
+    auto it = meta->labels.find(kube::kQueueLabel);
+    return it != meta->labels.end() ? it->second : std::string();
+  };
   if (gone || !meta->node_name.empty() || meta->deleting || !Ours(meta->scheduler_name)) {
     bool was_pending = false;
     bool placed = false;        // a pod newly seen on a node, or with new labels
@@ -295,6 +329,13 @@ void Scheduler::OnPod(EventType type, const json& pod) {
           r.group.clear();
           r.min_available = 0;
         }
+        r.queue = gpu_queues_.QueueOf(meta->namespace_, label_queue());
+        r.demand = holds;
+        if (holds.IsZero()) {
+          gpu_queues_.Release(uid);
+        } else {
+          gpu_queues_.Charge(uid, r.queue, holds);
+        }
         r.anti_affinity.clear();
         if (const auto& spec = pod.find("spec"); spec != pod.end() && spec->is_object() && spec->contains("affinity")) {
           auto anti = kube::DecodeRequiredPodAffinity(*spec, /*anti=*/true, r.labels);
@@ -311,6 +352,9 @@ void Scheduler::OnPod(EventType type, const json& pod) {
     if (was_pending) {
       queue_.Delete(uid);
       DropNomination(uid);
+      if (meta->node_name.empty() || gone) {
+        gpu_queues_.Release(uid);  // no longer pending (deleted, or someone else's now)
+      }
     }
     if (!below_minimum.empty()) {
       const std::string message = "pod group " + below_minimum + " has " + std::to_string(left_running.size()) +
@@ -330,7 +374,7 @@ void Scheduler::OnPod(EventType type, const json& pod) {
     }
     // Only now that the pod's entry says what it holds and where: a woken pod must not see it as it was.
     uint32_t freed = 0;
-    freed |= gone && held ? sched::kBlockedByGpu | sched::kBlockedByResources | sched::kBlockedByPods : 0U;
+    freed |= gone && held ? kFreedByRelease : 0U;
     freed |= placed ? sched::kBlockedByPodAdded : 0U;
     freed |= leaving ? sched::kBlockedByPods : 0U;
     if (freed != 0 && queue_.OnClusterEvent(freed) > 0) {
@@ -355,9 +399,14 @@ void Scheduler::OnPod(EventType type, const json& pod) {
                 .request = kube::DecodePodRequest(pod, options_.resources),
                 .unevaluated = kube::FindUnevaluatedFields(pod),
                 .fingerprint = fingerprint,
-                .first_seen_ms = clock_.NowMs()};
-  const int32_t priority = entry.request.ok() ? entry.request->priority : 0;
+                .first_seen_ms = clock_.NowMs(),
+                .created_ms = created_ms,
+                .queue = gpu_queues_.QueueOf(meta->namespace_, label_queue())};
+  if (entry.request.ok()) {
+    entry.demand = core::DemandOf(*entry.request);
+  }
   const bool gang_member = entry.request.ok() && entry.request->min_available > 1;
+  const sched::QueuedPod queued = Queued(uid, entry);
   {
     std::lock_guard lock(mu_);
     auto it = pending_.find(uid);
@@ -368,10 +417,13 @@ void Scheduler::OnPod(EventType type, const json& pod) {
       entry.first_seen_ms = it->second.first_seen_ms;
       it->second = std::move(entry);
     } else {
-      pending_.emplace(uid, std::move(entry));
+      it = pending_.emplace(uid, std::move(entry)).first;
+    }
+    if (!running_.contains(uid)) {
+      gpu_queues_.SetPending(uid, it->second.queue, it->second.demand);
     }
   }
-  queue_.AddOrUpdate(sched::QueuedPod{.uid = uid, .key = meta->Key(), .priority = priority, .created_ms = created_ms});
+  queue_.AddOrUpdate(queued);
   if (gang_member) {
     (void)queue_.OnClusterEvent(sched::kBlockedByGang);  // its group may now have the members it waits for
   }
@@ -433,6 +485,91 @@ void Scheduler::OnNamespace(EventType type, const json& ns) {
   }
 }
 
+sched::QueuedPod Scheduler::Queued(const std::string& uid, const Pending& pod) {
+  return sched::QueuedPod{.uid = uid,
+                          .key = pod.namespace_ + "/" + pod.name,
+                          .priority = pod.request.ok() ? pod.request->priority : 0,
+                          .created_ms = pod.created_ms,
+                          .queue = pod.queue};
+}
+
+void Scheduler::OnGpuQueue(EventType type, const json& object) {
+  const std::string name = object.is_object() && object.contains("metadata") && object["metadata"].is_object() &&
+                                   object["metadata"].contains("name") && object["metadata"]["name"].is_string()
+                               ? object["metadata"]["name"].get<std::string>()
+                               : std::string();
+  if (name.empty()) {
+    Log(common::LogLevel::kWarn, std::string("ignoring a GpuQueue without metadata.name"));
+    return;
+  }
+  std::vector<sched::QueuedPod> moved;
+  {
+    std::lock_guard lock(mu_);
+    if (type == EventType::kDeleted) {
+      queue_objects_.erase(name);
+    } else {
+      queue_objects_.insert_or_assign(name, kube::DecodeGpuQueue(object));
+    }
+    std::vector<core::QueueSpec> specs;
+    std::map<std::string, std::string> errors;
+    for (const auto& [n, spec] : queue_objects_) {
+      if (spec.ok()) {
+        specs.push_back(*spec);
+      } else {
+        errors[n] = spec.status().message();
+      }
+    }
+    for (auto& [n, why] : gpu_queues_.SetQueues(specs)) {
+      errors[n] = why;
+    }
+    for (const auto& [n, why] : errors) {
+      if (auto was = queue_errors_.find(n); was == queue_errors_.end() || was->second != why) {
+        Log(common::LogLevel::kWarn, "GpuQueue " + n + " is left out (its pods go to the default queue): " + why);
+      }
+    }
+    queue_errors_ = std::move(errors);
+    moved = Remap();
+  }
+  for (const auto& p : moved) {
+    queue_.AddOrUpdate(p);
+  }
+  (void)queue_.OnClusterEvent(sched::kBlockedByQuota);
+  Wake();
+}
+
+std::vector<sched::QueuedPod> Scheduler::Remap() {
+  std::vector<sched::QueuedPod> moved;
+  for (auto& [uid, r] : running_) {
+    auto label = r.labels.find(kube::kQueueLabel);
+    r.queue = gpu_queues_.QueueOf(r.namespace_, label != r.labels.end() ? label->second : std::string());
+    if (!r.demand.IsZero()) {
+      gpu_queues_.Charge(uid, r.queue, r.demand);
+    }
+  }
+  for (auto& [uid, p] : pending_) {
+    std::string label;
+    if (p.request.ok()) {
+      auto it = p.request->labels.find(kube::kQueueLabel);
+      label = it != p.request->labels.end() ? it->second : std::string();
+    }
+    std::string queue = gpu_queues_.QueueOf(p.namespace_, label);
+    if (queue == p.queue) {
+      continue;
+    }
+    p.queue = std::move(queue);
+    if (!running_.contains(uid)) {
+      gpu_queues_.SetPending(uid, p.queue, p.demand);
+    }
+    moved.push_back(Queued(uid, p));
+  }
+  return moved;
+}
+
+std::map<std::string, std::string> Scheduler::QueueErrors() const {
+  std::lock_guard lock(mu_);
+  return queue_errors_;
+}
+
 std::optional<Scheduler::Nomination> Scheduler::TakeNomination(const std::string& uid) {
   auto it = nominations_.find(uid);
   if (it == nominations_.end()) {
@@ -470,8 +607,7 @@ void Scheduler::DropNomination(const std::string& uid, bool wake) {
     auto lock = cache_.WriteLock();
     dropped = TakeNomination(uid).has_value();
   }
-  if (dropped && wake &&
-      queue_.OnClusterEvent(sched::kBlockedByGpu | sched::kBlockedByResources | sched::kBlockedByPods) > 0) {
+  if (dropped && wake && queue_.OnClusterEvent(kFreedByRelease) > 0) {
     Wake();
   }
 }
@@ -479,7 +615,8 @@ void Scheduler::DropNomination(const std::string& uid, bool wake) {
 std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRequest& request,
                                                                const core::ClusterState& state,
                                                                const sched::CycleResult& result,
-                                                               const sched::InterPodConstraints& inter_pod) {
+                                                               const sched::InterPodConstraints& inter_pod,
+                                                               const std::string& queue, bool reclaim) {
   std::vector<core::DisruptionBudget> budgets;
   std::vector<int32_t> allowed;
   // The possible victims of each node, read under mu_ (lock order: the cache's lock is held, then mu_).
@@ -487,6 +624,8 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
     const core::NodeView* view = nullptr;
     std::vector<sched::PotentialVictim> potential;
     std::vector<sched::PodOnNode> pods;  // potential[i] as inter-pod constraints see it
+    // For potential[i] of another GPU queue (a reclaim): its queue and what it holds of it; empty queue otherwise.
+    std::vector<std::pair<std::string, core::GpuAmount>> reclaim;
   };
   std::vector<NodeCandidates> nodes;
   {
@@ -509,11 +648,20 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
           continue;
         }
         auto r = running_.find(pod.str());
-        if (r == running_.end() || r->second.assumed || r->second.deleting || r->second.priority >= request.priority) {
-          continue;  // not known bound yet (a bind in flight), leaving already, or not of lower priority
+        if (r == running_.end() || r->second.assumed || r->second.deleting) {
+          continue;  // not known bound yet (a bind in flight), or leaving already
         }
-        sched::PotentialVictim v{
-            .allocation = state.FindAllocation(pod), .priority = r->second.priority, .start_ms = r->second.start_ms};
+        // Of its own queue, pods of lower priority; of other queues, with `reclaim`, pods of queues that borrow
+        // beyond their guarantee in a dimension the pod holds.
+        const bool own_queue = r->second.queue == queue;
+        if (own_queue ? r->second.priority >= request.priority
+                      : !reclaim || !gpu_queues_.MayReclaim(r->second.queue, r->second.demand, {}, queue)) {
+          continue;
+        }
+        sched::PotentialVictim v{.allocation = state.FindAllocation(pod),
+                                 .priority = r->second.priority,
+                                 .start_ms = r->second.start_ms,
+                                 .over_share = own_queue ? 0.0 : gpu_queues_.Rank(r->second.queue)};
         for (size_t b = 0; b < budgets.size(); ++b) {
           if (budgets[b].Counts(r->second.namespace_, r->second.name, r->second.labels)) {
             v.pdbs.push_back(b);
@@ -521,6 +669,7 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
         }
         c.potential.push_back(std::move(v));
         c.pods.push_back(r->second);
+        c.reclaim.emplace_back(own_queue ? std::string() : r->second.queue, r->second.demand);
       }
       if (!c.potential.empty()) {
         nodes.push_back(std::move(c));
@@ -534,6 +683,23 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
   const bool with_constraints = constraints.Active();
   auto fits = [&](const core::NodeView& v) {
     return runner_.Filter(request, v).fits() && (!with_constraints || constraints.Passes(*v.node));
+  };
+  // Reclaimed victims together must leave each queue they come from borrowing up to the last of them.
+  auto ReclaimAllowed = [&](const NodeCandidates& c, const sched::VictimSet& set) {
+    std::map<std::string, core::GpuAmount> taken;
+    for (const common::PodUid& victim : set.victims) {
+      for (size_t i = 0; i < c.potential.size(); ++i) {
+        if (c.potential[i].allocation->pod != victim || c.reclaim[i].first.empty()) {
+          continue;
+        }
+        const auto& [from_queue, holds] = c.reclaim[i];
+        if (!gpu_queues_.MayReclaim(from_queue, holds, taken[from_queue], queue)) {
+          return false;
+        }
+        taken[from_queue] += holds;
+      }
+    }
+    return true;
   };
   std::vector<sched::VictimSet> candidates;
   std::vector<const NodeCandidates*> from;
@@ -554,7 +720,7 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
         }
       }
     }
-    if (s.has_value() && !s->victims.empty()) {
+    if (s.has_value() && !s->victims.empty() && ReclaimAllowed(c, *s)) {
       candidates.push_back(std::move(*s));
       from.push_back(&c);
     }
@@ -598,6 +764,9 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
         return b.Counts(r.namespace_, r.name, r.labels);
       });
       (in_budget ? covered : plan.victims).push_back(Victim{.uid = victim, .namespace_ = r.namespace_, .name = r.name});
+      if (r.queue != queue) {
+        plan.reclaimed_from.push_back(r.queue);
+      }
     }
   }
   plan.victims.insert(plan.victims.begin(), covered.begin(), covered.end());
@@ -676,6 +845,7 @@ bool Scheduler::ScheduleOne() {
   const auto started = std::chrono::steady_clock::now();
   const std::string& uid = popped->uid;
   Pending pod;
+  bool charged = false;  // placed here already (a retried bind): its queue counts it
   {
     std::lock_guard lock(mu_);
     auto it = pending_.find(uid);
@@ -684,6 +854,7 @@ bool Scheduler::ScheduleOne() {
       return true;
     }
     pod = it->second;
+    charged = running_.contains(uid);
   }
   if (!pod.request.ok()) {
     Unschedulable(uid, pod, "the pod's resource request is invalid: " + pod.request.status().message(), 0);
@@ -698,6 +869,16 @@ bool Scheduler::ScheduleOne() {
     return true;
   }
   const core::PodRequest& request = *pod.request;
+  // The pod's GPU queue: over its limit, the pod waits for quota (a pod of the queue leaving, or new queues).
+  bool within_guarantee = false;
+  if (request.RequestsGpu() && !charged) {
+    const auto admission = gpu_queues_.Admit(pod.queue, pod.demand);
+    if (!admission.admitted) {
+      Unschedulable(uid, pod, admission.reason, sched::kBlockedByQuota);
+      return true;
+    }
+    within_guarantee = admission.within_guarantee;
+  }
   BindTask task{.request = request,
                 .namespace_ = pod.namespace_,
                 .name = pod.name,
@@ -706,6 +887,9 @@ bool Scheduler::ScheduleOne() {
   {
     auto lock = cache_.WriteLock();
     core::ClusterState& state = cache_.state();
+    if (capacity_stale_.exchange(false)) {
+      gpu_queues_.SetCapacity(GpuCapacity(state));
+    }
     if (const core::Allocation* held = state.FindAllocation(request.uid); held != nullptr) {
       if (state.IsConfirmed(request.uid)) {
         lock.unlock();
@@ -767,7 +951,7 @@ bool Scheduler::ScheduleOne() {
             summary += "; waiting for " + std::to_string(leaving) + " preempted pod(s) to leave " + node;
           }
         } else if (options_.preemptor != nullptr && !request.preempt_never) {
-          plan = PlanPreemption(request, state, *result, inter_pod);
+          plan = PlanPreemption(request, state, *result, inter_pod, pod.queue, within_guarantee);
           if (plan.has_value() && !HoldNomination(uid, *plan, state)) {
             plan.reset();
           }
@@ -778,7 +962,15 @@ bool Scheduler::ScheduleOne() {
           const size_t victims = plan->victims.size();
           const std::string node = plan->reserved.node.str();
           if (Preempt(uid, pod, *plan)) {
-            summary += "; preempting " + std::to_string(victims) + " pod(s) of lower priority on " + node;
+            for (const std::string& from : plan->reclaimed_from) {
+              gpu_queues_.CountReclaim(from);
+            }
+            const size_t reclaimed = plan->reclaimed_from.size();
+            summary += reclaimed == 0
+                           ? "; preempting " + std::to_string(victims) + " pod(s) of lower priority on " + node
+                           : "; preempting " + std::to_string(victims) + " pod(s) on " + node + ", " +
+                                 std::to_string(reclaimed) + " reclaimed for queue " + pod.queue +
+                                 "'s guarantee from queues beyond theirs";
           } else {
             summary += "; preemption on " + node + " failed";
             backoff = true;  // tried again after the backoff, not at the next event (which could come at once)
@@ -864,6 +1056,16 @@ void Scheduler::ScheduleGang(const std::string& uid, const Pending& pod, const s
     }
     --left;
     const core::PodRequest& r = *m.pending.request;
+    // The members reserved so far are charged to the queue already: the group as a whole stays within its limit.
+    if (r.RequestsGpu()) {
+      if (auto admission = gpu_queues_.Admit(m.pending.queue, m.pending.demand); !admission.admitted) {
+        if (first_failure.empty()) {
+          first_failure = m.pending.name + ": " + admission.reason;
+        }
+        blockers |= sched::kBlockedByQuota;
+        continue;
+      }
+    }
     const sched::InterPodConstraints inter_pod = PrepareInterPod(r, state);
     auto result = runner_.Schedule(r, state, snapshot, rng_, cache_.NextAllocationId(), &inter_pod);
     if (result.ok() && result->allocation.has_value()) {
@@ -1004,7 +1206,7 @@ void Scheduler::Bind(BindTask task) {
   if (!unknown) {
     (void)DropStaleAssumed();
     // What it held is free, and it no longer counts against anti-affinity and spread.
-    (void)queue_.OnClusterEvent(sched::kBlockedByGpu | sched::kBlockedByResources | sched::kBlockedByPods);
+    (void)queue_.OnClusterEvent(kFreedByRelease);
   }
   Emit(PodEvent{.namespace_ = task.namespace_,
                 .name = task.name,
@@ -1022,8 +1224,7 @@ size_t Scheduler::ExpireAssumed() {
     std::lock_guard lock(mu_);
     stats_.expired_assumptions += expired;
   }
-  if (expired + stale > 0 &&
-      queue_.OnClusterEvent(sched::kBlockedByGpu | sched::kBlockedByResources | sched::kBlockedByPods) > 0) {
+  if (expired + stale > 0 && queue_.OnClusterEvent(kFreedByRelease) > 0) {
     Wake();
   }
   return expired;
@@ -1073,6 +1274,11 @@ void Scheduler::RecordAssumed(const std::string& uid, const Pending& pod, const 
     r.assumed = true;
     r.group = request.pod_group.empty() ? std::string() : GroupKey(request.namespace_, request.pod_group);
     r.min_available = request.min_available;
+    r.queue = pod.queue;
+    r.demand = core::DemandOf(allocation);
+    if (!r.demand.IsZero()) {
+      gpu_queues_.Charge(uid, r.queue, r.demand);
+    }
     Reindex(uid, r);
   }
   (void)queue_.OnClusterEvent(sched::kBlockedByPodAdded);  // the caller goes on scheduling: no wake needed
@@ -1140,6 +1346,12 @@ void Scheduler::Ungroup(const std::string& uid) {
 
 void Scheduler::Unplace(const std::string& uid) {
   running_.erase(uid);
+  // Back to the queue's demand while the pod is still pending here; else it holds nothing of it any more.
+  if (auto p = pending_.find(uid); p != pending_.end()) {
+    gpu_queues_.SetPending(uid, p->second.queue, p->second.demand);
+  } else {
+    gpu_queues_.Release(uid);
+  }
   with_anti_affinity_.erase(uid);
   assumed_.erase(uid);
   Ungroup(uid);

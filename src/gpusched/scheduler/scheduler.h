@@ -41,6 +41,16 @@
 // priority (kube-scheduler lets pods of higher priority ignore a nomination); victims that are already
 // terminating are not chosen again.
 //
+// GPU queues (sched/gpu_queues.h, fed by OnGpuQueue from the GpuQueue objects): every pod belongs to a queue (its
+// label gpusched.io/queue, else its namespace's queue, else "default"). Pending pods are tried queue by queue, the
+// queue furthest below its fair share first, by priority then age within it. A pod whose GPUs would take its queue
+// (or the queue's parent) beyond its limit waits (FailedScheduling naming the queue and the dimension) until a pod
+// of the queue leaves or the queues change. Preemption evicts pods of lower priority of the pod's own queue only;
+// a pod within its queue's guarantee may also reclaim: evict pods of other queues that borrow beyond their
+// guarantees (lowest priority first, then the queue furthest over its fair share), never from a queue within its
+// guarantee. A queue object that cannot be read or breaks the rules (ValidateQueues) is left out, logged, and
+// reported by QueueErrors; its pods go to the default queue.
+//
 // Only the leader schedules: with options.may_bind, nothing is popped while it answers false, and a bind worker
 // asks again right before its POST (a leader that lost its lease in between forgets the assumption instead).
 //
@@ -77,6 +87,7 @@
 #include "gpusched/ports/preemptor.h"
 #include "gpusched/sched/cluster_cache.h"
 #include "gpusched/sched/cycle_runner.h"
+#include "gpusched/sched/gpu_queues.h"
 #include "gpusched/sched/inter_pod.h"
 #include "gpusched/sched/scheduling_queue.h"
 
@@ -144,6 +155,8 @@ class Scheduler {
   // Namespaces: their labels, which inter-pod terms with a namespaceSelector match. A change of labels wakes the
   // pods that inter-pod constraints keep waiting.
   void OnNamespace(EventType type, const nlohmann::json& ns);
+  // GpuQueue objects (gpusched.io/v1alpha1). Pods move to their new queues; pods waiting for quota are woken.
+  void OnGpuQueue(EventType type, const nlohmann::json& queue);
 
   // One attempt on the calling thread; false when no pod is ready (or this replica may not schedule). Before
   // Start, the bind runs inline (tests); after, on a worker.
@@ -164,6 +177,9 @@ class Scheduler {
   [[nodiscard]] SchedulerStats stats() const;
   [[nodiscard]] sched::SchedulingQueue::Counts queue_counts() const { return queue_.counts(); }
   [[nodiscard]] const SchedulerOptions& options() const { return options_; }
+  // Every queue's accounting (the default queue included), by name; and the queues left out with why.
+  [[nodiscard]] std::vector<sched::QueueStatus> QueueStatuses() const { return gpu_queues_.All(); }
+  [[nodiscard]] std::map<std::string, std::string> QueueErrors() const;
   // Prometheus text: gpusched_scheduler_pending_pods{queue}, _oldest_pending_seconds, _schedule_attempts_total{result},
   // _binds_total{result}, _expired_assumptions_total, _attempt_duration_seconds, _e2e_scheduling_duration_seconds
   // (first seen pending to bound), and the node gauges of the cluster.
@@ -176,6 +192,9 @@ class Scheduler {
     kube::UnevaluatedFields unevaluated;
     size_t fingerprint = 0;     // of spec, labels and annotations: a change requeues the pod
     int64_t first_seen_ms = 0;  // steady; for the end-to-end latency
+    int64_t created_ms = 0;
+    std::string queue = sched::kDefaultQueue;  // its GPU queue
+    core::GpuAmount demand;                    // what it asks of the queue
   };
   struct BindTask {
     core::PodRequest request;
@@ -195,6 +214,8 @@ class Scheduler {
     bool assumed = false;
     std::string group;  // namespace/pod-group of a gang member, else empty
     int32_t min_available = 0;
+    std::string queue = sched::kDefaultQueue;
+    core::GpuAmount demand;  // what it holds of its queue
   };
   // The room held for a pod that preempted, and whom it evicts.
   struct Victim {
@@ -207,6 +228,7 @@ class Scheduler {
     // The preemptor as inter-pod constraints see it on the held node while the room is held (its labels and
     // anti-affinity; assumed, so never a victim itself), as kube-scheduler counts nominated pods.
     Running as_pod;
+    std::vector<std::string> reclaimed_from;  // the queue of each victim taken to give back a guarantee
   };
 
   Scheduler(ClusterCache& cache, ports::Binder& binder, EventSink events, SchedulerOptions options,
@@ -219,9 +241,17 @@ class Scheduler {
   // Gives back a pod's held room, if any, and with `wake` wakes what the room blocked.
   void DropNomination(const std::string& uid, bool wake = true);
   // The best node to preempt on and its victims, or nullopt. Mirror write lock held.
+  // `queue`: the pod's; `reclaim`: the pod is within its queue's guarantee, so pods of queues borrowing beyond
+  // theirs may be victims too.
   std::optional<Nomination> PlanPreemption(const core::PodRequest& request, const core::ClusterState& state,
                                            const sched::CycleResult& result,
-                                           const sched::InterPodConstraints& inter_pod);
+                                           const sched::InterPodConstraints& inter_pod, const std::string& queue,
+                                           bool reclaim);
+  // Moves every pod to the queue it belongs to now (after the queues changed). mu_ held; returns the pending pods
+  // whose queue changed, to requeue.
+  std::vector<sched::QueuedPod> Remap();
+  // The pod as the scheduling queue knows it.
+  static sched::QueuedPod Queued(const std::string& uid, const Pending& pod);
   // Nominates, evicts; false when an eviction failed (the room is then given back).
   bool Preempt(const std::string& uid, const Pending& pod, const Nomination& plan);
   bool Ours(const std::string& scheduler_name) const;
@@ -261,6 +291,8 @@ class Scheduler {
   const common::Clock& clock_;
   std::unique_ptr<policy::PlacementPolicy> policy_;
   std::vector<std::unique_ptr<policy::PlacementPolicy>> scorers_;  // options_.weights's policies, in its order
+  sched::GpuQueues gpu_queues_;
+  std::atomic<bool> capacity_stale_{true};  // a node changed: the queues' capacity is summed again
   sched::SchedulingQueue queue_;
   struct Telemetry;
   std::unique_ptr<Telemetry> telemetry_;
@@ -285,6 +317,9 @@ class Scheduler {
   // lock, then mu_ (never the cache's while mu_ is held).
   std::unordered_map<std::string, Nomination> nominations_;
   SchedulerStats stats_;  // GUARDED_BY(mu_)
+  // GUARDED_BY(mu_): the GpuQueue objects by name (read, or why not), and the queues left out with why.
+  std::map<std::string, common::Result<core::QueueSpec>> queue_objects_;
+  std::map<std::string, std::string> queue_errors_;
 
   // The scheduling thread's wake-ups and the bind workers' tasks.
   std::mutex loop_mu_;

@@ -1038,3 +1038,135 @@ TEST_F(SchedulerPreemptionTest, ARoomWaitingForItsNodeIsDroppedWithItsPod) {
 
 }  // namespace
 }  // namespace gpusched::scheduler
+
+namespace gpusched::scheduler {
+namespace {
+
+json InNamespace(json pod, const std::string& ns) {
+  pod["metadata"]["namespace"] = ns;
+  pod["metadata"]["uid"] = "uid-" + ns + "-" + pod["metadata"]["name"].get<std::string>();
+  return pod;
+}
+
+json GpuQueue(const std::string& name, const std::string& ns, int guaranteed, int limit = -1, double weight = 1) {
+  json q = {{"apiVersion", "gpusched.io/v1alpha1"},
+            {"kind", "GpuQueue"},
+            {"metadata", {{"name", name}}},
+            {"spec", {{"namespaces", {ns}}, {"guaranteed", {{"gpus", guaranteed}}}, {"weight", weight}}}};
+  if (limit >= 0) {
+    q["spec"]["limit"] = {{"gpus", limit}};
+  }
+  return q;
+}
+
+size_t BoundIn(const testing::RecordingBinder& binder, const std::string& ns) {
+  return static_cast<size_t>(std::count_if(binder.bound().begin(), binder.bound().end(),
+                                           [&](const auto& a) { return a.pod.str().starts_with("uid-" + ns + "-"); }));
+}
+
+TEST_F(SchedulerTest, AQueueLimitKeepsPodsWaitingUntilOneOfItsPodsLeaves) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 4));
+  scheduler_->OnGpuQueue(EventType::kAdded, GpuQueue("team-a", "team-a", 0, 1));
+  const json first = Running(InNamespace(Pod("p1", WholeGpu()), "team-a"));
+  scheduler_->OnPod(EventType::kAdded, InNamespace(Pod("p2", WholeGpu()), "team-a"));
+  Drain();
+  EXPECT_EQ(binder_.bound().size(), 1U) << "the queue's limit is one GPU";
+  ASSERT_FALSE(EventsFor("p2", "FailedScheduling").empty());
+  EXPECT_EQ(EventsFor("p2", "FailedScheduling").back().message, "queue team-a: gpus 2 > limit 1");
+  // Pods of other namespaces go to the default queue, which has no limit.
+  Running(Pod("other", WholeGpu()));
+  auto status = scheduler_->QueueStatuses();
+  ASSERT_EQ(status.size(), 2U);
+  EXPECT_EQ(status[0].name, "default");
+  EXPECT_EQ(status[0].allocated.gpus, 1);
+  EXPECT_EQ(status[1].name, "team-a");
+  EXPECT_EQ(status[1].allocated.gpus, 1);
+  EXPECT_EQ(status[1].pending_pods, 1U);
+  // The first pod ends: the second is woken by the quota it frees and runs.
+  scheduler_->OnPod(EventType::kDeleted, first);
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 3U);
+  EXPECT_EQ(binder_.bound().back().pod.str(), "uid-team-a-p2");
+}
+
+TEST_F(SchedulerTest, AnInvalidQueueIsLeftOutAndItsPodsGoToTheDefaultQueue) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 4));
+  scheduler_->OnGpuQueue(EventType::kAdded, GpuQueue("bad", "team-b", 4, 2));
+  EXPECT_EQ(scheduler_->QueueErrors()["bad"], "guaranteed gpus 4 exceeds its limit 2");
+  scheduler_->OnPod(EventType::kAdded, InNamespace(Pod("p", WholeGpu()), "team-b"));
+  Drain();
+  EXPECT_EQ(binder_.bound().size(), 1U);
+  EXPECT_EQ(scheduler_->QueueStatuses().size(), 1U);
+  // Corrected, it takes its pods back; deleted, they return to the default queue.
+  scheduler_->OnGpuQueue(EventType::kModified, GpuQueue("bad", "team-b", 2, 4));
+  EXPECT_TRUE(scheduler_->QueueErrors().empty());
+  ASSERT_EQ(scheduler_->QueueStatuses().size(), 2U);
+  // By name: "bad", then "default". The pod, assumed (its binding not seen yet), counts in its queue already.
+  EXPECT_EQ(scheduler_->QueueStatuses()[0].allocated.gpus, 1);
+  EXPECT_EQ(scheduler_->QueueStatuses()[1].allocated.gpus, 0);
+  scheduler_->OnPod(EventType::kModified, AsBound(InNamespace(Pod("p", WholeGpu()), "team-b"), binder_.bound().back(),
+                                                  kube::EncodeAllocation(binder_.bound().back())));
+  EXPECT_EQ(scheduler_->QueueStatuses()[0].allocated.gpus, 1);
+  scheduler_->OnGpuQueue(EventType::kDeleted, GpuQueue("bad", "team-b", 2, 4));
+  ASSERT_EQ(scheduler_->QueueStatuses().size(), 1U);
+  EXPECT_EQ(scheduler_->QueueStatuses()[0].allocated.gpus, 1);
+}
+
+TEST_F(SchedulerTest, IdleGpusAreLentInProportionToWeight) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 4));
+  scheduler_->OnGpuQueue(EventType::kAdded, GpuQueue("a", "ns-a", 0, -1, 1));
+  scheduler_->OnGpuQueue(EventType::kAdded, GpuQueue("b", "ns-b", 0, -1, 3));
+  for (int i = 0; i < 4; ++i) {
+    scheduler_->OnPod(EventType::kAdded, InNamespace(Pod("p" + std::to_string(i), WholeGpu()), "ns-a"));
+    scheduler_->OnPod(EventType::kAdded, InNamespace(Pod("p" + std::to_string(i), WholeGpu()), "ns-b"));
+  }
+  Drain();
+  // Fair shares 1 and 3 of the 4 GPUs: a (rank 0, first by name), then b while it is further below its share.
+  EXPECT_EQ(BoundIn(binder_, "ns-a"), 1U);
+  EXPECT_EQ(BoundIn(binder_, "ns-b"), 3U);
+}
+
+TEST_F(SchedulerPreemptionTest, AQueueWithinItsGuaranteeReclaimsFromABorrowerOnly) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 4));
+  scheduler_->OnGpuQueue(EventType::kAdded, GpuQueue("qa", "ns-a", 2));
+  scheduler_->OnGpuQueue(EventType::kAdded, GpuQueue("qb", "ns-b", 2));
+  // qb borrows the idle half of the node, at a high priority.
+  std::vector<json> b;
+  for (int i = 0; i < 4; ++i) {
+    b.push_back(Running(InNamespace(
+        Pod("b" + std::to_string(i), WholeGpu(), 100, "2026-11-25T10:00:0" + std::to_string(i) + "Z"), "ns-b")));
+  }
+  // A pod of qa, within qa's guarantee, of a lower priority: it reclaims one GPU of qb (the newest of qb's pods).
+  scheduler_->OnPod(EventType::kAdded, InNamespace(Pod("a0", WholeGpu(), 0), "ns-a"));
+  Drain();
+  ASSERT_EQ(preemptor_.evicted_, std::vector<std::string>{"ns-b/b3@uid-ns-b-b3"});
+  EXPECT_THAT(EventsFor("a0", "FailedScheduling").back().message,
+              HasSubstr("1 reclaimed for queue qa's guarantee from queues beyond theirs"));
+  scheduler_->OnPod(EventType::kDeleted, b[3]);
+  Drain();
+  EXPECT_EQ(binder_.bound().back().pod.str(), "uid-ns-a-a0");
+  auto qb = scheduler_->QueueStatuses()[2];
+  EXPECT_EQ(qb.name, "qb");
+  EXPECT_EQ(qb.reclaimed_pods, 1U);
+  scheduler_->OnPod(EventType::kModified, AsBound(InNamespace(Pod("a0", WholeGpu(), 0), "ns-a"), binder_.bound().back(),
+                                                  kube::EncodeAllocation(binder_.bound().back())));
+  // A second one: qb still holds 3 > 2: one more.
+  scheduler_->OnPod(EventType::kAdded, InNamespace(Pod("a1", WholeGpu(), 0), "ns-a"));
+  Drain();
+  ASSERT_EQ(preemptor_.evicted_.size(), 2U);
+  EXPECT_EQ(preemptor_.evicted_[1], "ns-b/b2@uid-ns-b-b2");
+  scheduler_->OnPod(EventType::kDeleted, b[2]);
+  Drain();
+  EXPECT_EQ(binder_.bound().back().pod.str(), "uid-ns-a-a1");
+  scheduler_->OnPod(EventType::kModified, AsBound(InNamespace(Pod("a1", WholeGpu(), 0), "ns-a"), binder_.bound().back(),
+                                                  kube::EncodeAllocation(binder_.bound().back())));
+  // qa is at its guarantee: a third pod may not take from qb, which is within its own now, whatever the priorities
+  // (qb's pods have priority 100, this one 0); of its own queue only pods of lower priority are victims (none here).
+  scheduler_->OnPod(EventType::kAdded, InNamespace(Pod("a2", WholeGpu(), 0), "ns-a"));
+  Drain();
+  EXPECT_EQ(preemptor_.evicted_.size(), 2U);
+  EXPECT_THAT(EventsFor("a2", "FailedScheduling").back().message, Not(HasSubstr("preempting")));
+}
+
+}  // namespace
+}  // namespace gpusched::scheduler
