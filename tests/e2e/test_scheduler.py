@@ -77,6 +77,8 @@ LEASE_S, RENEW_S, RETRY_S = 4, 3, 1
 LEASE_NAME = "gpusched-scheduler"  # deploy/base/scheduler/scheduler.yaml: its Role grants get and update on this name only
 LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{LEASE_NAME}"
 DEPLOY = os.path.join(REPO_ROOT, "deploy", "base", "scheduler", "scheduler.yaml")
+QUEUE_CRD = os.path.join(REPO_ROOT, "deploy", "base", "scheduler", "gpuqueue-crd.yaml")
+QUEUES = "/apis/gpusched.io/v1alpha1/gpuqueues"
 ADMIN_ENV = "GPUSCHED_E2E_SCHEDULER_ADMIN"
 ADMIN_USER = "gpusched-e2e-admin"  # the CN of control_plane.Pki's admin certificate
 
@@ -370,6 +372,12 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
             cls.cp.start()
             cls.kube = cls.cp.kube()
             cls.kube.ensure_service_account("default")
+            # The GpuQueue CRD, as the install ships it, served before the scheduler starts (it asks once).
+            with open(QUEUE_CRD) as f:
+                cls.kube.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", f.read(),
+                              content_type="application/yaml")
+            wait_until(lambda: cls.kube.raw("GET", QUEUES)[0] == 200, 30, interval=0.2,
+                       what="the GpuQueue CRD to be served")
             cls.admin = bool(os.environ.get(ADMIN_ENV))
             cls.user = ADMIN_USER if cls.admin else rbac_audit.SCHEDULER.user
             kubeconfig = cls.cp.kubeconfig
@@ -1284,6 +1292,96 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         Kube.wait_for(lambda: len(bound_of(second)) == 3 or None, BIND_TIMEOUT, what=f"{second} bound whole",
                       on_poll=self.alive)
         log(f"gangs: {first} ran first; {second} ran whole after its deletion")
+        self.audit(pool)
+
+    @dump_logs_on_failure
+    def test_11_queues_reclaim_and_report(self):
+        """GpuQueues qa and qb (2 guaranteed GPUs each), and qbad whose guarantee (3) exceeds its limit (2). The API
+        server refuses a negative amount by the CRD's schema; the scheduler leaves qbad out and says so in its
+        status (Valid=False, the reason). qb's pods borrow all 4 GPUs of a node; a pod of qa, within qa's
+        guarantee, reclaims one GPU from qb (one of qb's pods evicted, a Preempted event) and binds; a second
+        does the same; a third, beyond qa's guarantee, waits and evicts nothing (qb is within its own now). The
+        queues' status tells what each holds."""
+        pool = "queues"
+        node = list(self.make_pool(pool, nodes=1, gpus=4))[0]
+
+        def queue(name, guaranteed, limit=None):
+            spec = {"guaranteed": {"gpus": guaranteed}}
+            if limit is not None:
+                spec["limit"] = {"gpus": limit}
+            return {"apiVersion": "gpusched.io/v1alpha1", "kind": "GpuQueue", "metadata": {"name": name},
+                    "spec": spec}
+        status, body = self.kube.raw("POST", QUEUES, queue("q-negative", -1))
+        self.assertEqual(status, 422, f"a negative guarantee must be refused by the schema: {body}")
+        self.assertIn("spec.guaranteed.gpus", json.dumps(body))
+        for q in (queue("qa", 2), queue("qb", 2), queue("qbad", 3, 2)):
+            self.kube.call("POST", QUEUES, q)
+            self.addCleanup(lambda n=q["metadata"]["name"]: self.kube.raw("DELETE", f"{QUEUES}/{n}"))
+
+        def condition(name):
+            obj = self.kube.call("GET", f"{QUEUES}/{name}")
+            return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}.get("Valid")
+        bad = Kube.wait_for(lambda: condition("qbad"), 15, what="qbad's status", on_poll=self.alive)
+        self.assertEqual(bad["status"], "False", bad)
+        self.assertIn("guaranteed gpus 3 exceeds its limit 2", bad["message"])
+        self.assertEqual(Kube.wait_for(lambda: condition("qa"), 15, what="qa's status")["status"], "True")
+
+        def in_queue(name, q):
+            p = self.pod(name, {"nvidia.com/gpu": 1}, pool)
+            p["metadata"]["labels"]["gpusched.io/queue"] = q
+            p["spec"]["terminationGracePeriodSeconds"] = 30  # evicted pods stay terminating, as on a real node
+            return p
+        borrowers = [f"qb-{i}" for i in range(4)]
+        for name in borrowers:
+            self.kube.create("pods", in_queue(name, "qb"))
+        for name in borrowers:
+            self.wait_bound(name)
+
+        def held(name):
+            obj = self.kube.call("GET", f"{QUEUES}/{name}")
+            return ((obj.get("status") or {}).get("allocated") or {}).get("gpus")
+        Kube.wait_for(lambda: held("qb") == 4 or None, 15, what="qb's status to show 4 GPUs", on_poll=self.alive)
+
+        evicted = []
+        for i in range(2):
+            name = f"qa-{i}"
+            self.kube.create("pods", in_queue(name, "qa"))
+
+            def victim():
+                for b in borrowers:
+                    pod = self.kube.get("pods", b)
+                    if b not in evicted and pod and pod["metadata"].get("deletionTimestamp"):
+                        return b
+                return None
+            gone = Kube.wait_for(victim, BIND_TIMEOUT, what=f"a pod of qb evicted for {name}", on_poll=self.alive)
+            evicted.append(gone)
+            preempted = self.events(gone, reason="Preempted")
+            self.assertTrue(preempted, f"no Preempted event on {gone}")
+            self.assertIn(f"Preempted by default/{name} on node {node}", preempted[-1].get("message", ""))
+            failed = self.events(name, reason="FailedScheduling")
+            self.assertTrue(any("reclaimed for queue qa's guarantee" in e.get("message", "") for e in failed),
+                            [e.get("message") for e in failed])
+            self.kube.delete("pods", gone, grace=0)  # the kubelet's part
+            self.wait_bound(name)
+        # qa holds its guarantee, qb is down to its own: a third pod of qa waits and evicts nothing.
+        self.kube.create("pods", in_queue("qa-2", "qa"))
+        self.addCleanup(lambda: self.kube.delete("pods", "qa-2", grace=0))
+        self.wait_failed("qa-2")
+        time.sleep(1)  # room for a wrong eviction to show
+        for b in borrowers:
+            if b not in evicted:
+                self.assertFalse(self.kube.get("pods", b)["metadata"].get("deletionTimestamp"),
+                                 f"{b} was evicted although qb is within its guarantee")
+        self.assertFalse(self.kube.get("pods", "qa-2")["spec"].get("nodeName"))
+        Kube.wait_for(lambda: (held("qa"), held("qb")) == (2, 2) or None, 15, what="the queues' status (2 and 2)",
+                      on_poll=self.alive)
+        obj = self.kube.call("GET", f"{QUEUES}/qb")
+        self.assertEqual(obj["status"]["reclaimedPods"], 2, obj["status"])
+        metrics = {(n, tuple(sorted(lbl.items()))): v for n, lbl, v in self.main.metrics()}
+        self.assertEqual(metrics.get(("gpusched_queue_reclaimed_pods_total", (("queue", "qb"),))), 2)
+        log(f"queues: qa reclaimed {evicted} from qb; qa-2 waits beyond qa's guarantee")
+        for name in ["qa-0", "qa-1"] + [b for b in borrowers if b not in evicted]:
+            self.kube.delete("pods", name, grace=0)
         self.audit(pool)
 
 

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -28,6 +29,7 @@
 #include "gpusched/cli/election_loop.h"
 #include "gpusched/cli/watch_event.h"
 #include "gpusched/common/log.h"
+#include "gpusched/kube/gpu_queue.h"
 #include "gpusched/net/http_server.h"
 #include "gpusched/sched/cluster_cache.h"
 #include "gpusched/sched/leader_elector.h"
@@ -183,6 +185,31 @@ int RunScheduler(const SchedulerFlags& flags) {
       **client,
       k8s::InformerOptions{.path = "/api/v1/namespaces", .prune = &k8s::SchedulingPrune(), .cache_identity_only = true},
       [&sched](const k8s::WatchEvent& e) { sched.OnNamespace(ToEvent(e.type), e.object); });
+  // GPU queues, where the GpuQueue CRD is installed (deploy/ ships it); without it every pod is in the default
+  // queue. Asked once at start: a CRD installed later is read after a restart.
+  std::unique_ptr<k8s::Informer> gpu_queues;
+  for (int attempt = 1;; ++attempt) {
+    auto served =
+        (**client).Request("GET", std::string("/apis/") + kube::kGpuQueueGroup + "/" + kube::kGpuQueueVersion);
+    if (served.ok()) {
+      gpu_queues = std::make_unique<k8s::Informer>(
+          **client,
+          k8s::InformerOptions{.path = std::string("/apis/") + kube::kGpuQueueGroup + "/" + kube::kGpuQueueVersion +
+                                       "/" + kube::kGpuQueuePlural},
+          [&sched](const k8s::WatchEvent& e) { sched.OnGpuQueue(ToEvent(e.type), e.object); });
+      break;
+    }
+    if (served.status().code() == common::StatusCode::kNotFound) {
+      common::Log(common::LogLevel::kInfo, std::string(kWho) +
+                                               ": the GpuQueue resource (gpusched.io/v1alpha1) is not installed: "
+                                               "every pod is in the default queue");
+      break;
+    }
+    if (attempt == 15) {
+      return Fail("cannot ask the API server whether it serves GpuQueues: " + served.status().message());
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
   // Budgets only where preemption is on (it alone reads them).
   std::unique_ptr<k8s::Informer> budgets;
   if (preemptor != nullptr) {
@@ -196,6 +223,9 @@ int RunScheduler(const SchedulerFlags& flags) {
   if (budgets != nullptr) {
     informers.push_back(budgets.get());
   }
+  if (gpu_queues != nullptr) {
+    informers.push_back(gpu_queues.get());
+  }
   auto all_synced = [&informers] {
     return std::all_of(informers.begin(), informers.end(), [](const k8s::Informer* i) { return i->HasSynced(); });
   };
@@ -205,6 +235,9 @@ int RunScheduler(const SchedulerFlags& flags) {
   namespaces.Start();
   if (budgets != nullptr) {
     budgets->Start();
+  }
+  if (gpu_queues != nullptr) {
+    gpu_queues->Start();
   }
 
   std::atomic<bool> leading{elector == nullptr};
@@ -232,6 +265,10 @@ int RunScheduler(const SchedulerFlags& flags) {
     if (!namespaces.HasSynced()) {
       why += "namespace cache not synced" +
              (namespaces.last_error().empty() ? "" : " (" + namespaces.last_error() + ")") + "; ";
+    }
+    if (gpu_queues != nullptr && !gpu_queues->HasSynced()) {
+      why += "GpuQueue cache not synced" +
+             (gpu_queues->last_error().empty() ? "" : " (" + gpu_queues->last_error() + ")") + "; ";
     }
     if (budgets != nullptr && !budgets->HasSynced()) {
       why += "PodDisruptionBudget cache not synced" +
@@ -298,10 +335,38 @@ int RunScheduler(const SchedulerFlags& flags) {
   common::Log(common::LogLevel::kInfo, std::string(kWho) + ": scheduling pods of " + names + " (policy " +
                                            config.policy + "); /healthz /readyz /metrics on " + config.host + ":" +
                                            std::to_string(server->port()));
+  // Each GpuQueue's status, written by the leader at most once a second, and only where it changed.
+  std::map<std::string, std::string> queue_status_written;
+  auto last_status_write = std::chrono::steady_clock::now();
+  auto write_queue_status = [&]() {
+    if (gpu_queues == nullptr || !caches_synced.load() || (elector != nullptr && !elector->CanAct()) ||
+        std::chrono::steady_clock::now() - last_status_write < std::chrono::seconds(1)) {
+      return;
+    }
+    last_status_write = std::chrono::steady_clock::now();
+    for (auto& [name, status] : sched.QueueStatusObjects()) {
+      const std::string text = status.dump();
+      if (auto was = queue_status_written.find(name); was != queue_status_written.end() && was->second == text) {
+        continue;
+      }
+      const nlohmann::json patch = {{"status", std::move(status)}};
+      auto r = (**client).Request("PATCH",
+                                  std::string("/apis/") + kube::kGpuQueueGroup + "/" + kube::kGpuQueueVersion + "/" +
+                                      kube::kGpuQueuePlural + "/" + name + "/status",
+                                  patch.dump(), "application/merge-patch+json");
+      if (r.ok()) {
+        queue_status_written[name] = text;
+      } else if (r.status().code() != common::StatusCode::kNotFound) {
+        common::Log(common::LogLevel::kWarn,
+                    std::string(kWho) + ": cannot write the status of GpuQueue " + name + ": " + r.status().message());
+      }
+    }
+  };
   // The main thread waits for a signal, and tells when the caches first hold the whole cluster.
   int sig = 0;
   const timespec tick{.tv_sec = 0, .tv_nsec = 100'000'000};
   while ((sig = sigtimedwait(&signals, nullptr, &tick)) < 0) {
+    write_queue_status();
     if (!caches_synced.load() && all_synced()) {
       // The first lists' pages are freed by now: hand that memory back to the system.
       malloc_trim(0);
@@ -335,6 +400,10 @@ int RunScheduler(const SchedulerFlags& flags) {
   if (budgets != nullptr) {
     budgets->Stop();
   }
+  if (gpu_queues != nullptr) {
+    gpu_queues->Stop();
+  }
+  namespaces.Stop();
   pods.Stop();
   nodes.Stop();
   events.Stop();

@@ -505,6 +505,16 @@ void Scheduler::OnGpuQueue(EventType type, const json& object) {
   std::vector<sched::QueuedPod> moved;
   {
     std::lock_guard lock(mu_);
+    const std::string spec_text = object.contains("spec") ? object["spec"].dump() : std::string();
+    if (type != EventType::kDeleted) {
+      auto [seen, fresh] = queue_specs_seen_.try_emplace(name, spec_text);
+      if (!fresh && seen->second == spec_text) {
+        return;  // its status changed (this scheduler writes it), not its spec
+      }
+      seen->second = spec_text;
+    } else {
+      queue_specs_seen_.erase(name);
+    }
     if (type == EventType::kDeleted) {
       queue_objects_.erase(name);
     } else {
@@ -563,6 +573,52 @@ std::vector<sched::QueuedPod> Scheduler::Remap() {
     moved.push_back(Queued(uid, p));
   }
   return moved;
+}
+
+std::map<std::string, json> Scheduler::QueueStatusObjects() const {
+  auto amounts = [](const core::GpuAmount& a) {
+    json out = json::object();
+    for (const auto& [key, v] :
+         {std::pair{"gpus", a.gpus}, std::pair{"gpuMilli", a.milli}, std::pair{"gpuMemoryMiB", a.memory_mib}}) {
+      if (v != core::GpuAmount::kUnlimited) {
+        out[key] = v;
+      }
+    }
+    return out;
+  };
+  std::map<std::string, json> out;
+  std::map<std::string, std::string> errors;
+  std::vector<std::string> names;
+  {
+    std::lock_guard lock(mu_);
+    errors = queue_errors_;
+    for (const auto& [name, spec] : queue_objects_) {
+      names.push_back(name);
+    }
+  }
+  for (const std::string& name : names) {
+    json status = json::object();
+    auto error = errors.find(name);
+    auto st = gpu_queues_.Status(name);
+    if (error == errors.end() && st.has_value()) {
+      status = {{"allocated", amounts(st->allocated)}, {"guaranteed", amounts(st->guaranteed)},
+                {"limit", amounts(st->limit)},         {"fairShare", amounts(st->fair_share)},
+                {"runningPods", st->running_pods},     {"pendingPods", st->pending_pods},
+                {"reclaimedPods", st->reclaimed_pods}};
+      status["conditions"] = json::array({{{"type", "Valid"},
+                                           {"status", "True"},
+                                           {"reason", "Accepted"},
+                                           {"message", "the scheduler accounts this queue"}}});
+    } else {
+      const std::string why = error != errors.end() ? error->second : "not known to the scheduler";
+      status["conditions"] = json::array({{{"type", "Valid"},
+                                           {"status", "False"},
+                                           {"reason", "Invalid"},
+                                           {"message", "left out (its pods go to the default queue): " + why}}});
+    }
+    out.emplace(name, std::move(status));
+  }
+  return out;
 }
 
 std::map<std::string, std::string> Scheduler::QueueErrors() const {
@@ -1455,7 +1511,7 @@ std::string Scheduler::Metrics() const {
   const SchedulerStats s = stats();
   const sched::SchedulingQueue::Counts q = queue_.counts();
   std::vector<prometheus::MetricFamily> families = telemetry_->registry->Collect();
-  families.reserve(families.size() + 12);  // `family` hands out references into it
+  families.reserve(families.size() + 20);  // `family` hands out references into it
   auto family = [&families](std::string name, std::string help, prometheus::MetricType type) -> auto& {
     prometheus::MetricFamily f;
     f.name = std::move(name);
@@ -1531,6 +1587,42 @@ std::string Scheduler::Metrics() const {
                       "Bound pods charged past their node's capacity (the cluster shows them bound)",
                       prometheus::MetricType::Counter);
   add(over, nullptr, nullptr, static_cast<double>(ms.overcommitted_charges));
+  // GPU queues: per queue, and per resource (gpus, milli, memory_mib) where amounts; unlimited amounts are left out.
+  auto& q_allocated = family("gpusched_queue_allocated", "What a GPU queue's placed pods hold, by resource",
+                             prometheus::MetricType::Gauge);
+  auto& q_guaranteed =
+      family("gpusched_queue_guaranteed", "A GPU queue's guaranteed quota, by resource", prometheus::MetricType::Gauge);
+  auto& q_limit = family("gpusched_queue_limit", "A GPU queue's limit, by resource (absent: unlimited)",
+                         prometheus::MetricType::Gauge);
+  auto& q_fair =
+      family("gpusched_queue_fair_share",
+             "A GPU queue's fair share of the cluster now (guarantee up to demand, then idle GPUs by weight)",
+             prometheus::MetricType::Gauge);
+  auto& q_pending = family("gpusched_queue_pending_pods", "Pods of a GPU queue waiting to be scheduled",
+                           prometheus::MetricType::Gauge);
+  auto& q_reclaimed =
+      family("gpusched_queue_reclaimed_pods_total",
+             "Pods of a GPU queue evicted to give another queue its guarantee back", prometheus::MetricType::Counter);
+  auto add_amount = [](prometheus::MetricFamily& f, const std::string& queue, const core::GpuAmount& a) {
+    for (const auto& [resource, v] :
+         {std::pair{"gpus", a.gpus}, std::pair{"milli", a.milli}, std::pair{"memory_mib", a.memory_mib}}) {
+      if (v == core::GpuAmount::kUnlimited) {
+        continue;
+      }
+      prometheus::ClientMetric m;
+      m.label = {{"queue", queue}, {"resource", resource}};
+      m.gauge.value = static_cast<double>(v);
+      f.metric.push_back(std::move(m));
+    }
+  };
+  for (const sched::QueueStatus& st : gpu_queues_.All()) {
+    add_amount(q_allocated, st.name, st.allocated);
+    add_amount(q_guaranteed, st.name, st.guaranteed);
+    add_amount(q_limit, st.name, st.limit);
+    add_amount(q_fair, st.name, st.fair_share);
+    add(q_pending, "queue", st.name.c_str(), static_cast<double>(st.pending_pods));
+    add(q_reclaimed, "queue", st.name.c_str(), static_cast<double>(st.reclaimed_pods));
+  }
   return prometheus::TextSerializer().Serialize(families);
 }
 

@@ -180,6 +180,10 @@ class Scheduler {
   // Every queue's accounting (the default queue included), by name; and the queues left out with why.
   [[nodiscard]] std::vector<sched::QueueStatus> QueueStatuses() const { return gpu_queues_.All(); }
   [[nodiscard]] std::map<std::string, std::string> QueueErrors() const;
+  // The status of every GpuQueue object seen (by name), as its status subresource holds it: allocated, guaranteed,
+  // limit and fairShare ({gpus, gpuMilli, gpuMemoryMiB}; unlimited amounts left out), runningPods, pendingPods,
+  // reclaimedPods, and a Valid condition (False with the reason when the queue is left out).
+  [[nodiscard]] std::map<std::string, nlohmann::json> QueueStatusObjects() const;
   // Prometheus text: gpusched_scheduler_pending_pods{queue}, _oldest_pending_seconds, _schedule_attempts_total{result},
   // _binds_total{result}, _expired_assumptions_total, _attempt_duration_seconds, _e2e_scheduling_duration_seconds
   // (first seen pending to bound), and the node gauges of the cluster.
@@ -319,6 +323,7 @@ class Scheduler {
   SchedulerStats stats_;  // GUARDED_BY(mu_)
   // GUARDED_BY(mu_): the GpuQueue objects by name (read, or why not), and the queues left out with why.
   std::map<std::string, common::Result<core::QueueSpec>> queue_objects_;
+  std::map<std::string, std::string> queue_specs_seen_;  // GUARDED_BY(mu_): each object's spec as last read
   std::map<std::string, std::string> queue_errors_;
 
   // The scheduling thread's wake-ups and the bind workers' tasks.

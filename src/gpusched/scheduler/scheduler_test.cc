@@ -1170,3 +1170,52 @@ TEST_F(SchedulerPreemptionTest, AQueueWithinItsGuaranteeReclaimsFromABorrowerOnl
 
 }  // namespace
 }  // namespace gpusched::scheduler
+
+namespace gpusched::scheduler {
+namespace {
+
+TEST_F(SchedulerTest, QueueMetricsTellAllocationsSharesAndPendingPods) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2));
+  scheduler_->OnGpuQueue(EventType::kAdded, GpuQueue("team-a", "team-a", 1, 1));
+  Running(InNamespace(Pod("p1", WholeGpu()), "team-a"));
+  scheduler_->OnPod(EventType::kAdded, InNamespace(Pod("p2", WholeGpu()), "team-a"));
+  Drain();
+  const std::string m = scheduler_->Metrics();
+  EXPECT_THAT(m, HasSubstr("gpusched_queue_allocated{queue=\"team-a\",resource=\"gpus\"} 1"));
+  EXPECT_THAT(m, HasSubstr("gpusched_queue_guaranteed{queue=\"team-a\",resource=\"milli\"} 1000"));
+  EXPECT_THAT(m, HasSubstr("gpusched_queue_limit{queue=\"team-a\",resource=\"gpus\"} 1"));
+  EXPECT_THAT(m, Not(HasSubstr("gpusched_queue_limit{queue=\"default\"")));  // unlimited
+  EXPECT_THAT(m, HasSubstr("gpusched_queue_fair_share{queue=\"team-a\",resource=\"gpus\"} 1"));
+  EXPECT_THAT(m, HasSubstr("gpusched_queue_pending_pods{queue=\"team-a\"} 1"));
+  EXPECT_THAT(m, HasSubstr("gpusched_queue_reclaimed_pods_total{queue=\"team-a\"} 0"));
+}
+
+}  // namespace
+}  // namespace gpusched::scheduler
+
+namespace gpusched::scheduler {
+namespace {
+
+TEST_F(SchedulerTest, QueueStatusSaysWhatTheQueueHoldsOrWhyItIsLeftOut) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2));
+  scheduler_->OnGpuQueue(EventType::kAdded, GpuQueue("team-a", "team-a", 1, 2));
+  scheduler_->OnGpuQueue(EventType::kAdded, GpuQueue("bad", "team-b", 3, 2));
+  Running(InNamespace(Pod("p1", WholeGpu()), "team-a"));
+  auto status = scheduler_->QueueStatusObjects();
+  ASSERT_EQ(status.size(), 2U);
+  EXPECT_EQ(status["team-a"]["allocated"], json::parse(R"({"gpus": 1, "gpuMilli": 1000, "gpuMemoryMiB": 0})"));
+  EXPECT_EQ(status["team-a"]["limit"], json::parse(R"({"gpus": 2, "gpuMilli": 2000})"));
+  EXPECT_EQ(status["team-a"]["runningPods"], 1);
+  EXPECT_EQ(status["team-a"]["conditions"][0]["status"], "True");
+  EXPECT_EQ(status["bad"]["conditions"][0]["status"], "False");
+  EXPECT_EQ(status["bad"]["conditions"][0]["message"],
+            "left out (its pods go to the default queue): guaranteed gpus 3 exceeds its limit 2");
+  // A status-only update of the object (what writing the status causes) changes nothing.
+  json with_status = GpuQueue("team-a", "team-a", 1, 2);
+  with_status["status"] = status["team-a"];
+  scheduler_->OnGpuQueue(EventType::kModified, with_status);
+  EXPECT_EQ(scheduler_->QueueStatusObjects()["team-a"], status["team-a"]);
+}
+
+}  // namespace
+}  // namespace gpusched::scheduler
