@@ -187,7 +187,6 @@ GpuQueues::Admission GpuQueues::Admit(const std::string& queue, const GpuAmount&
 void GpuQueues::Recompute() const {
   if (!dirty_) return;
   // Demand of each queue: its own pods, or its children's for a parent; capped by its limit.
-  std::map<std::string, GpuAmount> want;
   for (const auto& [name, q] : queues_) {
     if (!q.spec.parent.empty()) continue;
     GpuAmount w = q.allocated + q.pending;
@@ -195,11 +194,11 @@ void GpuQueues::Recompute() const {
       const Queue& k = queues_.at(c);
       GpuAmount kw = k.allocated + k.pending;
       for (auto d : kDims) kw.*d = std::min(kw.*d, k.spec.limit.*d);
-      want[c] = kw;
+      k.want = kw;
       w += kw;
     }
     for (auto d : kDims) w.*d = std::min(w.*d, q.spec.limit.*d);
-    want[name] = w;
+    q.want = w;
   }
   // Water-fills `total` of one dimension among `sibs`: guarantees (up to demand) first, then by weight.
   auto fill = [&](const std::vector<const Queue*>& sibs, double total, size_t dim) {
@@ -207,7 +206,7 @@ void GpuQueues::Recompute() const {
     std::vector<double> share(sibs.size()), cap(sibs.size());
     double left = total;
     for (size_t i = 0; i < sibs.size(); ++i) {
-      cap[i] = static_cast<double>(want.at(sibs[i]->spec.name).*d);
+      cap[i] = static_cast<double>(sibs[i]->want.*d);
       share[i] = std::min(static_cast<double>(sibs[i]->spec.guaranteed.*d), cap[i]);
       left -= share[i];
     }
@@ -246,6 +245,7 @@ void GpuQueues::Recompute() const {
       fill(kids, p->fair_exact[i], i);
     }
   }
+  for (const auto& [name, q] : queues_) q.rank = RankLocked(q);
   dirty_ = false;
 }
 
@@ -263,7 +263,24 @@ double GpuQueues::Rank(const std::string& queue) const {
   std::lock_guard lock(mu_);
   Recompute();
   auto it = queues_.find(queue);
-  return RankLocked(it != queues_.end() ? it->second : queues_.at(kDefaultQueue));
+  return (it != queues_.end() ? it->second : queues_.at(kDefaultQueue)).rank;
+}
+
+size_t GpuQueues::Lowest(std::span<const std::string* const> queues) const {
+  std::lock_guard lock(mu_);
+  Recompute();
+  size_t best = 0;
+  double best_rank = 0;
+  const Queue& fallback = queues_.at(kDefaultQueue);
+  for (size_t i = 0; i < queues.size(); ++i) {
+    auto it = queues_.find(*queues[i]);
+    const double r = (it != queues_.end() ? it->second : fallback).rank;
+    if (i == 0 || r < best_rank) {
+      best = i;
+      best_rank = r;
+    }
+  }
+  return best;
 }
 
 bool GpuQueues::MayReclaim(const std::string& queue, const GpuAmount& victim, const GpuAmount& taken,

@@ -32,6 +32,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -89,6 +90,8 @@ class GpuQueues {
 
   // The queue's rank (lower is tried first); 0 for a queue with nothing allocated.
   [[nodiscard]] double Rank(const std::string& queue) const;
+  // The index of the queue of the lowest rank among `queues` (the first of equals); queues must not be empty.
+  [[nodiscard]] size_t Lowest(std::span<const std::string* const> queues) const;
   // Whether a pod holding `victim` in `queue` may be evicted to give back a guarantee of `reclaimer` (a queue),
   // when `taken` is already chosen from `queue` (see Reclaim above). Across parents, the victim's parent must be
   // borrowing too.
@@ -110,6 +113,8 @@ class GpuQueues {
     // The fair share, rounded down and exact per dimension (kDims order); valid when !dirty_.
     mutable GpuAmount fair;
     mutable std::array<double, 3> fair_exact{};
+    mutable GpuAmount want;  // allocated + pending, capped by the limit (a parent's: its children's)
+    mutable double rank = 0;
     std::vector<std::string> children;
   };
   struct PodEntry {

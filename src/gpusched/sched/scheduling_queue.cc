@@ -93,15 +93,11 @@ std::optional<QueuedPod> SchedulingQueue::Pop() {
     return std::nullopt;
   }
   auto from = active_.begin();
-  if (rank_ && active_.size() > 1) {
-    double best = rank_(from->first);
-    for (auto q = std::next(from); q != active_.end(); ++q) {
-      const double r = rank_(q->first);
-      if (r < best) {
-        best = r;
-        from = q;
-      }
-    }
+  if (choose_ && active_.size() > 1) {
+    ready_queues_.clear();
+    for (const auto& [name, pods] : active_) ready_queues_.push_back(&name);
+    const size_t chosen = choose_(ready_queues_);
+    std::advance(from, static_cast<std::ptrdiff_t>(std::min(chosen, active_.size() - 1)));
   }
   Entry& e = pods_.at(std::get<3>(*from->second.begin()));
   from->second.erase(from->second.begin());
@@ -197,9 +193,9 @@ std::optional<int64_t> SchedulingQueue::NextWakeMs() const {
   return wake;
 }
 
-void SchedulingQueue::SetQueueRank(std::function<double(const std::string&)> rank) {
+void SchedulingQueue::SetQueueChooser(QueueChooser choose) {
   std::lock_guard lock(mu_);
-  rank_ = std::move(rank);
+  choose_ = std::move(choose);
 }
 
 SchedulingQueue::Counts SchedulingQueue::counts() const {

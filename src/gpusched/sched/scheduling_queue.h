@@ -4,7 +4,7 @@
 // sets and rules, on an injected Clock (tests and the simulator move time by hand):
 //
 //   active         ready to be tried; Pop() returns the highest priority first, then the earliest created, then
-//                  by key (namespace/name), so the order is total and stable. With GPU queues (SetQueueRank), that
+//                  by key (namespace/name), so the order is total and stable. With GPU queues (SetQueueChooser), that
 //                  order holds within each queue, and Pop takes from the queue of the lowest rank (the one
 //                  furthest below its fair share; ties by name).
 //   backoff        failed with an error (a bind that did not land, an API error): waits 1 s doubling per attempt
@@ -28,6 +28,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -88,9 +89,11 @@ class SchedulingQueue {
   // tried together with the popped one. False when it is not queued or already in flight.
   bool Claim(const std::string& uid);
 
-  // How Pop orders queues: the rank of a queue by name, lower first. Called under the queue's lock, so it must not
-  // call back into this queue. Unset: queues by name.
-  void SetQueueRank(std::function<double(const std::string& queue)> rank);
+  // How Pop orders queues: given the names of the queues that have pods ready (by name), the index of the one to
+  // take from (the lowest rank). Called under the queue's lock, so it must not call back into this queue. Unset:
+  // queues by name.
+  using QueueChooser = std::function<size_t(std::span<const std::string* const> queues)>;
+  void SetQueueChooser(QueueChooser choose);
 
   // Something in the cluster changed that may make pods fit: every unschedulable pod blocked by any of `freed`
   // moves to active. Returns how many moved.
@@ -133,7 +136,8 @@ class SchedulingQueue {
   std::map<std::string, Entry> pods_;                  // by uid
   std::map<std::string, std::set<ActiveKey>> active_;  // by queue, each ordered; no empty set
   size_t active_count_ = 0;
-  std::function<double(const std::string&)> rank_;
+  QueueChooser choose_;
+  std::vector<const std::string*> ready_queues_;             // Pop's scratch
   std::set<std::pair<int64_t, std::string>> backoff_;        // (until, uid)
   std::set<std::pair<int64_t, std::string>> unschedulable_;  // (since, uid)
   std::set<std::string> in_flight_;                          // popped, not yet requeued or done

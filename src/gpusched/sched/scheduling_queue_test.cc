@@ -43,7 +43,13 @@ TEST(SchedulingQueueTest, QueuesTakeTurnsByRankAndKeepTheirOwnOrder) {
   testing::FakeClock clock;
   SchedulingQueue q(clock);
   std::map<std::string, double> rank = {{"a", 0}, {"b", 0}};
-  q.SetQueueRank([&](const std::string& name) { return rank.at(name); });
+  q.SetQueueChooser([&](std::span<const std::string* const> names) {
+    size_t best = 0;
+    for (size_t i = 1; i < names.size(); ++i) {
+      if (rank.at(*names[i]) < rank.at(*names[best])) best = i;
+    }
+    return best;
+  });
   auto in = [](std::string queue, const std::string& name, int32_t priority, int64_t created) {
     QueuedPod p = P(name, priority, created);
     p.queue = std::move(queue);

@@ -184,7 +184,7 @@ Scheduler::Scheduler(ClusterCache& cache, ports::Binder& binder, EventSink event
               ScoreMix(scorers_, options_.weights)),
       rng_(options_.seed != 0 ? options_.seed
                               : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {
-  queue_.SetQueueRank([this](const std::string& queue) { return gpu_queues_.Rank(queue); });
+  queue_.SetQueueChooser([this](std::span<const std::string* const> queues) { return gpu_queues_.Lowest(queues); });
 }
 
 Scheduler::~Scheduler() { Stop(); }
