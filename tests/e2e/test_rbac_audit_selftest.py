@@ -101,8 +101,9 @@ def extender_run():
 
 
 def scheduler_run():
-    """What `gpusched scheduler` does in its suite: informers on pods, nodes, namespaces and PodDisruptionBudgets, a
-    bind, the Unschedulable condition on a pod's status, an eviction, events, its Lease."""
+    """What `gpusched scheduler` does in its suite: informers on pods, nodes, namespaces, PodDisruptionBudgets and
+    GpuQueues, a bind, the Unschedulable condition on a pod's status, an eviction, a queue's status, events, its
+    Lease."""
     lease = dict(group="coordination.k8s.io", ns="kube-system")
     pdbs = "/apis/policy/v1beta1/poddisruptionbudgets"
     return [
@@ -115,6 +116,9 @@ def scheduler_run():
         event(SCHED, "watch", "nodes", uri="/api/v1/nodes?watch=1"),
         event(SCHED, "list", "namespaces", uri="/api/v1/namespaces?limit=500"),
         event(SCHED, "watch", "namespaces", uri="/api/v1/namespaces?watch=1"),
+        event(SCHED, "list", "gpuqueues", group="gpusched.io", uri="/apis/gpusched.io/v1alpha1/gpuqueues?limit=500"),
+        event(SCHED, "watch", "gpuqueues", group="gpusched.io", uri="/apis/gpusched.io/v1alpha1/gpuqueues?watch=1"),
+        event(SCHED, "patch", "gpuqueues", group="gpusched.io", sub="status", name="qa"),
         event(SCHED, "create", "pods", sub="binding", ns="default", name="p", code=201),
         event(SCHED, "patch", "pods", sub="status", ns="default", name="q"),
         event(SCHED, "create", "events", ns="default", code=201),
@@ -196,7 +200,7 @@ class CompareTest(unittest.TestCase):
         roles = roles_from(deploy_docs("scheduler.yaml"), rbac_audit.SCHEDULER)
         problems, _, used = self.compare(scheduler_run(), roles, rbac_audit.SCHEDULER)
         self.assertEqual(problems, [])
-        self.assertEqual(len(used), 15)
+        self.assertEqual(len(used), 18)
         # Its Lease only; nothing of pods but the status and bindings written; no events of other API groups.
         for bad in (event(SCHED, "update", "leases", group="coordination.k8s.io", ns="kube-system",
                           name="gpusched-extender"),

@@ -14,6 +14,7 @@
 #include "gpusched/sim/builtin_workload.h"
 #include "gpusched/sim/report.h"
 #include "gpusched/sim/simulator.h"
+#include "gpusched/sim/tenants.h"
 #include "gpusched/sim/trace_reader.h"
 
 namespace gpusched::cli {
@@ -59,6 +60,80 @@ std::string ParseSeeds(const std::string& text, std::vector<unsigned long long>&
 
 namespace {
 
+// The multi-tenant mode: three GPU queues share the trace's cluster, the trace's GPU pods dealt to them in turn,
+// each running its real lifetime (creation to deletion).
+int RunTenantMode(const SimulateFlags& f, unsigned long long seed) {
+  if (f.trace_dir.empty()) {
+    std::cerr << "gpusched simulate: --tenants needs --trace-dir (pods with creation and deletion times)\n";
+    return 2;
+  }
+  auto nodes = sim::ReadNodeList(f.trace_dir + "/" + f.node_list + ".csv");
+  if (!nodes.ok()) {
+    std::cerr << "gpusched simulate: " << nodes.status().message() << "\n";
+    return 1;
+  }
+  sim::Cluster cluster{.name = f.node_list};
+  int64_t gpus = 0;
+  for (const auto& n : nodes.value()) {
+    cluster.nodes.push_back(sim::ToNode(n));
+    gpus += n.gpus;
+  }
+  const std::string stem = f.workloads.empty() ? "openb_pod_list_default" : f.workloads.front();
+  auto pods = sim::ReadPodList(f.trace_dir + "/" + stem + ".csv");
+  if (!pods.ok()) {
+    std::cerr << "gpusched simulate: " << pods.status().message() << "\n";
+    return 1;
+  }
+  sim::Workload w{.name = stem};
+  std::vector<std::pair<int64_t, int64_t>> times;
+  for (const auto& p : pods.value()) {
+    if (p.creation_s < 0 || p.deletion_s < 0) {
+      std::cerr << "gpusched simulate: --tenants: pod " << p.name << " in " << stem
+                << " has no creation_time or deletion_time\n";
+      return 1;
+    }
+    w.pods.push_back(sim::ToPodRequest(p));
+    times.emplace_back(p.creation_s, p.deletion_s);
+  }
+  w.target = std::make_shared<const policy::TargetWorkload>(policy::TypicalPods(w.pods));
+  // Research's and prod's streams start a quarter and a half of the (compressed) arrival span after batch's.
+  int64_t last_creation = 0;
+  for (const auto& [created, deleted] : times) {
+    last_creation = std::max(last_creation, created);
+  }
+  const auto delay = static_cast<int64_t>(static_cast<double>(last_creation) / f.arrival_speedup / 4);
+  sim::TenantSpec spec{.queues = sim::DefaultTenantQueues(gpus, delay),
+                       .policy = f.policies.empty() ? std::string("fgd") : f.policies.front(),
+                       .seed = seed,
+                       .arrival_speedup = f.arrival_speedup};
+  auto streams = sim::DealToQueues(w.pods, times, spec.queues.size());
+  // As the FGD protocol inflates the workload: clones until the pods ask for --tune times the cluster's GPUs.
+  sim::InflateStreams(streams, static_cast<int64_t>(f.tune * static_cast<double>(gpus) * 1000), spec.queues.size(),
+                      seed);
+  auto outcome = sim::SimulateTenants(cluster, w, streams, spec);
+  if (!outcome.ok()) {
+    std::cerr << "gpusched simulate: " << outcome.status().message() << "\n";
+    return 1;
+  }
+  std::cout << "multi-tenant: cluster " << cluster.name << " (" << outcome->cluster_gpus << " GPUs), " << stem << " ("
+            << streams.size() << " GPU pods dealt to " << spec.queues.size() << " queues), policy " << spec.policy
+            << ", seed " << seed << ", arrivals " << spec.arrival_speedup << "x faster than the trace\n";
+  for (const auto& q : spec.queues) {
+    std::cout << "  queue " << q.spec.name << ": guaranteed " << q.spec.guaranteed.gpus << " GPUs, weight "
+              << q.spec.weight << ", stream from t=" << q.offset_s << " s\n";
+  }
+  sim::PrintTenantTable(std::cout, *outcome);
+  std::cout << outcome->events << " event times, " << outcome->wall_seconds << " s\n";
+  if (!f.out.empty()) {
+    if (auto written = sim::WriteTenantReport(f.out, *outcome); !written.ok()) {
+      std::cerr << "gpusched simulate: " << written.message() << "\n";
+      return 1;
+    }
+    std::cout << "wrote " << f.out << "/{shares.csv,shares.svg,shares.png}\n";
+  }
+  return 0;
+}
+
 int RunSimulate(const SimulateFlags& f) {
   std::vector<unsigned long long> seeds;
   if (auto err = ParseSeeds(f.seeds, seeds); !err.empty()) {
@@ -67,6 +142,9 @@ int RunSimulate(const SimulateFlags& f) {
   }
   if (!f.colocation.source.empty()) {
     return RunColocationMode(f.colocation, seeds);
+  }
+  if (f.tenants) {
+    return RunTenantMode(f, seeds.front());
   }
   std::vector<std::string> policies = f.policies.empty() ? policy::BenchmarkPolicyNames() : f.policies;
   const std::vector<std::string> known = policy::PolicyNames();
@@ -180,6 +258,16 @@ void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code) {
       ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--jobs", flags.jobs, "Runs in parallel")->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->add_option("--out", flags.out, "Write CSVs and plots to this folder");
+  cmd->add_flag(
+      "--tenants", flags.tenants,
+      "Multi-tenant mode (needs --trace-dir): GPU queues prod (40 % guaranteed), research (20 %, weight 2) "
+      "and batch (none) share the cluster, the trace's GPU pods dealt to them in turn with their real "
+      "lifetimes, inflated to --tune times the cluster's GPUs; per queue: wait to first bind, reclaims, share "
+      "over time");
+  cmd->add_option("--arrival-speedup", flags.arrival_speedup,
+                  "Multi-tenant mode: divide the trace's creation times by this (lifetimes stay real)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e6));
   ColocationFlags& c = flags.colocation;
   cmd->add_option("--colocation", c.source,
                   "Co-location mode: 'gavel' (or a CSV of pairs) jobs sharing GPUs, stretched by measured slowdowns");

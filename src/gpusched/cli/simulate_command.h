@@ -23,6 +23,8 @@ struct SimulateFlags {
   int jobs = 1;
   std::string out;
   ColocationFlags colocation;  // colocation.source set: the co-location workload mode
+  bool tenants = false;        // the multi-tenant mode: GPU queues sharing the trace's cluster
+  double arrival_speedup = 20000;
 };
 
 void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code);

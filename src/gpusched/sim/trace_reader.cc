@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 namespace gpusched::sim {
@@ -195,6 +196,12 @@ common::Result<std::vector<TracePod>> ParsePodList(std::string_view text, std::s
   const auto spec_it = std::find(t.header.begin(), t.header.end(), "gpu_spec");
   const bool has_spec = spec_it != t.header.end();
   const auto c_spec = static_cast<size_t>(spec_it - t.header.begin());
+  auto optional_column = [&t](const char* name) -> std::optional<size_t> {
+    auto it = std::find(t.header.begin(), t.header.end(), name);
+    return it == t.header.end() ? std::nullopt : std::optional<size_t>(static_cast<size_t>(it - t.header.begin()));
+  };
+  const std::optional<size_t> c_created = optional_column("creation_time");
+  const std::optional<size_t> c_deleted = optional_column("deletion_time");
   std::vector<TracePod> out;
   out.reserve(t.rows.size());
   for (size_t r = 0; r < t.rows.size(); ++r) {
@@ -215,6 +222,13 @@ common::Result<std::vector<TracePod>> ParsePodList(std::string_view text, std::s
                .gpu_milli = milli};
     if (has_spec && c_spec < t.rows[r].size()) {
       p.gpu_spec = SplitModels(t.rows[r][c_spec]);
+    }
+    for (auto [column, field] :
+         {std::pair{c_created, &TracePod::creation_s}, std::pair{c_deleted, &TracePod::deletion_s}}) {
+      if (column.has_value() && *column < t.rows[r].size() && !t.rows[r][*column].empty()) {
+        GPUSCHED_ASSIGN_OR_RETURN(v, IntCell(t, r, *column, source));
+        p.*field = v;
+      }
     }
     out.push_back(std::move(p));
   }

@@ -33,6 +33,9 @@ struct TracePod {
   int32_t num_gpu = 0;
   int64_t gpu_milli = 0;
   std::vector<std::string> gpu_spec;  // allowed models
+  // creation_time and deletion_time (seconds) where the list has them; -1 otherwise.
+  int64_t creation_s = -1;
+  int64_t deletion_s = -1;
 };
 
 // Parse from text; `source` names the input in errors.

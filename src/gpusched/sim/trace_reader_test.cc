@@ -18,6 +18,8 @@ TEST(TraceReaderTest, ReadsElevenColumnPodList) {
   ASSERT_EQ(pods->size(), 2U);
   EXPECT_EQ((*pods)[1].gpu_milli, 460);
   EXPECT_EQ((*pods)[1].gpu_spec, (std::vector<std::string>{"V100M16", "V100M32"}));
+  EXPECT_EQ((*pods)[1].creation_s, 5);
+  EXPECT_EQ((*pods)[1].deletion_s, 9);
   const core::PodRequest r = ToPodRequest((*pods)[1]);
   ASSERT_EQ(r.containers.size(), 1U);
   EXPECT_TRUE(r.containers[0].IsSharing());
@@ -29,6 +31,7 @@ TEST(TraceReaderTest, ReadsFiveColumnPodListAndCpuOnlyPods) {
                            "multigpu.csv");
   ASSERT_TRUE(pods.ok()) << pods.status();
   EXPECT_FALSE(ToPodRequest((*pods)[0]).RequestsGpu());
+  EXPECT_EQ((*pods)[0].creation_s, -1);  // no times in this list
   EXPECT_EQ(ToPodRequest((*pods)[1]).TotalGpuMilli().value(), 8000);
 }
 
