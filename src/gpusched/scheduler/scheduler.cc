@@ -1103,6 +1103,19 @@ void Scheduler::ScheduleGang(const std::string& uid, const Pending& pod, const s
                                                 std::chrono::system_clock::now().time_since_epoch())
                                                 .count()};
   std::vector<BindTask> reserved;
+  std::vector<std::string> group_nodes;  // where the group has members placed or reserved, first used first
+  {
+    std::lock_guard guard(mu_);
+    if (auto placed_members = placed_by_group_.find(group); placed_members != placed_by_group_.end()) {
+      for (const std::string& member : placed_members->second) {
+        if (auto it = running_.find(member); it != running_.end()) {
+          group_nodes.push_back(it->second.node.str());
+        }
+      }
+    }
+  }
+  std::sort(group_nodes.begin(), group_nodes.end());
+  group_nodes.erase(std::unique(group_nodes.begin(), group_nodes.end()), group_nodes.end());
   std::string first_failure;
   uint32_t blockers = 0;
   size_t left = members.size();  // members not tried yet
@@ -1123,8 +1136,29 @@ void Scheduler::ScheduleGang(const std::string& uid, const Pending& pod, const s
       }
     }
     const sched::InterPodConstraints inter_pod = PrepareInterPod(r, state);
-    auto result = runner_.Schedule(r, state, snapshot, rng_, cache_.NextAllocationId(), &inter_pod);
+    // Fewer nodes: a node the group already has members on, where the member fits, comes first (the policy picks
+    // the GPUs there); else the whole cluster, by the policy's score.
+    std::optional<common::Result<sched::CycleResult>> on_group_node;
+    for (const std::string& node : group_nodes) {
+      const core::NodeView* view = state.Find(common::NodeName(node));
+      if (view == nullptr || !runner_.Filter(r, *view).fits()) {
+        continue;
+      }
+      core::PodRequest pinned = r;
+      pinned.node_name = node;
+      auto tried = runner_.Schedule(pinned, state, snapshot, rng_, cache_.NextAllocationId(), &inter_pod);
+      if (tried.ok() && tried->allocation.has_value()) {
+        on_group_node = std::move(tried);
+        break;
+      }
+    }
+    auto result = on_group_node.has_value()
+                      ? std::move(*on_group_node)
+                      : runner_.Schedule(r, state, snapshot, rng_, cache_.NextAllocationId(), &inter_pod);
     if (result.ok() && result->allocation.has_value()) {
+      if (std::find(group_nodes.begin(), group_nodes.end(), result->allocation->node.str()) == group_nodes.end()) {
+        group_nodes.push_back(result->allocation->node.str());
+      }
       RecordAssumed(m.uid, m.pending, *result->allocation);
       reserved.push_back(BindTask{.request = r,
                                   .allocation = std::move(*result->allocation),

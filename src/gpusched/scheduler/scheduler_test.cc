@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1215,6 +1216,39 @@ TEST_F(SchedulerTest, QueueStatusSaysWhatTheQueueHoldsOrWhyItIsLeftOut) {
   with_status["status"] = status["team-a"];
   scheduler_->OnGpuQueue(EventType::kModified, with_status);
   EXPECT_EQ(scheduler_->QueueStatusObjects()["team-a"], status["team-a"]);
+}
+
+}  // namespace
+}  // namespace gpusched::scheduler
+
+namespace gpusched::scheduler {
+namespace {
+
+// With the spread policy a lone pod goes to the emptiest node; a gang's members still share nodes: after the first,
+// each goes to a node the group already uses while it fits there.
+TEST_F(SchedulerTest, AGangPrefersTheNodesItAlreadyUses) {
+  SchedulerOptions options;
+  options.policy = "spread";
+  Make(options);
+  for (const char* n : {"a", "b", "c", "d"}) {
+    scheduler_->OnNode(EventType::kAdded, Node(n, 8));
+  }
+  for (int i = 0; i < 4; ++i) {
+    scheduler_->OnPod(EventType::kAdded, GangMember("g-" + std::to_string(i), "train", 4, 2));
+  }
+  Drain();
+  ASSERT_EQ(BoundOf(binder_, "g-"), 4U);
+  std::set<std::string> nodes;
+  for (const core::Allocation& a : binder_.bound()) {
+    nodes.insert(a.node.str());
+  }
+  EXPECT_EQ(nodes.size(), 1U) << "4 members x 2 GPUs fit one node of 8";
+  // Single pods still spread.
+  scheduler_->OnPod(EventType::kAdded, Pod("lone-0", {{"nvidia.com/gpu", "2"}}));
+  scheduler_->OnPod(EventType::kAdded, Pod("lone-1", {{"nvidia.com/gpu", "2"}}));
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), 6U);
+  EXPECT_NE(binder_.bound()[4].node, binder_.bound()[5].node);
 }
 
 }  // namespace
