@@ -611,6 +611,11 @@ std::map<std::string, json> Scheduler::QueueStatusObjects() const {
                                            {"message", "the scheduler accounts this queue"}}});
     } else {
       const std::string why = error != errors.end() ? error->second : "not known to the scheduler";
+      // A merge patch: null removes what an earlier, valid version of the queue reported.
+      for (const char* stale :
+           {"allocated", "guaranteed", "limit", "fairShare", "runningPods", "pendingPods", "reclaimedPods"}) {
+        status[stale] = nullptr;
+      }
       status["conditions"] = json::array({{{"type", "Valid"},
                                            {"status", "False"},
                                            {"reason", "Invalid"},

@@ -1211,6 +1211,7 @@ TEST_F(SchedulerTest, QueueStatusSaysWhatTheQueueHoldsOrWhyItIsLeftOut) {
   EXPECT_EQ(status["bad"]["conditions"][0]["status"], "False");
   EXPECT_EQ(status["bad"]["conditions"][0]["message"],
             "left out (its pods go to the default queue): guaranteed gpus 3 exceeds its limit 2");
+  EXPECT_TRUE(status["bad"]["allocated"].is_null()) << "a merge patch must remove what a valid version wrote";
   // A status-only update of the object (what writing the status causes) changes nothing.
   json with_status = GpuQueue("team-a", "team-a", 1, 2);
   with_status["status"] = status["team-a"];

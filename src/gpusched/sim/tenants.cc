@@ -8,6 +8,7 @@
 #include <map>
 #include <ostream>
 #include <queue>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -105,6 +106,7 @@ class TenantSimulation {
           GPUSCHED_RETURN_IF_ERROR(state_.Release(r.pod.uid));
           book_.Release(r.pod.uid.str());
           r.running = false;
+          running_.erase(e.pod);
           freed = true;
         } else {
           Arrive(e.pod, t);
@@ -164,6 +166,7 @@ class TenantSimulation {
     GPUSCHED_RETURN_IF_ERROR(state_.Confirm(r.pod.uid));
     book_.Charge(r.pod.uid.str(), QueueName(i), r.demand);
     r.running = true;
+    running_.insert(i);
     ++r.generation;
     if (r.first_bind_s < 0) {
       r.first_bind_s = t;
@@ -218,9 +221,18 @@ class TenantSimulation {
   common::Result<bool> Reclaim(size_t i, int64_t t) {
     const PodRun& r = runs_[i];
     const std::string& queue = QueueName(i);
+    // Only queues over their guarantee can give anything back.
+    std::vector<bool> borrowing(spec_.queues.size(), false);
+    bool any = false;
+    for (size_t q = 0; q < spec_.queues.size(); ++q) {
+      const auto st = book_.Status(spec_.queues[q].spec.name);
+      borrowing[q] = q != pods_[i].queue && st.has_value() && !st->allocated.FitsIn(st->guaranteed);
+      any = any || borrowing[q];
+    }
+    if (!any) return false;
     std::unordered_map<std::string, std::vector<size_t>> by_node;
-    for (size_t j = 0; j < runs_.size(); ++j) {
-      if (!runs_[j].running || pods_[j].queue == pods_[i].queue) continue;
+    for (size_t j : running_) {
+      if (!borrowing[pods_[j].queue]) continue;
       if (!book_.MayReclaim(QueueName(j), runs_[j].demand, {}, queue)) continue;
       const core::Allocation* a = state_.FindAllocation(runs_[j].pod.uid);
       if (a != nullptr) by_node[a->node.str()].push_back(j);
@@ -233,6 +245,10 @@ class TenantSimulation {
     for (const std::string& name : names) {
       const core::NodeView* view = state_.Find(common::NodeName(name));
       if (view == nullptr) continue;
+      // Even every borrower gone would not free the compute the pod needs: no candidate (and no copy of the view).
+      int64_t could_free = view->IdleMilli().value();
+      for (size_t j : by_node[name]) could_free += runs_[j].demand.milli;
+      if (could_free < r.pod.TotalGpuMilli().value()) continue;
       std::vector<sched::PotentialVictim> potential;
       for (size_t j : by_node[name]) {
         potential.push_back(sched::PotentialVictim{.allocation = state_.FindAllocation(runs_[j].pod.uid),
@@ -258,6 +274,7 @@ class TenantSimulation {
       GPUSCHED_RETURN_IF_ERROR(state_.Release(v));
       book_.CountReclaim(QueueName(j));
       runs_[j].running = false;
+      running_.erase(j);
       ++out_.queues[pods_[j].queue].evicted;
       ++out_.queues[pods_[i].queue].reclaims;
       Arrive(j, t);  // recreated by its controller: back in its queue with its whole duration
@@ -305,6 +322,7 @@ class TenantSimulation {
   sched::GpuQueues book_;
   core::ClusterState state_;
   std::vector<PodRun> runs_;
+  std::set<size_t> running_;  // indices of the running pods, in order (a deterministic reclaim search)
   std::unordered_map<std::string, size_t> index_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   TenantOutcome out_;
