@@ -189,13 +189,10 @@ int RunScheduler(const SchedulerFlags& flags) {
   // queue. Asked once at start: a CRD installed later is read after a restart.
   std::unique_ptr<k8s::Informer> gpu_queues;
   for (int attempt = 1;; ++attempt) {
-    auto served =
-        (**client).Request("GET", std::string("/apis/") + kube::kGpuQueueGroup + "/" + kube::kGpuQueueVersion);
+    auto served = (**client).Request("GET", kube::kGpuQueueApi);
     if (served.ok()) {
       gpu_queues = std::make_unique<k8s::Informer>(
-          **client,
-          k8s::InformerOptions{.path = std::string("/apis/") + kube::kGpuQueueGroup + "/" + kube::kGpuQueueVersion +
-                                       "/" + kube::kGpuQueuePlural},
+          **client, k8s::InformerOptions{.path = kube::kGpuQueuesPath},
           [&sched](const k8s::WatchEvent& e) { sched.OnGpuQueue(ToEvent(e.type), e.object); });
       break;
     }
@@ -350,10 +347,8 @@ int RunScheduler(const SchedulerFlags& flags) {
         continue;
       }
       const nlohmann::json patch = {{"status", std::move(status)}};
-      auto r = (**client).Request("PATCH",
-                                  std::string("/apis/") + kube::kGpuQueueGroup + "/" + kube::kGpuQueueVersion + "/" +
-                                      kube::kGpuQueuePlural + "/" + name + "/status",
-                                  patch.dump(), "application/merge-patch+json");
+      auto r = (**client).Request("PATCH", std::string(kube::kGpuQueuesPath) + "/" + name + "/status", patch.dump(),
+                                  "application/merge-patch+json");
       if (r.ok()) {
         queue_status_written[name] = text;
       } else if (r.status().code() != common::StatusCode::kNotFound) {

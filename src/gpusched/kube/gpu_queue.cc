@@ -46,15 +46,25 @@ common::Result<Amounts> ReadAmounts(const json& spec, const char* field) {
 
 }  // namespace
 
-common::Result<core::QueueSpec> DecodeGpuQueue(const json& object) {
-  if (!object.is_object()) return common::InvalidArgument("a GpuQueue must be an object");
-  const auto meta = object.find("metadata");
+common::Result<std::string> GpuQueueName(const json& object) {
+  const auto meta = object.is_object() ? object.find("metadata") : object.end();
   if (meta == object.end() || !meta->is_object() || !meta->contains("name") || !(*meta)["name"].is_string() ||
-      (*meta)["name"].get<std::string>().empty()) {
+      (*meta)["name"].get_ref<const std::string&>().empty()) {
     return common::InvalidArgument("a GpuQueue needs metadata.name");
   }
+  return (*meta)["name"].get<std::string>();
+}
+
+std::string QueueLabel(const std::map<std::string, std::string>& labels) {
+  auto it = labels.find(kQueueLabel);
+  return it != labels.end() ? it->second : std::string();
+}
+
+common::Result<core::QueueSpec> DecodeGpuQueue(const json& object) {
+  if (!object.is_object()) return common::InvalidArgument("a GpuQueue must be an object");
+  GPUSCHED_ASSIGN_OR_RETURN(name, GpuQueueName(object));
   core::QueueSpec s;
-  s.name = (*meta)["name"].get<std::string>();
+  s.name = std::move(name);
   static const json kEmpty = json::object();
   const auto found = object.find("spec");
   const json& spec = found != object.end() && !found->is_null() ? *found : kEmpty;

@@ -14,6 +14,9 @@
 // gpuMemoryMiB is not accounted against the guarantee (unlimited) unless `limit` names it (then 0).
 // The label gpusched.io/queue on a pod names its queue (kQueueLabel).
 
+#include <map>
+#include <string>
+
 #include <nlohmann/json_fwd.hpp>
 
 #include "gpusched/common/status.h"
@@ -22,11 +25,15 @@
 namespace gpusched::kube {
 
 inline constexpr const char* kQueueLabel = "gpusched.io/queue";
-inline constexpr const char* kGpuQueueGroup = "gpusched.io";
-inline constexpr const char* kGpuQueueVersion = "v1alpha1";
-inline constexpr const char* kGpuQueuePlural = "gpuqueues";
+// Where the API server serves the resource (its discovery document) and its collection.
+inline constexpr const char* kGpuQueueApi = "/apis/gpusched.io/v1alpha1";
+inline constexpr const char* kGpuQueuesPath = "/apis/gpusched.io/v1alpha1/gpuqueues";
 
 // The queue's declaration; an error naming the field when the object cannot be read.
 common::Result<core::QueueSpec> DecodeGpuQueue(const nlohmann::json& object);
+// Its metadata.name alone (what a deleted or unreadable object is still known by).
+common::Result<std::string> GpuQueueName(const nlohmann::json& object);
+// The queue a pod's labels name (kQueueLabel); empty when none.
+std::string QueueLabel(const std::map<std::string, std::string>& labels);
 
 }  // namespace gpusched::kube

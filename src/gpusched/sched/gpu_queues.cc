@@ -55,17 +55,28 @@ void GpuQueues::Rebuild() {
     for (const auto& ns : q.spec.namespaces) by_namespace_.emplace(ns, name);
     if (!q.spec.parent.empty()) queues_.at(q.spec.parent).children.push_back(name);
   }
-  for (const auto& [uid, p] : pods_) {
-    Queue& q = QueueFor(p.queue);
-    if (p.placed) {
-      q.allocated += p.demand;
-      ++q.running_pods;
-    } else {
-      q.pending += p.demand;
-      ++q.pending_pods;
-    }
+  for (const auto& [uid, p] : pods_) Account(p, true);
+  dirty_ = true;
+}
+
+void GpuQueues::Account(const PodEntry& p, bool add) {
+  Queue& q = QueueFor(p.queue);
+  GpuAmount& amount = p.placed ? q.allocated : q.pending;
+  size_t& pods = p.placed ? q.running_pods : q.pending_pods;
+  if (add) {
+    amount += p.demand;
+    ++pods;
+  } else {
+    amount -= p.demand;
+    --pods;
   }
   dirty_ = true;
+}
+
+GpuAmount GpuQueues::SubtreeAllocated(const Queue& parent) const {
+  GpuAmount total = parent.allocated;
+  for (const auto& c : parent.children) total += queues_.at(c).allocated;
+  return total;
 }
 
 void GpuQueues::SetCapacity(const GpuAmount& capacity) {
@@ -100,36 +111,22 @@ const GpuQueues::Queue* GpuQueues::Find(const std::string& name) const {
 void GpuQueues::Forget(const std::string& uid) {
   auto it = pods_.find(uid);
   if (it == pods_.end()) return;
-  Queue& q = QueueFor(it->second.queue);
-  if (it->second.placed) {
-    q.allocated -= it->second.demand;
-    --q.running_pods;
-  } else {
-    q.pending -= it->second.demand;
-    --q.pending_pods;
-  }
+  Account(it->second, false);
   pods_.erase(it);
-  dirty_ = true;
+}
+
+void GpuQueues::Set(const std::string& uid, PodEntry entry) {
+  std::lock_guard lock(mu_);
+  Forget(uid);
+  Account(pods_[uid] = std::move(entry), true);
 }
 
 void GpuQueues::Charge(const std::string& uid, const std::string& queue, const GpuAmount& demand) {
-  std::lock_guard lock(mu_);
-  Forget(uid);
-  pods_[uid] = PodEntry{queue, demand, true};
-  Queue& q = QueueFor(queue);
-  q.allocated += demand;
-  ++q.running_pods;
-  dirty_ = true;
+  Set(uid, PodEntry{queue, demand, true});
 }
 
 void GpuQueues::SetPending(const std::string& uid, const std::string& queue, const GpuAmount& demand) {
-  std::lock_guard lock(mu_);
-  Forget(uid);
-  pods_[uid] = PodEntry{queue, demand, false};
-  Queue& q = QueueFor(queue);
-  q.pending += demand;
-  ++q.pending_pods;
-  dirty_ = true;
+  Set(uid, PodEntry{queue, demand, false});
 }
 
 void GpuQueues::Release(const std::string& uid) {
@@ -174,8 +171,7 @@ GpuQueues::Admission GpuQueues::Admit(const std::string& queue, const GpuAmount&
   if (!check(*q, q->allocated)) return a;
   bool within = (q->allocated + demand).FitsIn(q->spec.guaranteed);
   if (const Queue* p = q->spec.parent.empty() ? nullptr : Find(q->spec.parent)) {
-    GpuAmount total;
-    for (const auto& c : p->children) total += queues_.at(c).allocated;
+    const GpuAmount total = SubtreeAllocated(*p);
     if (!check(*p, total)) return a;
     within = within && (total + demand).FitsIn(p->spec.guaranteed);
   }
@@ -299,9 +295,7 @@ bool GpuQueues::MayReclaim(const std::string& queue, const GpuAmount& victim, co
   const Queue* r = Find(reclaimer);
   if (r != nullptr && r->spec.parent == q.spec.parent) return true;  // siblings: the parent keeps its share
   const Queue& p = queues_.at(q.spec.parent);
-  GpuAmount total;
-  for (const auto& c : p.children) total += queues_.at(c).allocated;
-  return borrowing(total, p.spec.guaranteed);
+  return borrowing(SubtreeAllocated(p), p.spec.guaranteed);
 }
 
 std::optional<QueueStatus> GpuQueues::Status(const std::string& queue) const {

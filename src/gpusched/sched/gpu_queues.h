@@ -126,8 +126,13 @@ class GpuQueues {
   const Queue* Find(const std::string& name) const;
   void Recompute() const;  // fair shares when dirty; mu_ held
   double RankLocked(const Queue& q) const;
-  void Forget(const std::string& uid);  // mu_ held
-  void Rebuild();                       // children lists and namespace map; mu_ held
+  void Forget(const std::string& uid);               // mu_ held
+  void Set(const std::string& uid, PodEntry entry);  // Forget, then record and account; takes mu_
+  // Adds (or takes away) a pod's demand to its queue's allocated or pending amounts and counts; mu_ held.
+  void Account(const PodEntry& p, bool add);
+  // A parent's allocation: its own pods' and its children's; mu_ held.
+  [[nodiscard]] GpuAmount SubtreeAllocated(const Queue& parent) const;
+  void Rebuild();  // children lists and namespace map; mu_ held
 
   mutable std::mutex mu_;
   GpuAmount capacity_;

@@ -271,10 +271,6 @@ void Scheduler::OnPod(EventType type, const json& pod) {
       holds = core::DemandOf(*a);
     }
   }
-  auto label_queue = [&meta]() {
-    auto it = meta->labels.find(kube::kQueueLabel);
-    return it != meta->labels.end() ? it->second : std::string();
-  };
   if (gone || !meta->node_name.empty() || meta->deleting || !Ours(meta->scheduler_name)) {
     bool was_pending = false;
     bool placed = false;        // a pod newly seen on a node, or with new labels
@@ -329,7 +325,7 @@ void Scheduler::OnPod(EventType type, const json& pod) {
           r.group.clear();
           r.min_available = 0;
         }
-        r.queue = gpu_queues_.QueueOf(meta->namespace_, label_queue());
+        r.queue = gpu_queues_.QueueOf(meta->namespace_, kube::QueueLabel(meta->labels));
         r.demand = holds;
         if (holds.IsZero()) {
           gpu_queues_.Release(uid);
@@ -401,7 +397,7 @@ void Scheduler::OnPod(EventType type, const json& pod) {
                 .fingerprint = fingerprint,
                 .first_seen_ms = clock_.NowMs(),
                 .created_ms = created_ms,
-                .queue = gpu_queues_.QueueOf(meta->namespace_, label_queue())};
+                .queue = gpu_queues_.QueueOf(meta->namespace_, kube::QueueLabel(meta->labels))};
   if (entry.request.ok()) {
     entry.demand = core::DemandOf(*entry.request);
   }
@@ -494,14 +490,12 @@ sched::QueuedPod Scheduler::Queued(const std::string& uid, const Pending& pod) {
 }
 
 void Scheduler::OnGpuQueue(EventType type, const json& object) {
-  const std::string name = object.is_object() && object.contains("metadata") && object["metadata"].is_object() &&
-                                   object["metadata"].contains("name") && object["metadata"]["name"].is_string()
-                               ? object["metadata"]["name"].get<std::string>()
-                               : std::string();
-  if (name.empty()) {
-    Log(common::LogLevel::kWarn, std::string("ignoring a GpuQueue without metadata.name"));
+  auto named = kube::GpuQueueName(object);
+  if (!named.ok()) {
+    Log(common::LogLevel::kWarn, "ignoring a GpuQueue: " + named.status().message());
     return;
   }
+  const std::string& name = *named;
   std::vector<sched::QueuedPod> moved;
   {
     std::lock_guard lock(mu_);
@@ -550,19 +544,13 @@ void Scheduler::OnGpuQueue(EventType type, const json& object) {
 std::vector<sched::QueuedPod> Scheduler::Remap() {
   std::vector<sched::QueuedPod> moved;
   for (auto& [uid, r] : running_) {
-    auto label = r.labels.find(kube::kQueueLabel);
-    r.queue = gpu_queues_.QueueOf(r.namespace_, label != r.labels.end() ? label->second : std::string());
+    r.queue = gpu_queues_.QueueOf(r.namespace_, kube::QueueLabel(r.labels));
     if (!r.demand.IsZero()) {
       gpu_queues_.Charge(uid, r.queue, r.demand);
     }
   }
   for (auto& [uid, p] : pending_) {
-    std::string label;
-    if (p.request.ok()) {
-      auto it = p.request->labels.find(kube::kQueueLabel);
-      label = it != p.request->labels.end() ? it->second : std::string();
-    }
-    std::string queue = gpu_queues_.QueueOf(p.namespace_, label);
+    std::string queue = gpu_queues_.QueueOf(p.namespace_, p.request.ok() ? kube::QueueLabel(p.request->labels) : "");
     if (queue == p.queue) {
       continue;
     }

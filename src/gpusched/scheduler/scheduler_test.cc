@@ -115,6 +115,11 @@ class SchedulerTest : public ::testing::Test {
     const size_t before = binder_.bound().size();
     Drain();
     EXPECT_EQ(binder_.bound().size(), before + 1) << pod["metadata"]["name"];
+    return ShowLastBound(pod);
+  }
+
+  // Shows `pod` bound where the last Binding put it, its allocation annotation included; returns it as shown.
+  json ShowLastBound(const json& pod) {
     const core::Allocation a = binder_.bound().back();
     json bound = AsBound(pod, a, kube::EncodeAllocation(a));
     scheduler_->OnPod(EventType::kModified, bound);
@@ -1037,12 +1042,6 @@ TEST_F(SchedulerPreemptionTest, ARoomWaitingForItsNodeIsDroppedWithItsPod) {
   EXPECT_EQ(mirror_->PendingAllocations(), 0U);
 }
 
-}  // namespace
-}  // namespace gpusched::scheduler
-
-namespace gpusched::scheduler {
-namespace {
-
 json InNamespace(json pod, const std::string& ns) {
   pod["metadata"]["namespace"] = ns;
   pod["metadata"]["uid"] = "uid-" + ns + "-" + pod["metadata"]["name"].get<std::string>();
@@ -1105,8 +1104,7 @@ TEST_F(SchedulerTest, AnInvalidQueueIsLeftOutAndItsPodsGoToTheDefaultQueue) {
   // By name: "bad", then "default". The pod, assumed (its binding not seen yet), counts in its queue already.
   EXPECT_EQ(scheduler_->QueueStatuses()[0].allocated.gpus, 1);
   EXPECT_EQ(scheduler_->QueueStatuses()[1].allocated.gpus, 0);
-  scheduler_->OnPod(EventType::kModified, AsBound(InNamespace(Pod("p", WholeGpu()), "team-b"), binder_.bound().back(),
-                                                  kube::EncodeAllocation(binder_.bound().back())));
+  ShowLastBound(InNamespace(Pod("p", WholeGpu()), "team-b"));
   EXPECT_EQ(scheduler_->QueueStatuses()[0].allocated.gpus, 1);
   scheduler_->OnGpuQueue(EventType::kDeleted, GpuQueue("bad", "team-b", 2, 4));
   ASSERT_EQ(scheduler_->QueueStatuses().size(), 1U);
@@ -1149,8 +1147,7 @@ TEST_F(SchedulerPreemptionTest, AQueueWithinItsGuaranteeReclaimsFromABorrowerOnl
   auto qb = scheduler_->QueueStatuses()[2];
   EXPECT_EQ(qb.name, "qb");
   EXPECT_EQ(qb.reclaimed_pods, 1U);
-  scheduler_->OnPod(EventType::kModified, AsBound(InNamespace(Pod("a0", WholeGpu(), 0), "ns-a"), binder_.bound().back(),
-                                                  kube::EncodeAllocation(binder_.bound().back())));
+  ShowLastBound(InNamespace(Pod("a0", WholeGpu(), 0), "ns-a"));
   // A second one: qb still holds 3 > 2: one more.
   scheduler_->OnPod(EventType::kAdded, InNamespace(Pod("a1", WholeGpu(), 0), "ns-a"));
   Drain();
@@ -1159,8 +1156,7 @@ TEST_F(SchedulerPreemptionTest, AQueueWithinItsGuaranteeReclaimsFromABorrowerOnl
   scheduler_->OnPod(EventType::kDeleted, b[2]);
   Drain();
   EXPECT_EQ(binder_.bound().back().pod.str(), "uid-ns-a-a1");
-  scheduler_->OnPod(EventType::kModified, AsBound(InNamespace(Pod("a1", WholeGpu(), 0), "ns-a"), binder_.bound().back(),
-                                                  kube::EncodeAllocation(binder_.bound().back())));
+  ShowLastBound(InNamespace(Pod("a1", WholeGpu(), 0), "ns-a"));
   // qa is at its guarantee: a third pod may not take from qb, which is within its own now, whatever the priorities
   // (qb's pods have priority 100, this one 0); of its own queue only pods of lower priority are victims (none here).
   scheduler_->OnPod(EventType::kAdded, InNamespace(Pod("a2", WholeGpu(), 0), "ns-a"));
@@ -1168,12 +1164,6 @@ TEST_F(SchedulerPreemptionTest, AQueueWithinItsGuaranteeReclaimsFromABorrowerOnl
   EXPECT_EQ(preemptor_.evicted_.size(), 2U);
   EXPECT_THAT(EventsFor("a2", "FailedScheduling").back().message, Not(HasSubstr("preempting")));
 }
-
-}  // namespace
-}  // namespace gpusched::scheduler
-
-namespace gpusched::scheduler {
-namespace {
 
 TEST_F(SchedulerTest, QueueMetricsTellAllocationsSharesAndPendingPods) {
   scheduler_->OnNode(EventType::kAdded, Node("a", 2));
@@ -1190,12 +1180,6 @@ TEST_F(SchedulerTest, QueueMetricsTellAllocationsSharesAndPendingPods) {
   EXPECT_THAT(m, HasSubstr("gpusched_queue_pending_pods{queue=\"team-a\"} 1"));
   EXPECT_THAT(m, HasSubstr("gpusched_queue_reclaimed_pods_total{queue=\"team-a\"} 0"));
 }
-
-}  // namespace
-}  // namespace gpusched::scheduler
-
-namespace gpusched::scheduler {
-namespace {
 
 TEST_F(SchedulerTest, QueueStatusSaysWhatTheQueueHoldsOrWhyItIsLeftOut) {
   scheduler_->OnNode(EventType::kAdded, Node("a", 2));
@@ -1218,12 +1202,6 @@ TEST_F(SchedulerTest, QueueStatusSaysWhatTheQueueHoldsOrWhyItIsLeftOut) {
   scheduler_->OnGpuQueue(EventType::kModified, with_status);
   EXPECT_EQ(scheduler_->QueueStatusObjects()["team-a"], status["team-a"]);
 }
-
-}  // namespace
-}  // namespace gpusched::scheduler
-
-namespace gpusched::scheduler {
-namespace {
 
 // With the spread policy a lone pod goes to the emptiest node; a gang's members still share nodes: after the first,
 // each goes to a node the group already uses while it fits there.

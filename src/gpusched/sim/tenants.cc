@@ -285,12 +285,12 @@ class TenantSimulation {
   void Accumulate(double dt) {
     if (dt <= 0) return;
     total_time_ += dt;
+    // What each queue held since the last event time: the share recorded there.
     for (size_t q = 0; q < spec_.queues.size(); ++q) {
-      const auto s = book_.Status(spec_.queues[q].spec.name);
-      if (!s.has_value()) continue;
-      share_time_[q] += dt * static_cast<double>(s->allocated.milli) / capacity_milli_;
-      const double beyond = static_cast<double>(std::max<int64_t>(0, s->allocated.milli - s->guaranteed.milli));
-      borrowed_time_[q] += dt * beyond / 1000.0;
+      const double held = out_.shares[q].back() * capacity_milli_;
+      share_time_[q] += dt * out_.shares[q].back();
+      borrowed_time_[q] +=
+          dt * std::max(0.0, held - static_cast<double>(spec_.queues[q].spec.guaranteed.milli)) / 1000.0;
     }
   }
 

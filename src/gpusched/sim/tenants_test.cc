@@ -23,13 +23,23 @@ TenantPod WholeGpu(const std::string& name, size_t queue, int64_t created, int64
                    .queue = queue};
 }
 
+// A cluster of one node of `gpus` whole GPUs, and a workload that only names itself (binpack needs no target).
+Cluster OneNode(int32_t gpus) {
+  return Cluster{.name = "one", .nodes = {testing::Node("n0").Gpus(gpus).Cpu(64000).Memory(262144).Build()}};
+}
+
+Workload EmptyWorkload() {
+  Workload w{.name = "w"};
+  w.target = std::make_shared<const policy::TargetWorkload>();
+  return w;
+}
+
 // One node of 4 GPUs. "borrow" (no guarantee) fills it at t=0 with four pods of 100 s; "owner" (2 guaranteed) asks
 // for two GPUs at t=10: it reclaims two of borrow's pods at once (bound at its arrival's event time); the evicted
 // pods wait and run when owner's end (t=30).
 TEST(TenantsTest, AGuaranteeIsReclaimedAtOnceAndTheBorrowerRunsLater) {
-  Cluster cluster{.name = "one", .nodes = {testing::Node("n0").Gpus(4).Cpu(64000).Memory(262144).Build()}};
-  Workload workload{.name = "w"};
-  workload.target = std::make_shared<const policy::TargetWorkload>();
+  const Cluster cluster = OneNode(4);
+  const Workload workload = EmptyWorkload();
   std::vector<TenantPod> pods;
   for (int i = 0; i < 4; ++i) pods.push_back(WholeGpu("b" + std::to_string(i), 1, 0, 100));
   for (int i = 0; i < 2; ++i) pods.push_back(WholeGpu("o" + std::to_string(i), 0, 10, 30));
@@ -58,9 +68,8 @@ TEST(TenantsTest, AGuaranteeIsReclaimedAtOnceAndTheBorrowerRunsLater) {
 }
 
 TEST(TenantsTest, WithoutAGuaranteeNothingIsReclaimedAndPodsWait) {
-  Cluster cluster{.name = "one", .nodes = {testing::Node("n0").Gpus(2).Cpu(64000).Memory(262144).Build()}};
-  Workload workload{.name = "w"};
-  workload.target = std::make_shared<const policy::TargetWorkload>();
+  const Cluster cluster = OneNode(2);
+  const Workload workload = EmptyWorkload();
   std::vector<TenantPod> pods = {WholeGpu("b0", 1, 0, 100), WholeGpu("b1", 1, 0, 100), WholeGpu("o0", 0, 10, 20)};
   TenantSpec spec{.queues = {Queue("other", 0), Queue("borrow", 0)}, .policy = "binpack"};
   auto out = SimulateTenants(cluster, workload, pods, spec);
