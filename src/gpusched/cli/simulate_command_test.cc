@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -43,6 +46,28 @@ TEST(ColocationModeTest, BadDataIsAUsageErrorBeforeAnyRun) {
   no_table.gpu = "p100";
   EXPECT_EQ(RunColocationMode(no_table, seeds), 2);
   std::remove(csv.c_str());
+}
+
+// The multi-tenant mode needs a trace with times: without --trace-dir it is a usage error (2) before any run, and
+// a pod list without creation and deletion times is named.
+TEST(TenantModeTest, NeedsATraceWithTimes) {
+  auto run = [](std::vector<std::string> args) {
+    CLI::App app;
+    SimulateFlags flags;
+    int exit_code = -1;
+    AddSimulateCommand(app, flags, exit_code);
+    args.insert(args.begin(), "simulate");
+    std::reverse(args.begin(), args.end());  // CLI11 takes them last first
+    app.parse(args);
+    return exit_code;
+  };
+  EXPECT_EQ(run({"--tenants"}), 2);
+  const auto dir = std::filesystem::temp_directory_path() / "gpusched-tenants-test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "nodes.csv") << "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\n";
+  std::ofstream(dir / "pods.csv") << "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,1,1000\n";
+  EXPECT_EQ(run({"--tenants", "--trace-dir", dir.string(), "--node-list", "nodes", "--workloads", "pods"}), 1);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
