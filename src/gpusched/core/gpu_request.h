@@ -33,6 +33,7 @@ struct GpuRequest {
   // The memory this request takes on `gpu`: memory_percent of its memory (rounded up) when set, else
   // memory_per_gpu.
   [[nodiscard]] common::MiB MemoryOn(const Gpu& gpu) const;
+  bool operator==(const GpuRequest&) const = default;
 };
 
 struct PodRequest {

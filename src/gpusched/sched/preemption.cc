@@ -119,25 +119,26 @@ std::optional<VictimSet> SelectVictimsOnNode(const core::NodeView& view, std::sp
   return out;
 }
 
+bool BetterCandidate(const VictimSet& a, const VictimSet& b) {
+  if (a.pdb_violations != b.pdb_violations) {
+    return a.pdb_violations < b.pdb_violations;
+  }
+  if (a.highest_priority != b.highest_priority) {
+    return a.highest_priority < b.highest_priority;
+  }
+  if (a.priority_sum != b.priority_sum) {
+    return a.priority_sum < b.priority_sum;
+  }
+  if (a.victims.size() != b.victims.size()) {
+    return a.victims.size() < b.victims.size();
+  }
+  return a.highest_start_ms > b.highest_start_ms;  // the most important victims started latest
+}
+
 size_t PickCandidate(std::span<const VictimSet> candidates) {
   size_t best = 0;
-  auto better = [](const VictimSet& a, const VictimSet& b) {
-    if (a.pdb_violations != b.pdb_violations) {
-      return a.pdb_violations < b.pdb_violations;
-    }
-    if (a.highest_priority != b.highest_priority) {
-      return a.highest_priority < b.highest_priority;
-    }
-    if (a.priority_sum != b.priority_sum) {
-      return a.priority_sum < b.priority_sum;
-    }
-    if (a.victims.size() != b.victims.size()) {
-      return a.victims.size() < b.victims.size();
-    }
-    return a.highest_start_ms > b.highest_start_ms;  // the most important victims started latest
-  };
   for (size_t i = 1; i < candidates.size(); ++i) {
-    if (better(candidates[i], candidates[best])) {
+    if (BetterCandidate(candidates[i], candidates[best])) {
       best = i;
     }
   }

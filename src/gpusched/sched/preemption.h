@@ -71,7 +71,9 @@ using VictimChange = std::function<void(const PotentialVictim& victim, int delta
                                                            const std::function<bool(const core::NodeView&)>& fits,
                                                            const VictimChange& on_change = nullptr);
 
-// The index of the best candidate (see above); candidates must not be empty.
+// Whether candidate `a` is better than `b` (see above); and the index of the best candidate (the first of equals);
+// candidates must not be empty.
+[[nodiscard]] bool BetterCandidate(const VictimSet& a, const VictimSet& b);
 [[nodiscard]] size_t PickCandidate(std::span<const VictimSet> candidates);
 
 }  // namespace gpusched::sched

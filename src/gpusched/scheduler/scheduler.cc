@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <set>
 #include <utility>
 
 #include <prometheus/counter.h>
@@ -661,70 +663,144 @@ void Scheduler::DropNomination(const std::string& uid, bool wake) {
   }
 }
 
-std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRequest& request,
-                                                               const core::ClusterState& state,
-                                                               const sched::CycleResult& result,
-                                                               const sched::InterPodConstraints& inter_pod,
-                                                               const std::string& queue, bool reclaim) {
+struct Scheduler::VictimPool {
   std::vector<core::DisruptionBudget> budgets;
-  std::vector<int32_t> allowed;
-  // The possible victims of each node, read under mu_ (lock order: the cache's lock is held, then mu_).
-  struct NodeCandidates {
+  std::vector<int32_t> allowed;  // disruptions each budget still allows
+  struct Node {
     const core::NodeView* view = nullptr;
     std::vector<sched::PotentialVictim> potential;
     std::vector<sched::PodOnNode> pods;  // potential[i] as inter-pod constraints see it
     // For potential[i] of another GPU queue (a reclaim): its queue and what it holds of it; empty queue otherwise.
     std::vector<std::pair<std::string, core::GpuAmount>> reclaim;
   };
-  std::vector<NodeCandidates> nodes;
-  {
-    std::lock_guard lock(mu_);
-    for (const auto& [key, b] : budgets_) {
-      budgets.push_back(b);
-      allowed.push_back(b.disruptions_allowed);
+  std::vector<Node> nodes;  // only nodes with at least one possible victim
+};
+
+Scheduler::VictimPool Scheduler::CollectVictims(const core::ClusterState& state,
+                                                const std::vector<const core::NodeView*>& views, int32_t priority,
+                                                const std::string& queue, bool reclaim) {
+  VictimPool pool;
+  std::lock_guard lock(mu_);  // lock order: the cache's lock is held, then mu_
+  for (const auto& [key, b] : budgets_) {
+    pool.budgets.push_back(b);
+    pool.allowed.push_back(b.disruptions_allowed);
+  }
+  for (const core::NodeView* view : views) {
+    VictimPool::Node c{.view = view};
+    for (const common::PodUid& pod : state.PodsOn(view->name())) {
+      if (IsReservation(pod)) {
+        continue;
+      }
+      auto r = running_.find(pod.str());
+      if (r == running_.end() || r->second.assumed || r->second.deleting) {
+        continue;  // not known bound yet (a bind in flight), or leaving already
+      }
+      // Of its own queue, pods of lower priority; of other queues, with `reclaim`, pods of queues that borrow
+      // beyond their guarantee in a dimension the pod holds.
+      const bool own_queue = r->second.queue == queue;
+      if (own_queue ? r->second.priority >= priority
+                    : !reclaim || !gpu_queues_.MayReclaim(r->second.queue, r->second.demand, {}, queue)) {
+        continue;
+      }
+      sched::PotentialVictim v{.allocation = state.FindAllocation(pod),
+                               .priority = r->second.priority,
+                               .start_ms = r->second.start_ms,
+                               .over_share = own_queue ? 0.0 : gpu_queues_.Rank(r->second.queue)};
+      for (size_t b = 0; b < pool.budgets.size(); ++b) {
+        if (pool.budgets[b].Counts(r->second.namespace_, r->second.name, r->second.labels)) {
+          v.pdbs.push_back(b);
+        }
+      }
+      c.potential.push_back(std::move(v));
+      c.pods.push_back(r->second);
+      c.reclaim.emplace_back(own_queue ? std::string() : r->second.queue, r->second.demand);
     }
-    for (const auto& [name, fit] : result.rejections) {
-      if (fit.code == policy::Fit::Code::kUnresolvable) {
-        continue;  // nothing on the node could make room
-      }
-      const core::NodeView* view = state.Find(name);
-      if (view == nullptr || !sched::CheckNodeConstraints(request, *view->node).empty()) {
-        continue;  // evicting pods does not change labels, taints or cordons
-      }
-      NodeCandidates c{.view = view};
-      for (const common::PodUid& pod : state.PodsOn(name)) {
-        if (IsReservation(pod)) {
-          continue;
-        }
-        auto r = running_.find(pod.str());
-        if (r == running_.end() || r->second.assumed || r->second.deleting) {
-          continue;  // not known bound yet (a bind in flight), or leaving already
-        }
-        // Of its own queue, pods of lower priority; of other queues, with `reclaim`, pods of queues that borrow
-        // beyond their guarantee in a dimension the pod holds.
-        const bool own_queue = r->second.queue == queue;
-        if (own_queue ? r->second.priority >= request.priority
-                      : !reclaim || !gpu_queues_.MayReclaim(r->second.queue, r->second.demand, {}, queue)) {
-          continue;
-        }
-        sched::PotentialVictim v{.allocation = state.FindAllocation(pod),
-                                 .priority = r->second.priority,
-                                 .start_ms = r->second.start_ms,
-                                 .over_share = own_queue ? 0.0 : gpu_queues_.Rank(r->second.queue)};
-        for (size_t b = 0; b < budgets.size(); ++b) {
-          if (budgets[b].Counts(r->second.namespace_, r->second.name, r->second.labels)) {
-            v.pdbs.push_back(b);
-          }
-        }
-        c.potential.push_back(std::move(v));
-        c.pods.push_back(r->second);
-        c.reclaim.emplace_back(own_queue ? std::string() : r->second.queue, r->second.demand);
-      }
-      if (!c.potential.empty()) {
-        nodes.push_back(std::move(c));
-      }
+    if (!c.potential.empty()) {
+      pool.nodes.push_back(std::move(c));
     }
   }
+  return pool;
+}
+
+// Reclaimed victims together must leave each queue they come from borrowing up to the last of them.
+bool Scheduler::ReclaimAllowed(const VictimPool& pool, size_t node, const sched::VictimSet& set,
+                               const std::string& queue, std::map<std::string, core::GpuAmount>& taken) const {
+  const VictimPool::Node& c = pool.nodes[node];
+  std::map<std::string, core::GpuAmount> more = taken;
+  for (const common::PodUid& victim : set.victims) {
+    for (size_t i = 0; i < c.potential.size(); ++i) {
+      if (c.potential[i].allocation->pod != victim || c.reclaim[i].first.empty()) {
+        continue;
+      }
+      const auto& [from_queue, holds] = c.reclaim[i];
+      if (!gpu_queues_.MayReclaim(from_queue, holds, more[from_queue], queue)) {
+        return false;
+      }
+      more[from_queue] += holds;
+    }
+  }
+  taken = std::move(more);
+  return true;
+}
+
+std::optional<std::vector<Scheduler::Victim>> Scheduler::EvictionOrder(
+    const std::vector<common::PodUid>& victims, const std::vector<core::DisruptionBudget>& budgets,
+    const std::string& queue, std::vector<std::string>& reclaimed_from) {
+  std::vector<Victim> covered, other;
+  std::lock_guard lock(mu_);
+  for (const common::PodUid& victim : victims) {
+    auto found = running_.find(victim.str());
+    if (found == running_.end()) {
+      return std::nullopt;  // gone meanwhile (cannot be while the cache's lock is held; never evict blind)
+    }
+    const Running& r = found->second;
+    const bool in_budget = std::any_of(budgets.begin(), budgets.end(), [&](const core::DisruptionBudget& b) {
+      return b.Counts(r.namespace_, r.name, r.labels);
+    });
+    (in_budget ? covered : other).push_back(Victim{.uid = victim, .namespace_ = r.namespace_, .name = r.name});
+    if (r.queue != queue) {
+      reclaimed_from.push_back(r.queue);
+    }
+  }
+  covered.insert(covered.end(), other.begin(), other.end());
+  return covered;
+}
+
+Scheduler::Nomination Scheduler::RoomFor(const core::PodRequest& request, const core::Allocation& allocation) {
+  Nomination n;
+  n.as_pod.uid = ReservationUid(request.uid.str());
+  n.as_pod.namespace_ = request.namespace_;
+  n.as_pod.name = request.name;
+  n.as_pod.labels = request.labels;
+  n.as_pod.node = allocation.node;
+  n.as_pod.anti_affinity = request.pod_anti_affinity;
+  n.as_pod.priority = request.priority;
+  n.as_pod.assumed = true;
+  n.reserved = core::Allocation{.pod = ReservationUid(request.uid.str()),
+                                .node = allocation.node,
+                                .cpu = request.cpu,
+                                .memory = request.memory,
+                                .containers = allocation.containers};
+  return n;
+}
+
+std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRequest& request,
+                                                               const core::ClusterState& state,
+                                                               const sched::CycleResult& result,
+                                                               const sched::InterPodConstraints& inter_pod,
+                                                               const std::string& queue, bool reclaim) {
+  std::vector<const core::NodeView*> views;
+  for (const auto& [name, fit] : result.rejections) {
+    if (fit.code == policy::Fit::Code::kUnresolvable) {
+      continue;  // nothing on the node could make room
+    }
+    const core::NodeView* view = state.Find(name);
+    if (view == nullptr || !sched::CheckNodeConstraints(request, *view->node).empty()) {
+      continue;  // evicting pods does not change labels, taints or cordons
+    }
+    views.push_back(view);
+  }
+  VictimPool pool = CollectVictims(state, views, request.priority, queue, reclaim);
   // Inter-pod constraints follow the victims as they are taken off and put back (kube-scheduler's RemovePod and
   // AddPod): evicting a pod can end an anti-affinity conflict or a spread skew. One copy serves every node: after
   // each node its victims are put back.
@@ -733,33 +809,17 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
   auto fits = [&](const core::NodeView& v) {
     return runner_.Filter(request, v).fits() && (!with_constraints || constraints.Passes(*v.node));
   };
-  // Reclaimed victims together must leave each queue they come from borrowing up to the last of them.
-  auto ReclaimAllowed = [&](const NodeCandidates& c, const sched::VictimSet& set) {
-    std::map<std::string, core::GpuAmount> taken;
-    for (const common::PodUid& victim : set.victims) {
-      for (size_t i = 0; i < c.potential.size(); ++i) {
-        if (c.potential[i].allocation->pod != victim || c.reclaim[i].first.empty()) {
-          continue;
-        }
-        const auto& [from_queue, holds] = c.reclaim[i];
-        if (!gpu_queues_.MayReclaim(from_queue, holds, taken[from_queue], queue)) {
-          return false;
-        }
-        taken[from_queue] += holds;
-      }
-    }
-    return true;
-  };
   std::vector<sched::VictimSet> candidates;
-  std::vector<const NodeCandidates*> from;
-  for (const NodeCandidates& c : nodes) {
+  std::vector<size_t> from;
+  for (size_t n = 0; n < pool.nodes.size(); ++n) {
+    const VictimPool::Node& c = pool.nodes[n];
     sched::VictimChange follow;
     if (with_constraints) {
       follow = [&](const sched::PotentialVictim& v, int delta) {
         constraints.Update(c.pods[static_cast<size_t>(&v - c.potential.data())], delta, state);
       };
     }
-    auto s = sched::SelectVictimsOnNode(*c.view, c.potential, allowed, fits, follow);
+    auto s = sched::SelectVictimsOnNode(*c.view, c.potential, pool.allowed, fits, follow);
     if (with_constraints) {
       for (size_t i = 0; i < c.potential.size(); ++i) {  // put back what is still off
         const bool off = !s.has_value() || std::find(s->victims.begin(), s->victims.end(),
@@ -769,9 +829,10 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
         }
       }
     }
-    if (s.has_value() && !s->victims.empty() && ReclaimAllowed(c, *s)) {
+    std::map<std::string, core::GpuAmount> taken;
+    if (s.has_value() && !s->victims.empty() && ReclaimAllowed(pool, n, *s, queue, taken)) {
       candidates.push_back(std::move(*s));
-      from.push_back(&c);
+      from.push_back(n);
     }
   }
   if (candidates.empty()) {
@@ -779,47 +840,216 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
   }
   const size_t best = sched::PickCandidate(candidates);
   const sched::VictimSet& chosen = candidates[best];
-  const NodeCandidates& node = *from[best];
   // The room the pod will take: its GPUs chosen on the node as it will be once the victims are gone.
-  core::NodeView after = *node.view;
-  Nomination plan;
-  plan.as_pod.uid = ReservationUid(request.uid.str());
-  plan.as_pod.namespace_ = request.namespace_;
-  plan.as_pod.name = request.name;
-  plan.as_pod.labels = request.labels;
-  plan.as_pod.node = chosen.node;
-  plan.as_pod.anti_affinity = request.pod_anti_affinity;
-  plan.as_pod.priority = request.priority;
-  plan.as_pod.assumed = true;
+  core::NodeView after = *pool.nodes[from[best]].view;
   for (const common::PodUid& victim : chosen.victims) {
     sched::RemoveFromView(after, *state.FindAllocation(victim));
   }
-  plan.reserved = core::Allocation{.pod = ReservationUid(request.uid.str()),
-                                   .node = chosen.node,
-                                   .cpu = request.cpu,
-                                   .memory = request.memory,
-                                   .containers = policy_->SelectGpus(request, after, rng_)};
-  // Victims a budget covers first: if the API server refuses one, nothing else has been evicted.
-  std::vector<Victim> covered;
+  Nomination plan =
+      RoomFor(request, core::Allocation{.node = chosen.node, .containers = policy_->SelectGpus(request, after, rng_)});
+  auto victims = EvictionOrder(chosen.victims, pool.budgets, queue, plan.reclaimed_from);
+  if (!victims.has_value()) {
+    return std::nullopt;
+  }
+  plan.victims = std::move(*victims);
+  return plan;
+}
+
+namespace {
+
+// Whether two pods pass the same nodes' filters with the same victims (the fields the node predicates, the
+// resource fit and the GPU filter read, and the priority that decides who may be a victim). Pods with inter-pod
+// constraints never do; `labels_matter` (placed pods have anti-affinity): their labels must be equal too.
+bool SameFit(const core::PodRequest& a, const core::PodRequest& b, bool labels_matter) {
+  if (a.HasInterPodConstraints() || b.HasInterPodConstraints() || (labels_matter && a.labels != b.labels)) {
+    return false;
+  }
+  return a.cpu == b.cpu && a.memory == b.memory && a.containers == b.containers && a.priority == b.priority &&
+         a.node_name == b.node_name && a.node_selector == b.node_selector &&
+         a.required_node_affinity == b.required_node_affinity && a.tolerations == b.tolerations &&
+         a.scalars == b.scalars && a.host_ports == b.host_ports;
+}
+
+}  // namespace
+
+std::optional<Scheduler::GangPreemption> Scheduler::PlanGangPreemption(
+    const std::vector<std::pair<std::string, const Pending*>>& members, size_t need, const core::ClusterState& state,
+    const std::string& queue, bool reclaim) {
+  if (members.size() < need) {
+    return std::nullopt;
+  }
+  int32_t priority = std::numeric_limits<int32_t>::max();
+  for (const auto& [uid, p] : members) {
+    priority = std::min(priority, p->request->priority);
+  }
+  std::vector<const core::NodeView*> views;
+  for (size_t i = 0; i < state.SlotCount(); ++i) {
+    if (state.IsLive(i) && state.View(i).node != nullptr) {
+      views.push_back(&state.View(i));
+    }
+  }
+  VictimPool pool = CollectVictims(state, views, priority, queue, reclaim);
+  // The plan so far: the nodes as it leaves them (victims off, rooms on), who is chosen already, what the budgets
+  // still allow and what the reclaimed queues have given.
+  std::vector<std::optional<core::NodeView>> after(pool.nodes.size());
+  std::vector<std::vector<bool>> chosen(pool.nodes.size());
+  for (size_t n = 0; n < pool.nodes.size(); ++n) {
+    chosen[n].assign(pool.nodes[n].potential.size(), false);
+  }
+  std::vector<int32_t> allowed = pool.allowed;
+  std::map<std::string, core::GpuAmount> taken;
+  GangPreemption plan;
+  std::vector<common::PodUid> all_victims;
+  std::set<size_t> victim_nodes;
+  // Each node's best victims for the last member, kept for the next member when it fits the same way and the
+  // choice changed nothing but its own node (no budget, no reclaim).
+  std::vector<std::optional<sched::VictimSet>> cached(pool.nodes.size());
+  const core::PodRequest* cached_for = nullptr;
+  std::optional<size_t> changed;  // the node the last member took; nullopt: every node must be asked again
+  for (const auto& [uid, p] : members) {
+    if (plan.rooms.size() == need) {
+      break;
+    }
+    const core::PodRequest& r = *p->request;
+    // Placed pods' anti-affinity, as the cluster is (a victim with anti-affinity keeps repelling: conservative).
+    const sched::InterPodConstraints inter_pod = PrepareInterPod(r, state);
+    const bool with_constraints = inter_pod.Active();
+    auto fits = [&](const core::NodeView& v) {
+      return runner_.Filter(r, v).fits() && (!with_constraints || inter_pod.Passes(*v.node));
+    };
+    const bool reuse = cached_for != nullptr && SameFit(*cached_for, r, with_constraints) && changed.has_value();
+    std::optional<size_t> best;  // the pool node of the best candidate
+    for (size_t n = 0; n < pool.nodes.size(); ++n) {
+      const VictimPool::Node& c = pool.nodes[n];
+      if (!reuse || n == *changed) {
+        cached[n].reset();
+        const core::NodeView& view = after[n].has_value() ? *after[n] : *c.view;
+        if (!sched::CheckNodeConstraints(r, *view.node).empty()) {
+          continue;
+        }
+        std::vector<sched::PotentialVictim> left;
+        for (size_t i = 0; i < c.potential.size(); ++i) {
+          if (!chosen[n][i]) {
+            left.push_back(c.potential[i]);
+          }
+        }
+        cached[n] = sched::SelectVictimsOnNode(view, left, allowed, fits);
+        std::map<std::string, core::GpuAmount> more = taken;
+        if (cached[n].has_value() && !ReclaimAllowed(pool, n, *cached[n], queue, more)) {
+          cached[n].reset();
+        }
+      }
+      if (cached[n].has_value() && (!best.has_value() || sched::BetterCandidate(*cached[n], *cached[*best]))) {
+        best = n;
+      }
+    }
+    cached_for = &r;
+    if (!best.has_value()) {
+      return std::nullopt;  // this member fits nowhere even with every possible victim gone
+    }
+    const size_t n = *best;
+    const sched::VictimSet set = *cached[n];
+    const VictimPool::Node& c = pool.nodes[n];
+    if (!after[n].has_value()) {
+      after[n] = *c.view;
+    }
+    bool budgets_or_reclaim = false;
+    for (const common::PodUid& victim : set.victims) {
+      for (size_t i = 0; i < c.potential.size(); ++i) {
+        if (chosen[n][i] || c.potential[i].allocation->pod != victim) {
+          continue;
+        }
+        chosen[n][i] = true;
+        sched::RemoveFromView(*after[n], *c.potential[i].allocation);
+        for (size_t b : c.potential[i].pdbs) {
+          --allowed[b];
+        }
+        budgets_or_reclaim = budgets_or_reclaim || !c.potential[i].pdbs.empty() || !c.reclaim[i].first.empty();
+      }
+      all_victims.push_back(victim);
+      victim_nodes.insert(n);
+    }
+    (void)ReclaimAllowed(pool, n, set, queue, taken);  // adds what this member's victims give
+    Nomination room =
+        RoomFor(r, core::Allocation{.node = set.node, .containers = policy_->SelectGpus(r, *after[n], rng_)});
+    sched::AddToView(*after[n], room.reserved);
+    room.victims.reserve(set.victims.size());
+    for (const common::PodUid& victim : set.victims) {
+      room.victims.push_back(Victim{.uid = victim});  // named below, once the eviction order is known
+    }
+    plan.rooms.emplace_back(uid, std::move(room));
+    changed = budgets_or_reclaim ? std::nullopt : std::optional<size_t>(n);
+  }
+  if (plan.rooms.size() < need) {
+    return std::nullopt;
+  }
+  auto victims = EvictionOrder(all_victims, pool.budgets, queue, plan.reclaimed_from);
+  if (!victims.has_value()) {
+    return std::nullopt;
+  }
+  plan.victims = std::move(*victims);
+  for (auto& [member, room] : plan.rooms) {
+    for (Victim& v : room.victims) {
+      v = *std::find_if(plan.victims.begin(), plan.victims.end(), [&](const Victim& e) { return e.uid == v.uid; });
+    }
+  }
+  plan.nodes = victim_nodes.size();
+  return plan;
+}
+
+bool Scheduler::PreemptForGang(const std::string& uid, const Pending& pod, const GangPreemption& plan) {
+  struct Nominee {
+    std::string namespace_, name, node;
+  };
+  std::vector<Nominee> nominees;  // each member with a room
   {
     std::lock_guard lock(mu_);
-    for (const common::PodUid& victim : chosen.victims) {
-      auto found = running_.find(victim.str());
-      if (found == running_.end()) {
-        return std::nullopt;  // gone meanwhile (cannot be while the cache's lock is held; never evict blind)
-      }
-      const Running& r = found->second;
-      const bool in_budget = std::any_of(budgets.begin(), budgets.end(), [&](const core::DisruptionBudget& b) {
-        return b.Counts(r.namespace_, r.name, r.labels);
-      });
-      (in_budget ? covered : plan.victims).push_back(Victim{.uid = victim, .namespace_ = r.namespace_, .name = r.name});
-      if (r.queue != queue) {
-        plan.reclaimed_from.push_back(r.queue);
+    for (const auto& [member, room] : plan.rooms) {
+      if (auto it = pending_.find(member); it != pending_.end()) {
+        nominees.push_back({it->second.namespace_, it->second.name, room.reserved.node.str()});
       }
     }
   }
-  plan.victims.insert(plan.victims.begin(), covered.begin(), covered.end());
-  return plan;
+  for (const auto& [ns, name, node] : nominees) {
+    if (auto s = options_.preemptor->Nominate(ns, name, node); !s.ok()) {
+      Log(common::LogLevel::kWarn, "pod " + ns + "/" + name + ": nominatedNodeName " + node + ": " + s.message());
+    }
+  }
+  const std::string group = "pod group " + GroupKey(pod.namespace_, pod.request->pod_group);
+  for (const Victim& v : plan.victims) {
+    const std::string key = v.namespace_ + "/" + v.name;
+    if (common::Status evicted = options_.preemptor->Evict(v.namespace_, v.name, v.uid); !evicted.ok()) {
+      Log(common::LogLevel::kWarn, group + ": preemption stopped: evicting " + key + ": " + evicted.message());
+      for (const auto& [member, room] : plan.rooms) {
+        DropNomination(member, /*wake=*/false);
+      }
+      for (const auto& [ns, name, node] : nominees) {
+        (void)options_.preemptor->Nominate(ns, name, "");
+      }
+      Count(&SchedulerStats::preemption_failures);
+      Emit(PodEvent{.namespace_ = pod.namespace_,
+                    .name = pod.name,
+                    .uid = uid,
+                    .type = "Warning",
+                    .reason = "FailedPreemption",
+                    .message = group + ": evicting " + key + " failed: " + evicted.message()});
+      return false;
+    }
+    Count(&SchedulerStats::victims);
+    Emit(PodEvent{.namespace_ = v.namespace_,
+                  .name = v.name,
+                  .uid = v.uid.str(),
+                  .type = "Normal",
+                  .reason = "Preempted",
+                  .message = "Preempted by " + group});
+  }
+  Count(&SchedulerStats::preemptions);
+  for (const std::string& from : plan.reclaimed_from) {
+    gpu_queues_.CountReclaim(from);
+  }
+  Log(common::LogLevel::kInfo, group + " preempted " + std::to_string(plan.victims.size()) + " pod(s) on " +
+                                   std::to_string(plan.nodes) + " node(s)");
+  return true;
 }
 
 bool Scheduler::Preempt(const std::string& uid, const Pending& pod, const Nomination& plan) {
@@ -1075,21 +1305,53 @@ void Scheduler::ScheduleGang(const std::string& uid, const Pending& pod, const s
   });
   const std::string who = "pod group " + group + " (min-available " + std::to_string(min_available) + ")";
   // Every pending member waits with the same reason (claimed from the queue, so that each is not tried alone).
-  auto park = [&](const std::string& message, uint32_t blockers) {
-    Unschedulable(uid, pod, message, blockers);
+  auto park = [&](const std::string& message, uint32_t blockers, bool backoff = false) {
+    Unschedulable(uid, pod, message, blockers, backoff);
     for (size_t i = 1; i < members.size(); ++i) {
       if (queue_.Claim(members[i].uid)) {
-        Unschedulable(members[i].uid, members[i].pending, message, blockers);
+        Unschedulable(members[i].uid, members[i].pending, message, blockers, backoff);
       }
     }
     telemetry_->attempt.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   };
+  // Rooms held for members since the group preempted are given back for this attempt (the members may go
+  // anywhere); while the victims are still leaving they are held again if the group does not fit yet.
+  std::vector<std::pair<std::string, Nomination>> held;
+  size_t leaving = 0;
+  for (const Member& m : members) {
+    if (auto n = TakeNomination(m.uid); n.has_value()) {
+      for (const Victim& v : n->victims) {
+        leaving += state.FindAllocation(v.uid) != nullptr ? 1U : 0U;
+      }
+      held.emplace_back(m.uid, std::move(*n));
+    }
+  }
+  auto given_back = [&] {  // rooms given back and not taken again: what they blocked may fit now
+    if (!held.empty() && queue_.OnClusterEvent(kFreedByRelease) > 0) {
+      Wake();
+    }
+  };
   if (members.size() < need) {
     lock.unlock();
+    given_back();
     park(who + ": " + std::to_string(placed) + " placed and " + std::to_string(members.size()) +
              " pending; waiting for the other members before placing any",
          sched::kBlockedByGang);
     return;
+  }
+  // Whether the group may preempt if it does not fit: every member may (no preemptionPolicy Never), none has
+  // inter-pod constraints (a plan for many members evaluates node resources and GPUs only), and no victims of an
+  // earlier preemption are still leaving.
+  bool may_preempt = options_.preemptor != nullptr && leaving == 0;
+  for (const Member& m : members) {
+    may_preempt = may_preempt && !m.pending.request->preempt_never && !m.pending.request->HasInterPodConstraints();
+  }
+  bool quota_refused = false;
+  std::vector<std::pair<std::string, const Pending*>> unplaced;  // members that fit nowhere, in order
+  bool labels_matter = false;  // placed pods have anti-affinity: members' labels decide where they fit
+  {
+    std::lock_guard guard(mu_);
+    labels_matter = !with_anti_affinity_.empty();
   }
   // Reserve members one after the other against one state, until the group has its minimum.
   const policy::Snapshot snapshot{.now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -1113,8 +1375,8 @@ void Scheduler::ScheduleGang(const std::string& uid, const Pending& pod, const s
   uint32_t blockers = 0;
   size_t left = members.size();  // members not tried yet
   for (const Member& m : members) {
-    if (reserved.size() == need || reserved.size() + left < need) {
-      break;  // done, or the minimum can no longer be reached
+    if (reserved.size() == need || ((!may_preempt || quota_refused) && reserved.size() + left < need)) {
+      break;  // done, or the minimum can no longer be reached (with preemption, every member is tried)
     }
     --left;
     const core::PodRequest& r = *m.pending.request;
@@ -1125,8 +1387,16 @@ void Scheduler::ScheduleGang(const std::string& uid, const Pending& pod, const s
           first_failure = m.pending.name + ": " + admission.reason;
         }
         blockers |= sched::kBlockedByQuota;
+        quota_refused = true;
         continue;
       }
+    }
+    // A member that passes the same filters as one that fit nowhere fits nowhere either: the state only filled
+    // since.
+    if (std::any_of(unplaced.begin(), unplaced.end(),
+                    [&](const auto& failed) { return SameFit(*failed.second->request, r, labels_matter); })) {
+      unplaced.emplace_back(m.uid, &m.pending);
+      continue;
     }
     const sched::InterPodConstraints inter_pod = PrepareInterPod(r, state);
     // Fewer nodes: a node the group already has members on, where the member fits, comes first (the policy picks
@@ -1166,10 +1436,34 @@ void Scheduler::ScheduleGang(const std::string& uid, const Pending& pod, const s
     }
     if (result.ok()) {
       blockers |= BlockersOf(*result, r, state, inter_pod);
+      unplaced.emplace_back(m.uid, &m.pending);
     }
   }
   if (reserved.size() < need) {
-    // All or nothing: give back what was reserved, and every member waits for room.
+    // Preemption for the whole group: victims for the members that fit nowhere, chosen once, with the members
+    // reserved so far staying where they are.
+    std::optional<GangPreemption> plan;
+    if (may_preempt && !quota_refused && unplaced.size() >= need - reserved.size()) {
+      core::GpuAmount demand;
+      for (size_t i = 0; i < need - reserved.size(); ++i) {
+        demand += unplaced[i].second->demand;
+      }
+      const bool within_guarantee = gpu_queues_.Admit(pod.queue, demand).within_guarantee;
+      plan = PlanGangPreemption(unplaced, need - reserved.size(), state, pod.queue, within_guarantee);
+    }
+    // All or nothing: give back what was reserved; with a plan, every member's room is held instead while the
+    // victims leave (the reserved ones where they were reserved), and nothing binds until the group fits whole.
+    std::vector<std::pair<std::string, Nomination>> rooms;
+    if (plan.has_value()) {
+      for (const BindTask& t : reserved) {
+        rooms.emplace_back(t.request.uid.str(), RoomFor(t.request, t.allocation));
+      }
+      rooms.insert(rooms.end(), plan->rooms.begin(), plan->rooms.end());
+      plan->rooms = rooms;  // every member's room: nominated, and given back if an eviction fails
+    } else if (leaving > 0) {
+      rooms = std::move(held);
+      held.clear();
+    }
     for (const BindTask& t : reserved) {
       (void)state.Forget(t.request.uid);
     }
@@ -1179,11 +1473,41 @@ void Scheduler::ScheduleGang(const std::string& uid, const Pending& pod, const s
         Unplace(t.request.uid.str());
       }
     }
+    bool holding = !rooms.empty();
+    for (const auto& [member, room] : rooms) {
+      holding = holding && HoldNomination(member, room, state);
+    }
+    if (!holding) {
+      for (const auto& [member, room] : rooms) {
+        (void)TakeNomination(member);
+      }
+      plan.reset();
+    }
     lock.unlock();
+    given_back();
     Count(&SchedulerStats::gangs_refused);
-    park(who + ": " + std::to_string(reserved.size()) + " of the " + std::to_string(need) +
-             " members it still needs fit together; none is placed. " + first_failure,
-         blockers == 0 ? sched::kBlockedByAnything : blockers);
+    std::string message = who + ": " + std::to_string(reserved.size()) + " of the " + std::to_string(need) +
+                          " members it still needs fit together; none is placed. " + first_failure;
+    blockers = blockers == 0 ? sched::kBlockedByAnything : blockers;
+    bool backoff = false;
+    if (plan.has_value()) {
+      if (PreemptForGang(uid, pod, *plan)) {
+        message += "; preempting " + std::to_string(plan->victims.size()) + " pod(s) on " +
+                   std::to_string(plan->nodes) + " node(s) for the whole group";
+        if (!plan->reclaimed_from.empty()) {
+          message += ", " + std::to_string(plan->reclaimed_from.size()) + " reclaimed for queue " + pod.queue +
+                     "'s guarantee from queues beyond theirs";
+        }
+        blockers |= kFreedByRelease;
+      } else {
+        message += "; preemption for the group failed";
+        backoff = true;  // tried again after the backoff, not at the next event
+      }
+    } else if (holding) {
+      message += "; waiting for " + std::to_string(leaving) + " preempted pod(s) to leave";
+      blockers |= kFreedByRelease;
+    }
+    park(message, blockers, backoff);
     return;
   }
   for (const BindTask& t : reserved) {
@@ -1192,6 +1516,7 @@ void Scheduler::ScheduleGang(const std::string& uid, const Pending& pod, const s
     cache_.ExpireAssumedAfter(t.request.uid, options_.bind_in_flight_ms, /*bind_running=*/true);
   }
   lock.unlock();
+  given_back();
   // The placed members are in flight until their binds end (Done, or Requeue on failure); members beyond the
   // minimum stay queued and are placed like any pod, this one too when the others filled the minimum.
   bool this_one_placed = false;

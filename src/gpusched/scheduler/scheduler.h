@@ -89,6 +89,7 @@
 #include "gpusched/sched/cycle_runner.h"
 #include "gpusched/sched/gpu_queues.h"
 #include "gpusched/sched/inter_pod.h"
+#include "gpusched/sched/preemption.h"
 #include "gpusched/sched/scheduling_queue.h"
 
 namespace gpusched::scheduler {
@@ -251,6 +252,38 @@ class Scheduler {
                                            const sched::CycleResult& result,
                                            const sched::InterPodConstraints& inter_pod, const std::string& queue,
                                            bool reclaim);
+  // The possible victims, node by node, of a preemptor of `priority` in `queue` on the nodes `views` (see
+  // PlanPreemption for who may be one), with the budgets that count them. Mirror lock held; takes mu_.
+  struct VictimPool;
+  VictimPool CollectVictims(const core::ClusterState& state, const std::vector<const core::NodeView*>& views,
+                            int32_t priority, const std::string& queue, bool reclaim);
+  // Whether the reclaimed victims among `set` (on pool node `node`) may be taken, counting what `taken` holds
+  // already per queue (and adding theirs when allowed).
+  bool ReclaimAllowed(const VictimPool& pool, size_t node, const sched::VictimSet& set, const std::string& queue,
+                      std::map<std::string, core::GpuAmount>& taken) const;
+  // The victims to evict, those a budget covers first (if the API server refuses one, nothing else has been
+  // evicted); `reclaimed_from` gets the queue of each victim of another queue. nullopt when one is gone.
+  std::optional<std::vector<Victim>> EvictionOrder(const std::vector<common::PodUid>& victims,
+                                                   const std::vector<core::DisruptionBudget>& budgets,
+                                                   const std::string& queue, std::vector<std::string>& reclaimed_from);
+  // The room a pod will take (its allocation under the reservation uid), as a nomination without victims.
+  static Nomination RoomFor(const core::PodRequest& request, const core::Allocation& allocation);
+  // Gang preemption: rooms for `need` of `members` (uid, pending pod; each fits nowhere as the cluster is) with
+  // victims chosen once for the whole group, member after member against one plan: the nodes as the victims
+  // chosen so far and the rooms planned so far leave them. Each member takes the best candidate node
+  // (PickCandidate; a node where earlier victims left room enough wins, having none); budgets count down and
+  // reclaim limits add up across the whole group. nullopt when some member finds no node. Mirror write lock held.
+  struct GangPreemption {
+    std::vector<std::pair<std::string, Nomination>> rooms;  // by member uid (ScheduleGang adds the members that fit)
+    std::vector<Victim> victims;                            // every victim once, those a budget covers first
+    std::vector<std::string> reclaimed_from;
+    size_t nodes = 0;  // nodes with victims
+  };
+  std::optional<GangPreemption> PlanGangPreemption(const std::vector<std::pair<std::string, const Pending*>>& members,
+                                                   size_t need, const core::ClusterState& state,
+                                                   const std::string& queue, bool reclaim);
+  // Nominates every member, evicts the victims; false when an eviction failed (every room is then given back).
+  bool PreemptForGang(const std::string& uid, const Pending& pod, const GangPreemption& plan);
   // Moves every pod to the queue it belongs to now (after the queues changed). mu_ held; returns the pending pods
   // whose queue changed, to requeue.
   std::vector<sched::QueuedPod> Remap();

@@ -1042,6 +1042,135 @@ TEST_F(SchedulerPreemptionTest, ARoomWaitingForItsNodeIsDroppedWithItsPod) {
   EXPECT_EQ(mirror_->PendingAllocations(), 0U);
 }
 
+json Prioritised(json pod, int32_t priority) {
+  pod["spec"]["priority"] = priority;
+  return pod;
+}
+
+// Shows each named pod terminating and then gone, as the API server would after their eviction.
+void ShowGone(Scheduler& scheduler, const std::vector<json>& pods) {
+  for (json p : pods) {
+    p["metadata"]["deletionTimestamp"] = "2026-11-25T10:01:00Z";
+    scheduler.OnPod(EventType::kModified, p);
+    scheduler.OnPod(EventType::kDeleted, p);
+  }
+}
+
+// A gang that fits nowhere preempts for all its members at once: victims chosen once for the whole group, a room
+// held for every member, nothing bound until the victims are gone; then the group binds whole where it was held.
+TEST_F(SchedulerPreemptionTest, AGangPreemptsForTheWholeGroupAndBindsWhenTheVictimsAreGone) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 4));
+  scheduler_->OnNode(EventType::kAdded, Node("b", 2));
+  const json l1 = Running(Pod("l1", {{"nvidia.com/gpu", "2"}}, 0));
+  const json l2 = Running(Pod("l2", {{"nvidia.com/gpu", "2"}}, 1));
+  const json l3 = Running(Pod("l3", {{"nvidia.com/gpu", "2"}}, 0));
+  for (int i = 0; i < 3; ++i) {
+    scheduler_->OnPod(EventType::kAdded, Prioritised(GangMember("g-" + std::to_string(i), "train", 3, 2), 10));
+  }
+  const size_t bound_before = binder_.bound().size();
+  Drain();
+  EXPECT_EQ(binder_.bound().size(), bound_before) << "no member binds while the victims leave";
+  std::vector<std::string> evicted = preemptor_.evicted_;
+  std::sort(evicted.begin(), evicted.end());
+  EXPECT_EQ(evicted, (std::vector<std::string>{"default/l1@uid-l1", "default/l2@uid-l2", "default/l3@uid-l3"}))
+      << "each victim once";
+  EXPECT_EQ(preemptor_.nominated_.size(), 3U);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(Holds("nominated/uid-g-" + std::to_string(i))) << i;
+  }
+  ASSERT_FALSE(EventsFor("g-0", "FailedScheduling").empty());
+  EXPECT_THAT(EventsFor("g-0", "FailedScheduling").back().message,
+              HasSubstr("none is placed. g-0: 0/2 nodes are available"));
+  EXPECT_THAT(EventsFor("g-0", "FailedScheduling").back().message,
+              HasSubstr("; preempting 3 pod(s) on 2 node(s) for the whole group"));
+  EXPECT_EQ(EventsFor("g-2", "FailedScheduling").back().message, EventsFor("g-0", "FailedScheduling").back().message);
+  ASSERT_EQ(EventsFor("l1", "Preempted").size(), 1U);
+  EXPECT_EQ(EventsFor("l1", "Preempted")[0].message, "Preempted by pod group default/train");
+  EXPECT_EQ(scheduler_->stats().preemptions, 1U);
+  EXPECT_EQ(scheduler_->stats().victims, 3U);
+
+  // Two victims are gone, one still leaves: the group still waits, holds its rooms, and preempts no one else.
+  ShowGone(*scheduler_, {l1, l3});
+  Drain();
+  EXPECT_EQ(binder_.bound().size(), bound_before);
+  EXPECT_EQ(preemptor_.evicted_.size(), 3U);
+  EXPECT_THAT(EventsFor("g-0", "FailedScheduling").back().message,
+              HasSubstr("; waiting for 1 preempted pod(s) to leave"));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(Holds("nominated/uid-g-" + std::to_string(i))) << i;
+  }
+  // A pod of low priority cannot take the rooms meanwhile.
+  scheduler_->OnPod(EventType::kAdded, Pod("m", WholeGpu(), 0));
+  Drain();
+  EXPECT_EQ(binder_.bound().size(), bound_before);
+
+  ShowGone(*scheduler_, {l2});
+  Drain();
+  EXPECT_EQ(BoundOf(binder_, "g-"), 3U);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(Holds("nominated/uid-g-" + std::to_string(i))) << i;
+  }
+  EXPECT_EQ(scheduler_->stats().gangs_placed, 1U);
+  auto lock = mirror_->ReadLock();
+  EXPECT_TRUE(mirror_->state().CheckInvariants().ok());
+  EXPECT_TRUE(mirror_->state().Overcommits().empty());
+}
+
+// The rules of single-pod preemption hold for the group: it preempts only when every member finds room, never a
+// pod of equal or higher priority, and not at all when a member may not preempt.
+TEST_F(SchedulerPreemptionTest, AGangPreemptsNothingUnlessEveryMemberFindsRoom) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2));
+  scheduler_->OnNode(EventType::kAdded, Node("b", 2));
+  Running(Pod("low", {{"nvidia.com/gpu", "2"}}, 0));
+  Running(Pod("high", {{"nvidia.com/gpu", "2"}}, 10));
+  for (int i = 0; i < 2; ++i) {
+    scheduler_->OnPod(EventType::kAdded, Prioritised(GangMember("g-" + std::to_string(i), "train", 2, 2), 10));
+  }
+  Drain();
+  EXPECT_TRUE(preemptor_.evicted_.empty());
+  EXPECT_TRUE(preemptor_.nominated_.empty());
+  EXPECT_FALSE(Holds("nominated/uid-g-0"));
+  EXPECT_FALSE(Holds("nominated/uid-g-1"));
+  EXPECT_THAT(EventsFor("g-0", "FailedScheduling").back().message, Not(HasSubstr("preempt")));
+
+  // One member of a group that fits with preemption may not preempt: nor does the group.
+  json never = Prioritised(GangMember("n-0", "never", 2, 1), 10);
+  never["spec"]["preemptionPolicy"] = "Never";
+  scheduler_->OnPod(EventType::kAdded, never);
+  scheduler_->OnPod(EventType::kAdded, Prioritised(GangMember("n-1", "never", 2, 1), 10));
+  Drain();
+  EXPECT_TRUE(preemptor_.evicted_.empty());
+  EXPECT_THAT(EventsFor("n-1", "FailedScheduling").back().message, Not(HasSubstr("preempt")));
+}
+
+// A member that fits as the cluster is keeps its place as a held room while the others' victims leave: nothing
+// binds early, and a refused eviction gives every room back.
+TEST_F(SchedulerPreemptionTest, AGangWhoseEvictionIsRefusedGivesEveryRoomBack) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2));
+  scheduler_->OnNode(EventType::kAdded, Node("b", 2));
+  Running(Pod("l", {{"nvidia.com/gpu", "2"}}, 0));
+  preemptor_.refuse_ = "l";
+  for (int i = 0; i < 2; ++i) {
+    scheduler_->OnPod(EventType::kAdded, Prioritised(GangMember("g-" + std::to_string(i), "train", 2, 2), 10));
+  }
+  Drain();
+  EXPECT_EQ(preemptor_.refused_, std::vector<std::string>{"default/l"});
+  EXPECT_EQ(BoundOf(binder_, "g-"), 0U);
+  EXPECT_FALSE(Holds("nominated/uid-g-0"));
+  EXPECT_FALSE(Holds("nominated/uid-g-1"));
+  ASSERT_EQ(EventsFor("g-0", "FailedPreemption").size(), 1U);
+  EXPECT_THAT(EventsFor("g-0", "FailedPreemption")[0].message,
+              HasSubstr("pod group default/train: evicting default/l"));
+  EXPECT_THAT(EventsFor("g-0", "FailedScheduling").back().message, HasSubstr("preemption for the group failed"));
+  EXPECT_EQ(preemptor_.nominated_.size(), 4U) << "each member nominated, then cleared";
+  EXPECT_EQ(scheduler_->stats().preemption_failures, 1U);
+  auto lock = mirror_->ReadLock();
+  EXPECT_EQ(mirror_->state().Find(common::NodeName("a"))->gpus[0].holders +
+                mirror_->state().Find(common::NodeName("b"))->gpus[0].holders,
+            1)
+      << "l only";
+}
+
 json InNamespace(json pod, const std::string& ns) {
   pod["metadata"]["namespace"] = ns;
   pod["metadata"]["uid"] = "uid-" + ns + "-" + pod["metadata"]["name"].get<std::string>();
