@@ -110,6 +110,17 @@ int RunTenantMode(const SimulateFlags& f, unsigned long long seed) {
   // As the FGD protocol inflates the workload: clones until the pods ask for --tune times the cluster's GPUs.
   sim::InflateStreams(streams, static_cast<int64_t>(f.tune * static_cast<double>(gpus) * 1000), spec.queues.size(),
                       seed);
+  size_t gangs = 0;
+  if (!f.gangs.empty()) {
+    int min_size = 0, max_size = 0;
+    char dash = 0;
+    std::istringstream in(f.gangs);
+    if (!(in >> min_size >> dash >> max_size) || dash != '-' || !in.eof() || min_size < 2 || max_size < min_size) {
+      std::cerr << "gpusched simulate: --gangs " << f.gangs << ": expected MIN-MAX with 2 <= MIN <= MAX, e.g. 2-16\n";
+      return 2;
+    }
+    gangs = sim::GroupIntoGangs(streams, min_size, max_size, seed);
+  }
   auto outcome = sim::SimulateTenants(cluster, w, streams, spec);
   if (!outcome.ok()) {
     std::cerr << "gpusched simulate: " << outcome.status().message() << "\n";
@@ -117,13 +128,21 @@ int RunTenantMode(const SimulateFlags& f, unsigned long long seed) {
   }
   std::cout << "multi-tenant: cluster " << cluster.name << " (" << outcome->cluster_gpus << " GPUs), " << stem << " ("
             << streams.size() << " GPU pods dealt to " << spec.queues.size() << " queues), policy " << spec.policy
-            << ", seed " << seed << ", arrivals " << spec.arrival_speedup << "x faster than the trace\n";
+            << ", seed " << seed << ", arrivals " << spec.arrival_speedup << "x faster than the trace";
+  if (!f.gangs.empty()) {
+    std::cout << ", multi-GPU pods in " << gangs << " gangs of " << f.gangs;
+  }
+  std::cout << "\n";
   for (const auto& q : spec.queues) {
     std::cout << "  queue " << q.spec.name << ": guaranteed " << q.spec.guaranteed.gpus << " GPUs, weight "
               << q.spec.weight << ", stream from t=" << q.offset_s << " s\n";
   }
   sim::PrintTenantTable(std::cout, *outcome);
-  std::cout << outcome->events << " event times, " << outcome->wall_seconds << " s\n";
+  std::cout << outcome->events << " event times, " << outcome->wall_seconds << " s";
+  if (!f.gangs.empty()) {
+    std::cout << "; event times with a gang holding GPUs below its minimum: " << outcome->partial_gang_events;
+  }
+  std::cout << "\n";
   if (!f.out.empty()) {
     if (auto written = sim::WriteTenantReport(f.out, *outcome); !written.ok()) {
       std::cerr << "gpusched simulate: " << written.message() << "\n";
@@ -268,6 +287,9 @@ void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code) {
                   "Multi-tenant mode: divide the trace's creation times by this (lifetimes stay real)")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 1e6));
+  cmd->add_option("--gangs", flags.gangs,
+                  "Multi-tenant mode: group each queue's multi-GPU pods into gangs of MIN-MAX pods (e.g. 2-16), "
+                  "placed all or nothing");
   ColocationFlags& c = flags.colocation;
   cmd->add_option("--colocation", c.source,
                   "Co-location mode: 'gavel' (or a CSV of pairs) jobs sharing GPUs, stretched by measured slowdowns");

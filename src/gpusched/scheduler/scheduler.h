@@ -40,6 +40,8 @@
 // is deleted, or bound by someone else, frees its room. Decisions: the room is held against every other pod, of any
 // priority (kube-scheduler lets pods of higher priority ignore a nomination); victims that are already
 // terminating are not chosen again.
+// A gang that does not fit preempts for all the members it still needs at once (PlanGangPreemption): a room held
+// for every member, the victims evicted once, and nothing bound until the whole group fits.
 //
 // GPU queues (sched/gpu_queues.h, fed by OnGpuQueue from the GpuQueue objects): every pod belongs to a queue (its
 // label gpusched.io/queue, else its namespace's queue, else "default"). Pending pods are tried queue by queue, the

@@ -82,6 +82,12 @@ class TenantSimulation {
       runs_[i].demand = core::DemandOf(runs_[i].pod);
       runs_[i].duration_s = std::max<int64_t>(1, pods_[i].deletion_s - pods_[i].creation_s);
       index_[runs_[i].pod.uid.str()] = i;
+      if (!runs_[i].pod.pod_group.empty() && runs_[i].pod.min_available > 1) {
+        runs_[i].gang = runs_[i].pod.namespace_ + "/" + runs_[i].pod.pod_group;
+        auto& members = gangs_[runs_[i].gang];
+        if (members.empty()) ++out_.queues[pods_[i].queue].gangs;
+        members.push_back(i);
+      }
       const auto arrival = static_cast<int64_t>(
           std::llround(static_cast<double>(pods_[i].creation_s) / std::max(1.0, spec_.arrival_speedup)));
       events_.push({arrival + spec_.queues[pods_[i].queue].offset_s, 1, i});
@@ -103,10 +109,7 @@ class TenantSimulation {
         if (e.kind == 0) {
           PodRun& r = runs_[e.pod];
           if (!r.running || r.generation != e.generation) continue;  // evicted since
-          GPUSCHED_RETURN_IF_ERROR(state_.Release(r.pod.uid));
-          book_.Release(r.pod.uid.str());
-          r.running = false;
-          running_.erase(e.pod);
+          GPUSCHED_RETURN_IF_ERROR(Stop(e.pod));
           freed = true;
         } else {
           Arrive(e.pod, t);
@@ -114,6 +117,7 @@ class TenantSimulation {
       }
       if (freed) (void)queue_.OnClusterEvent(sched::kBlockedByAnything);
       GPUSCHED_RETURN_IF_ERROR(SchedulePass(t));
+      if (PartialGangs()) ++out_.partial_gang_events;
       out_.times_s.push_back(static_cast<double>(t));
       for (size_t q = 0; q < spec_.queues.size(); ++q) {
         const auto s = book_.Status(spec_.queues[q].spec.name);
@@ -139,6 +143,7 @@ class TenantSimulation {
     bool tried = false;
     bool within_at_arrival = false;
     uint64_t generation = 0;  // completion events of an earlier run are stale
+    std::string gang;         // namespace/pod-group of a gang member, else empty
   };
   struct Event {
     int64_t time;
@@ -161,12 +166,119 @@ class TenantSimulation {
                                         .queue = QueueName(i)});
   }
 
+  // A running pod stops (completed or evicted): its GPUs and its queue's share are freed.
+  common::Status Stop(size_t i) {
+    PodRun& r = runs_[i];
+    GPUSCHED_RETURN_IF_ERROR(state_.Release(r.pod.uid));
+    book_.Release(r.pod.uid.str());
+    r.running = false;
+    running_.erase(i);
+    if (!r.gang.empty()) --gang_running_[r.gang];
+    return common::Status::Ok();
+  }
+
+  // Whether some gang runs with fewer members than its minimum (but at least one).
+  bool PartialGangs() const {
+    for (const auto& [gang, running] : gang_running_) {
+      const size_t first = gangs_.at(gang).front();
+      if (running > 0 && running < runs_[first].pod.min_available) return true;
+    }
+    return false;
+  }
+
+  // The first time a pod is tried: whether it arrived within its queue's guarantee (for "guarantee met at once").
+  void FirstTry(size_t i, const sched::GpuQueues::Admission& admission, int64_t t) {
+    PodRun& r = runs_[i];
+    if (r.tried) return;
+    r.tried = true;
+    if (admission.admitted && admission.within_guarantee && r.arrived_s == t) {
+      r.within_at_arrival = true;
+      ++out_.queues[pods_[i].queue].within_guarantee;
+    }
+  }
+
+  void CountMetAtOnce(size_t i, int64_t t) {
+    PodRun& r = runs_[i];
+    if (r.within_at_arrival && r.arrived_s == t && r.first_bind_s == t) {
+      ++out_.queues[pods_[i].queue].met_at_once;
+      r.within_at_arrival = false;  // counted once
+    }
+  }
+
+  // A gang member was popped: every member is placed against one state, or none. The others are claimed from the
+  // scheduling queue (they are tried with it, not alone).
+  common::Status PlaceGang(size_t i, int64_t t) {
+    const std::vector<size_t>& members = gangs_.at(runs_[i].gang);
+    std::vector<size_t> todo;
+    core::GpuAmount demand;
+    for (size_t m : members) {
+      if (runs_[m].running) continue;                                 // cannot be: gangs start and stop whole
+      if (m != i && !queue_.Claim(runs_[m].pod.uid.str())) continue;  // not waiting (not arrived yet)
+      todo.push_back(m);
+      demand += runs_[m].demand;
+    }
+    auto requeue = [&](uint32_t blockers) {
+      for (size_t m : todo) {
+        queue_.Requeue(runs_[m].pod.uid.str(), sched::SchedulingQueue::Outcome::kUnschedulable, blockers);
+      }
+    };
+    const auto admission = book_.Admit(QueueName(i), demand);
+    for (size_t m : todo) FirstTry(m, admission, t);
+    if (static_cast<int32_t>(todo.size()) < runs_[i].pod.min_available) {
+      requeue(sched::kBlockedByGang);
+      return common::Status::Ok();
+    }
+    if (!admission.admitted) {
+      requeue(sched::kBlockedByQuota);
+      return common::Status::Ok();
+    }
+    const policy::Snapshot snapshot{.now_ms = t * 1000};
+    // Members are reserved one after the other; a member that fits nowhere may take borrowers off (whole gangs),
+    // which are evicted only if the whole gang fits in the end, else put back as they ran.
+    std::vector<size_t> reserved, taken_off;
+    std::vector<core::Allocation> taken_held;
+    for (size_t m : todo) {
+      GPUSCHED_ASSIGN_OR_RETURN(cycle, runner_.Schedule(runs_[m].pod, state_, snapshot, rng_));
+      if (!cycle.allocation.has_value() && admission.within_guarantee) {
+        const std::vector<size_t> victims = PlanReclaim(m);
+        if (!victims.empty()) {
+          GPUSCHED_ASSIGN_OR_RETURN(held, TakeOff(victims));
+          taken_off.insert(taken_off.end(), victims.begin(), victims.end());
+          for (auto& a : held) taken_held.push_back(std::move(a));
+          GPUSCHED_ASSIGN_OR_RETURN(again, runner_.Schedule(runs_[m].pod, state_, snapshot, rng_));
+          cycle = std::move(again);
+        }
+      }
+      if (!cycle.allocation.has_value()) break;
+      reserved.push_back(m);
+    }
+    if (reserved.size() < todo.size()) {
+      for (size_t m : reserved) GPUSCHED_RETURN_IF_ERROR(state_.Forget(runs_[m].pod.uid));
+      GPUSCHED_RETURN_IF_ERROR(PutBack(taken_off, std::move(taken_held)));
+      requeue(sched::kBlockedByGpu | sched::kBlockedByQuota);
+      return common::Status::Ok();
+    }
+    Evicted(taken_off, i, t);
+    const bool first_run = runs_[i].first_bind_s < 0;
+    for (size_t m : todo) {
+      GPUSCHED_RETURN_IF_ERROR(Start(m, t));
+      queue_.Done(runs_[m].pod.uid.str());
+      CountMetAtOnce(m, t);
+    }
+    if (first_run) {
+      ++out_.queues[pods_[i].queue].gangs_bound;
+      gang_waits_[pods_[i].queue].push_back(static_cast<double>(t - runs_[i].arrived_s));
+    }
+    return common::Status::Ok();
+  }
+
   common::Status Start(size_t i, int64_t t) {
     PodRun& r = runs_[i];
     GPUSCHED_RETURN_IF_ERROR(state_.Confirm(r.pod.uid));
     book_.Charge(r.pod.uid.str(), QueueName(i), r.demand);
     r.running = true;
     running_.insert(i);
+    if (!r.gang.empty()) ++gang_running_[r.gang];
     ++r.generation;
     if (r.first_bind_s < 0) {
       r.first_bind_s = t;
@@ -180,14 +292,12 @@ class TenantSimulation {
     while (auto next = queue_.Pop()) {
       const size_t i = index_.at(next->uid);
       PodRun& r = runs_[i];
-      const auto admission = book_.Admit(QueueName(i), r.demand);
-      if (!r.tried) {
-        r.tried = true;
-        if (admission.admitted && admission.within_guarantee && r.arrived_s == t) {
-          r.within_at_arrival = true;
-          ++out_.queues[pods_[i].queue].within_guarantee;
-        }
+      if (!r.gang.empty()) {
+        GPUSCHED_RETURN_IF_ERROR(PlaceGang(i, t));
+        continue;
       }
+      const auto admission = book_.Admit(QueueName(i), r.demand);
+      FirstTry(i, admission, t);
       if (!admission.admitted) {
         queue_.Requeue(next->uid, sched::SchedulingQueue::Outcome::kUnschedulable, sched::kBlockedByQuota);
         continue;
@@ -204,10 +314,7 @@ class TenantSimulation {
       if (cycle.allocation.has_value()) {
         GPUSCHED_RETURN_IF_ERROR(Start(i, t));
         queue_.Done(next->uid);
-        if (r.within_at_arrival && r.arrived_s == t && r.first_bind_s == t) {
-          ++out_.queues[pods_[i].queue].met_at_once;
-          r.within_at_arrival = false;  // counted once
-        }
+        CountMetAtOnce(i, t);
       } else {
         queue_.Requeue(next->uid, sched::SchedulingQueue::Outcome::kUnschedulable,
                        sched::kBlockedByGpu | sched::kBlockedByQuota);
@@ -219,6 +326,16 @@ class TenantSimulation {
   // Evicts the fewest, least important pods of borrowing queues that make pod i fit on one node; false when none
   // does.
   common::Result<bool> Reclaim(size_t i, int64_t t) {
+    const std::vector<size_t> victims = PlanReclaim(i);
+    if (victims.empty()) return false;
+    GPUSCHED_RETURN_IF_ERROR(TakeOff(victims).status());
+    Evicted(victims, i, t);
+    return true;
+  }
+
+  // The running pods (whole gangs) whose eviction makes pod i fit on one node: the fewest, least important pods of
+  // borrowing queues; empty when none does. Changes nothing.
+  std::vector<size_t> PlanReclaim(size_t i) {
     const PodRun& r = runs_[i];
     const std::string& queue = QueueName(i);
     // Only queues over their guarantee can give anything back.
@@ -229,11 +346,11 @@ class TenantSimulation {
       borrowing[q] = q != pods_[i].queue && st.has_value() && !st->allocated.FitsIn(st->guaranteed);
       any = any || borrowing[q];
     }
-    if (!any) return false;
+    if (!any) return {};
     std::unordered_map<std::string, std::vector<size_t>> by_node;
     for (size_t j : running_) {
       if (!borrowing[pods_[j].queue]) continue;
-      if (!book_.MayReclaim(QueueName(j), runs_[j].demand, {}, queue)) continue;
+      if (!book_.MayReclaim(QueueName(j), Taken(j), {}, queue)) continue;
       const core::Allocation* a = state_.FindAllocation(runs_[j].pod.uid);
       if (a != nullptr) by_node[a->node.str()].push_back(j);
     }
@@ -259,27 +376,74 @@ class TenantSimulation {
       auto set = sched::SelectVictimsOnNode(*view, potential, {}, fits);
       if (!set.has_value() || set->victims.empty()) continue;
       std::map<std::string, core::GpuAmount> taken;
+      std::set<std::string> gangs_taken;
       bool allowed = true;
       for (const common::PodUid& v : set->victims) {
         const size_t j = index_.at(v.str());
-        allowed = allowed && book_.MayReclaim(QueueName(j), runs_[j].demand, taken[QueueName(j)], queue);
-        taken[QueueName(j)] += runs_[j].demand;
+        if (!runs_[j].gang.empty() && !gangs_taken.insert(runs_[j].gang).second) continue;  // counted whole
+        allowed = allowed && book_.MayReclaim(QueueName(j), Taken(j), taken[QueueName(j)], queue);
+        taken[QueueName(j)] += Taken(j);
       }
       if (allowed) candidates.push_back(std::move(*set));
     }
-    if (candidates.empty()) return false;
+    if (candidates.empty()) return {};
     const sched::VictimSet& chosen = candidates[sched::PickCandidate(candidates)];
+    std::vector<size_t> evict;
     for (const common::PodUid& v : chosen.victims) {
       const size_t j = index_.at(v.str());
-      GPUSCHED_RETURN_IF_ERROR(state_.Release(v));
+      if (runs_[j].gang.empty()) {
+        evict.push_back(j);
+        continue;
+      }
+      for (size_t m : gangs_.at(runs_[j].gang)) {  // the whole gang goes down with it
+        if (runs_[m].running && std::find(evict.begin(), evict.end(), m) == evict.end()) evict.push_back(m);
+      }
+    }
+    return evict;
+  }
+
+  // Takes running pods off the cluster; returns their allocations (for PutBack).
+  common::Result<std::vector<core::Allocation>> TakeOff(const std::vector<size_t>& victims) {
+    std::vector<core::Allocation> held;
+    for (size_t j : victims) {
+      held.push_back(*state_.FindAllocation(runs_[j].pod.uid));
+      GPUSCHED_RETURN_IF_ERROR(Stop(j));
+    }
+    return held;
+  }
+
+  // Puts pods taken off back as they ran (a gang that could not be placed after all evicts nobody).
+  common::Status PutBack(const std::vector<size_t>& victims, std::vector<core::Allocation> held) {
+    for (size_t k = 0; k < victims.size(); ++k) {
+      PodRun& r = runs_[victims[k]];
+      GPUSCHED_RETURN_IF_ERROR(state_.Charge(std::move(held[k])));
+      book_.Charge(r.pod.uid.str(), QueueName(victims[k]), r.demand);
+      r.running = true;
+      running_.insert(victims[k]);
+      if (!r.gang.empty()) ++gang_running_[r.gang];
+    }
+    return common::Status::Ok();
+  }
+
+  // Pods taken off for pod i are evicted: counted, and recreated by their controllers (back in their queues with
+  // their whole durations).
+  void Evicted(const std::vector<size_t>& victims, size_t i, int64_t t) {
+    for (size_t j : victims) {
       book_.CountReclaim(QueueName(j));
-      runs_[j].running = false;
-      running_.erase(j);
       ++out_.queues[pods_[j].queue].evicted;
       ++out_.queues[pods_[i].queue].reclaims;
-      Arrive(j, t);  // recreated by its controller: back in its queue with its whole duration
     }
-    return true;
+    for (size_t j : victims) Arrive(j, t);
+  }
+
+  // What evicting running pod j takes from its queue: its demand, or its whole gang's.
+  core::GpuAmount Taken(size_t j) const {
+    if (runs_[j].gang.empty()) return runs_[j].demand;
+    core::GpuAmount sum;
+    for (size_t m : gangs_.at(runs_[j].gang)) {
+      if (runs_[m].running) sum += runs_[m].demand;
+    }
+    return sum;
   }
 
   void Accumulate(double dt) {
@@ -309,6 +473,9 @@ class TenantSimulation {
       rep.p95_wait_s = Percentile(waits[q], 0.95);
       rep.mean_share = total_time_ > 0 ? share_time_[q] / total_time_ : 0;
       rep.mean_borrowed_gpus = total_time_ > 0 ? borrowed_time_[q] / total_time_ : 0;
+      double gang_sum = 0;
+      for (double w : gang_waits_[q]) gang_sum += w;
+      rep.mean_gang_wait_s = gang_waits_[q].empty() ? 0 : gang_sum / static_cast<double>(gang_waits_[q].size());
     }
   }
 
@@ -330,6 +497,9 @@ class TenantSimulation {
   double total_time_ = 0;
   int64_t last_arrival_ = 0;  // shares and borrowing are averaged up to the last arrival
   std::map<size_t, double> share_time_, borrowed_time_;
+  std::unordered_map<std::string, std::vector<size_t>> gangs_;  // members by namespace/pod-group
+  std::unordered_map<std::string, int32_t> gang_running_;       // members running, by gang
+  std::map<size_t, std::vector<double>> gang_waits_;            // by queue: arrival to first bind of its gangs
 };
 
 }  // namespace
@@ -364,6 +534,42 @@ void InflateStreams(std::vector<TenantPod>& pods, int64_t target_milli, size_t q
   }
 }
 
+size_t GroupIntoGangs(std::vector<TenantPod>& pods, int32_t min_size, int32_t max_size, uint64_t seed) {
+  if (min_size < 2 || max_size < min_size) return 0;
+  std::map<size_t, std::vector<size_t>> multi;  // by queue: its pods of 2 or more GPUs, in order of creation
+  for (size_t i = 0; i < pods.size(); ++i) {
+    if (pods[i].pod.GpuCount() >= 2 && pods[i].pod.pod_group.empty()) multi[pods[i].queue].push_back(i);
+  }
+  common::Rng rng(seed);
+  size_t gangs = 0;
+  for (auto& [queue, list] : multi) {
+    std::stable_sort(list.begin(), list.end(),
+                     [&](size_t a, size_t b) { return pods[a].creation_s < pods[b].creation_s; });
+    size_t at = 0;
+    while (at < list.size()) {
+      const auto size = static_cast<size_t>(min_size) +
+                        rng.Uniform(static_cast<size_t>(max_size) - static_cast<size_t>(min_size) + 1);
+      if (list.size() - at < static_cast<size_t>(min_size)) break;
+      const size_t end = std::min(list.size(), at + size);
+      int64_t lifetime = 1;
+      for (size_t k = at; k < end; ++k) {
+        lifetime = std::max(lifetime, pods[list[k]].deletion_s - pods[list[k]].creation_s);
+      }
+      const int64_t created = pods[list[at]].creation_s;
+      const std::string name = "gang-" + std::to_string(gangs++);
+      for (size_t k = at; k < end; ++k) {
+        TenantPod& p = pods[list[k]];
+        p.pod.pod_group = name;
+        p.pod.min_available = static_cast<int32_t>(end - at);
+        p.creation_s = created;
+        p.deletion_s = created + lifetime;
+      }
+      at = end;
+    }
+  }
+  return gangs;
+}
+
 std::vector<TenantQueue> DefaultTenantQueues(int64_t gpus, int64_t delay_s) {
   auto queue = [](std::string name, int64_t guaranteed, double weight, int64_t offset_s) {
     TenantQueue q;
@@ -387,13 +593,19 @@ common::Result<TenantOutcome> SimulateTenants(const Cluster& cluster, const Work
 }
 
 void PrintTenantTable(std::ostream& out, const TenantOutcome& o) {
-  out << fmt::format("{:<10} {:>6} {:>6} {:>10} {:>10} {:>8} {:>8} {:>7} {:>9} {:>12}\n", "queue", "pods", "bound",
+  bool with_gangs = false;
+  for (const auto& q : o.queues) with_gangs = with_gangs || q.gangs > 0;
+  out << fmt::format("{:<10} {:>6} {:>6} {:>10} {:>10} {:>8} {:>8} {:>7} {:>9} {:>12}", "queue", "pods", "bound",
                      "wait_mean", "wait_p95", "evicted", "reclaims", "share", "borrowed", "guarantee_at");
+  out << (with_gangs ? fmt::format(" {:>11} {:>10}\n", "gangs_run", "gang_wait") : "\n");
   for (const auto& q : o.queues) {
     const std::string at_once = q.within_guarantee == 0 ? "-" : fmt::format("{}/{}", q.met_at_once, q.within_guarantee);
-    out << fmt::format("{:<10} {:>6} {:>6} {:>9.0f}s {:>9.0f}s {:>8} {:>8} {:>6.1f}% {:>9.1f} {:>12}\n", q.name, q.pods,
+    out << fmt::format("{:<10} {:>6} {:>6} {:>9.0f}s {:>9.0f}s {:>8} {:>8} {:>6.1f}% {:>9.1f} {:>12}", q.name, q.pods,
                        q.bound, q.mean_wait_s, q.p95_wait_s, q.evicted, q.reclaims, 100 * q.mean_share,
                        q.mean_borrowed_gpus, at_once);
+    out << (with_gangs
+                ? fmt::format(" {:>11} {:>9.0f}s\n", fmt::format("{}/{}", q.gangs_bound, q.gangs), q.mean_gang_wait_s)
+                : "\n");
   }
 }
 

@@ -17,6 +17,15 @@
 // a pod that does not fit waits for a completion or a change of quota, never for time). After every event time the
 // share of each queue (its allocated GPU compute over the cluster's) is recorded.
 //
+// Gangs (TenantPods whose pod names a pod_group, with min_available > 1; GroupIntoGangs makes them from the
+// trace): all members of a gang arrive together and are placed all or nothing against one state when one of them
+// is popped (the others are claimed from the scheduling queue), admitted against the queue's limit as a whole; a
+// member that fits nowhere while the gang is within its queue's guarantee reclaims, as a single pod would. A gang
+// runs as long as its longest member. A reclaim victim that is a gang member takes its whole gang down (every
+// running member back to its queue), so a borrower gang is a candidate only when its whole demand may be
+// reclaimed. After every event time the simulation counts gangs holding GPUs with fewer members running than their
+// minimum (TenantOutcome::partial_gang_events: 0 unless all-or-nothing is broken).
+//
 // Outcome per queue: pods, bound, time to first bind (mean and 95th percentile over the pods bound, seconds), its
 // pods evicted by reclaim and the reclaims it made, its mean share of the cluster and mean borrowed GPUs (compute
 // held beyond its guarantee, in GPUs, time-weighted), and how often a pod that arrived within its queue's
@@ -65,8 +74,10 @@ struct TenantQueueReport {
   // held beyond its guarantee, in GPUs.
   double mean_share = 0;
   double mean_borrowed_gpus = 0;
-  int64_t within_guarantee = 0;  // pods first tried within their queue's guarantee
-  int64_t met_at_once = 0;       // of those, bound at their arrival's event time
+  int64_t within_guarantee = 0;        // pods first tried within their queue's guarantee
+  int64_t met_at_once = 0;             // of those, bound at their arrival's event time
+  int64_t gangs = 0, gangs_bound = 0;  // its gangs, and those that ran (all members bound together)
+  double mean_gang_wait_s = 0;         // arrival to first bind, over the gangs bound
 };
 
 struct TenantOutcome {
@@ -76,6 +87,7 @@ struct TenantOutcome {
   int64_t cluster_gpus = 0;
   int64_t last_arrival_s = 0;  // the report's plot and CSV stop at twice this (the long-lived pods' tail is flat)
   int64_t events = 0;
+  int64_t partial_gang_events = 0;  // event times after which some gang held GPUs below its minimum
   double wall_seconds = 0;
 };
 
@@ -87,6 +99,12 @@ struct TenantOutcome {
 // The FGD protocol's inflation for streams: clones of uniformly drawn pods (with their times, renamed) are dealt to
 // the queues in turn until the pods ask for `target_milli` of GPU compute in all.
 void InflateStreams(std::vector<TenantPod>& pods, int64_t target_milli, size_t queues, uint64_t seed);
+
+// Gangs from the trace: the multi-GPU pods (2 or more GPUs) of each queue's stream, in order of creation, are
+// grouped into gangs of a size drawn uniformly from [min_size, max_size] (a last group smaller than min_size stays
+// single pods). Each gang's members get pod_group "gang-<n>", min_available its size, the first member's creation
+// time and the longest lifetime among them (they run together). Returns how many gangs were made.
+size_t GroupIntoGangs(std::vector<TenantPod>& pods, int32_t min_size, int32_t max_size, uint64_t seed);
 
 [[nodiscard]] common::Result<TenantOutcome> SimulateTenants(const Cluster& cluster, const Workload& workload,
                                                             const std::vector<TenantPod>& pods, const TenantSpec& spec);

@@ -89,5 +89,100 @@ TEST(TenantsTest, InflationDealsClonesUntilTheTarget) {
   EXPECT_NE(pods[2].pod.name.find("-clone-"), std::string::npos);
 }
 
+TenantPod Gpus(const std::string& name, int32_t gpus, size_t queue, int64_t created, int64_t deleted) {
+  TenantPod p = WholeGpu(name, queue, created, deleted);
+  p.pod = testing::Pod(name).Cpu(1000).Memory(1024).Gpus(gpus).Build();
+  return p;
+}
+
+TenantPod Member(const std::string& name, const std::string& gang, int32_t size, int32_t gpus, size_t queue,
+                 int64_t created, int64_t deleted) {
+  TenantPod p = Gpus(name, gpus, queue, created, deleted);
+  p.pod.pod_group = gang;
+  p.pod.min_available = size;
+  return p;
+}
+
+// Multi-GPU pods of each queue, in order of creation, become gangs; single-GPU pods and a short last group stay
+// single; members take the first one's arrival and the longest lifetime.
+TEST(TenantsTest, MultiGpuPodsAreGroupedIntoGangsPerQueue) {
+  std::vector<TenantPod> pods = {Gpus("a", 2, 0, 30, 40),  Gpus("b", 4, 0, 10, 100), Gpus("one", 1, 0, 0, 5),
+                                 Gpus("c", 8, 0, 50, 51),  Gpus("d", 2, 0, 60, 70),  Gpus("e", 2, 0, 80, 90),
+                                 Gpus("other", 2, 1, 0, 9)};
+  EXPECT_EQ(GroupIntoGangs(pods, 2, 2, 1), 2U);
+  EXPECT_EQ(pods[1].pod.pod_group, "gang-0");  // b (t=10) and a (t=30)
+  EXPECT_EQ(pods[0].pod.pod_group, "gang-0");
+  EXPECT_EQ(pods[0].pod.min_available, 2);
+  EXPECT_EQ(pods[0].creation_s, 10);
+  EXPECT_EQ(pods[0].deletion_s, 100);          // b's lifetime, 90 s, the longer
+  EXPECT_EQ(pods[3].pod.pod_group, "gang-1");  // c and d
+  EXPECT_EQ(pods[4].pod.pod_group, "gang-1");
+  EXPECT_EQ(pods[4].creation_s, 50);
+  EXPECT_EQ(pods[4].deletion_s, 60);
+  EXPECT_TRUE(pods[5].pod.pod_group.empty()) << "a last group smaller than the minimum stays single";
+  EXPECT_TRUE(pods[2].pod.pod_group.empty()) << "one GPU";
+  EXPECT_TRUE(pods[6].pod.pod_group.empty()) << "alone in its queue";
+  EXPECT_EQ(GroupIntoGangs(pods, 1, 4, 1), 0U) << "a gang has at least two members";
+}
+
+// One node of 8 GPUs: a gang of 3 x 4 GPUs never fits and never holds a GPU; a gang of 2 x 4 GPUs runs whole.
+TEST(TenantsTest, AGangRunsWholeOrNotAtAll) {
+  const Cluster cluster = OneNode(8);
+  const Workload workload = EmptyWorkload();
+  std::vector<TenantPod> pods;
+  for (int i = 0; i < 3; ++i) pods.push_back(Member("big" + std::to_string(i), "big", 3, 4, 0, 0, 100));
+  for (int i = 0; i < 2; ++i) pods.push_back(Member("fit" + std::to_string(i), "fit", 2, 4, 1, 5, 50));
+  TenantSpec spec{.queues = {Queue("a", 0), Queue("b", 0)}, .policy = "binpack"};
+  auto out = SimulateTenants(cluster, workload, pods, spec);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->queues[0].gangs, 1);
+  EXPECT_EQ(out->queues[0].gangs_bound, 0);
+  EXPECT_EQ(out->queues[0].bound, 0) << "no member of the impossible gang ever ran";
+  EXPECT_EQ(out->queues[1].gangs_bound, 1);
+  EXPECT_EQ(out->queues[1].bound, 2);
+  EXPECT_DOUBLE_EQ(out->queues[1].mean_gang_wait_s, 0);
+  EXPECT_EQ(out->partial_gang_events, 0);
+  EXPECT_DOUBLE_EQ(out->shares[1][1], 1.0) << "at t=5 the gang holds the whole node";
+}
+
+// A borrower gang (2 x 2 GPUs) holds a 4-GPU node; a queue with a guarantee of 2 reclaims for a 2-GPU pod: the whole
+// gang goes down (both members evicted), the pod runs at once, and the gang runs again, whole, when it ends.
+TEST(TenantsTest, AReclaimTakesDownTheWholeGang) {
+  const Cluster cluster = OneNode(4);
+  const Workload workload = EmptyWorkload();
+  std::vector<TenantPod> pods = {Member("g0", "g", 2, 2, 1, 0, 100), Member("g1", "g", 2, 2, 1, 0, 100),
+                                 Gpus("o", 2, 0, 10, 30)};
+  TenantSpec spec{.queues = {Queue("owner", 2), Queue("borrow", 0)}, .policy = "binpack"};
+  auto out = SimulateTenants(cluster, workload, pods, spec);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->queues[0].reclaims, 2);
+  EXPECT_EQ(out->queues[0].met_at_once, 1);
+  EXPECT_EQ(out->queues[1].evicted, 2);
+  EXPECT_EQ(out->partial_gang_events, 0);
+  ASSERT_GE(out->times_s.size(), 3U);
+  EXPECT_DOUBLE_EQ(out->times_s[1], 10);
+  EXPECT_DOUBLE_EQ(out->shares[1][1], 0) << "no member left running beside the owner's pod";
+  EXPECT_DOUBLE_EQ(out->times_s[2], 30);
+  EXPECT_DOUBLE_EQ(out->shares[1][2], 1.0) << "the gang runs again, whole";
+}
+
+// Two nodes of 2 GPUs: borrow's pods fill one, keep's (within its guarantee) the other. A gang of 2 x 2 GPUs within
+// its guarantee could reclaim room for one member only: it evicts nobody and waits.
+TEST(TenantsTest, AGangThatCannotFitWholeReclaimsNothing) {
+  const Cluster cluster{.name = "two",
+                        .nodes = {testing::Node("n0").Gpus(2).Cpu(64000).Memory(262144).Build(),
+                                  testing::Node("n1").Gpus(2).Cpu(64000).Memory(262144).Build()}};
+  const Workload workload = EmptyWorkload();
+  std::vector<TenantPod> pods = {Gpus("k", 2, 2, 0, 100), Gpus("b", 2, 1, 1, 100), Member("g0", "g", 2, 2, 0, 10, 20),
+                                 Member("g1", "g", 2, 2, 0, 10, 20)};
+  TenantSpec spec{.queues = {Queue("owner", 4), Queue("borrow", 0), Queue("keep", 2)}, .policy = "binpack"};
+  auto out = SimulateTenants(cluster, workload, pods, spec);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->queues[0].reclaims, 0);
+  EXPECT_EQ(out->queues[1].evicted, 0) << "taken off for one member, put back when the other found no room";
+  EXPECT_DOUBLE_EQ(out->queues[0].mean_gang_wait_s, 90) << "runs when both end at t=100";
+  EXPECT_EQ(out->partial_gang_events, 0);
+}
+
 }  // namespace
 }  // namespace gpusched::sim
