@@ -101,8 +101,8 @@ def extender_run():
 
 
 def scheduler_run():
-    """What `gpusched scheduler` does in its suite: informers on pods, nodes, namespaces, PodDisruptionBudgets and
-    GpuQueues, a bind, the Unschedulable condition on a pod's status, an eviction, a queue's status, events, its
+    """What `gpusched scheduler` does in its suite: informers on pods, nodes, namespaces, PodDisruptionBudgets,
+    GpuQueues and PodGroups, a bind, the Unschedulable condition on a pod's status, an eviction, a queue's status, events, its
     Lease."""
     lease = dict(group="coordination.k8s.io", ns="kube-system")
     pdbs = "/apis/policy/v1beta1/poddisruptionbudgets"
@@ -119,6 +119,10 @@ def scheduler_run():
         event(SCHED, "list", "gpuqueues", group="gpusched.io", uri="/apis/gpusched.io/v1alpha1/gpuqueues?limit=500"),
         event(SCHED, "watch", "gpuqueues", group="gpusched.io", uri="/apis/gpusched.io/v1alpha1/gpuqueues?watch=1"),
         event(SCHED, "patch", "gpuqueues", group="gpusched.io", sub="status", name="qa"),
+        event(SCHED, "list", "podgroups", group="scheduling.x-k8s.io",
+              uri="/apis/scheduling.x-k8s.io/v1alpha1/podgroups?limit=500"),
+        event(SCHED, "watch", "podgroups", group="scheduling.x-k8s.io",
+              uri="/apis/scheduling.x-k8s.io/v1alpha1/podgroups?watch=1"),
         event(SCHED, "create", "pods", sub="binding", ns="default", name="p", code=201),
         event(SCHED, "patch", "pods", sub="status", ns="default", name="q"),
         event(SCHED, "create", "events", ns="default", code=201),
@@ -200,7 +204,7 @@ class CompareTest(unittest.TestCase):
         roles = roles_from(deploy_docs("scheduler.yaml"), rbac_audit.SCHEDULER)
         problems, _, used = self.compare(scheduler_run(), roles, rbac_audit.SCHEDULER)
         self.assertEqual(problems, [])
-        self.assertEqual(len(used), 18)
+        self.assertEqual(len(used), 20)
         # Its Lease only; nothing of pods but the status and bindings written; no events of other API groups.
         for bad in (event(SCHED, "update", "leases", group="coordination.k8s.io", ns="kube-system",
                           name="gpusched-extender"),

@@ -79,6 +79,18 @@ LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{LEASE
 DEPLOY = os.path.join(REPO_ROOT, "deploy", "base", "scheduler", "scheduler.yaml")
 QUEUE_CRD = os.path.join(REPO_ROOT, "deploy", "base", "scheduler", "gpuqueue-crd.yaml")
 QUEUES = "/apis/gpusched.io/v1alpha1/gpuqueues"
+PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups"
+# The coscheduling plugin's PodGroup API as far as gpusched reads it (spec.minMember): a stand-in for the
+# scheduler-plugins CRD, which users install with that plugin; gpusched never ships or requires it.
+PODGROUP_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "podgroups.scheduling.x-k8s.io"},
+    "spec": {"group": "scheduling.x-k8s.io", "scope": "Namespaced",
+             "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup", "listKind": "PodGroupList"},
+             "versions": [{"name": "v1alpha1", "served": True, "storage": True,
+                           "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                               "spec": {"type": "object", "properties": {
+                                   "minMember": {"type": "integer", "format": "int32"}}}}}}}]}}
 ADMIN_ENV = "GPUSCHED_E2E_SCHEDULER_ADMIN"
 ADMIN_USER = "gpusched-e2e-admin"  # the CN of control_plane.Pki's admin certificate
 
@@ -378,6 +390,10 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
                               content_type="application/yaml")
             wait_until(lambda: cls.kube.raw("GET", QUEUES)[0] == 200, 30, interval=0.2,
                        what="the GpuQueue CRD to be served")
+            # The coscheduling PodGroup CRD, as a cluster with that plugin has it (read only by gpusched).
+            cls.kube.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", PODGROUP_CRD)
+            wait_until(lambda: cls.kube.raw("GET", PODGROUPS)[0] == 200, 30, interval=0.2,
+                       what="the PodGroup CRD to be served")
             cls.admin = bool(os.environ.get(ADMIN_ENV))
             cls.user = ADMIN_USER if cls.admin else rbac_audit.SCHEDULER.user
             kubeconfig = cls.cp.kubeconfig
@@ -1292,6 +1308,63 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         Kube.wait_for(lambda: len(bound_of(second)) == 3 or None, BIND_TIMEOUT, what=f"{second} bound whole",
                       on_poll=self.alive)
         log(f"gangs: {first} ran first; {second} ran whole after its deletion")
+        self.audit(pool)
+
+    @dump_logs_on_failure
+    def test_12_pod_group_object_and_gang_preemption(self):
+        """Two nodes of 2 GPUs, each held by a pod of low priority (2 GPUs). A PodGroup (minMember 2) and two pods of
+        high priority naming it by the coscheduling label only (no gpusched.io/min-available), 2 GPUs each: the first
+        alone waits for its group; with both, the group preempts for both members at once (each victim evicted through
+        the Eviction API, both members nominated), binds nothing while the victims terminate, and binds both when
+        they are gone."""
+        pool = "gangpre"
+        classes = self.priority_classes()
+        self.make_pool(pool, nodes=2, gpus=2)
+        two = {"nvidia.com/gpu": 2}
+        victims = ["gp-low-0", "gp-low-1"]
+        for name in victims:
+            pod = self.pod(name, two, pool, priority_class=classes["low"][0])
+            pod["spec"]["terminationGracePeriodSeconds"] = 30  # terminating until the test, as the kubelet, ends it
+            self.create_admitted(pod)
+            self.wait_bound(name)
+        self.kube.call("POST", PODGROUPS, {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                                           "metadata": {"name": "gp"}, "spec": {"minMember": 2}})
+        self.addCleanup(lambda: self.kube.raw("DELETE", f"{PODGROUPS}/gp"))
+        members = ["gp-0", "gp-1"]
+
+        def member(name):
+            pod = self.pod(name, two, pool, priority_class=classes["high"][0])
+            pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "gp"
+            return pod
+        self.create_admitted(member(members[0]))
+        msg = self.wait_failed(members[0])
+        self.assertIn("pod group default/gp (min-available 2): 0 placed and 1 pending", msg)
+        self.assertFalse(self.kube.get("pods", victims[0])["metadata"].get("deletionTimestamp"))
+
+        t0 = time.monotonic()
+        self.create_admitted(member(members[1]))
+
+        def both_evicted():
+            pods = [self.kube.get("pods", n) for n in victims]
+            return pods if all(p and p["metadata"].get("deletionTimestamp") for p in pods) else None
+        Kube.wait_for(both_evicted, BIND_TIMEOUT, what="both victims evicted", on_poll=self.alive)
+        evicted_s = time.monotonic() - t0
+        for name in victims:
+            preempted = self.events(name, reason="Preempted")
+            self.assertTrue(preempted, f"no Preempted event on {name}")
+            self.assertIn("Preempted by pod group default/gp", preempted[-1].get("message", ""))
+        nominated = {n: (self.kube.get("pods", n).get("status") or {}).get("nominatedNodeName") for n in members}
+        self.assertEqual(sorted(nominated.values()), [f"{pool}-node-0", f"{pool}-node-1"], nominated)
+        time.sleep(0.5)
+        for name in members:
+            self.assertFalse(self.kube.get("pods", name)["spec"].get("nodeName"), f"{name} bound before the victims left")
+        for name in victims:
+            self.kube.delete("pods", name, grace=0)
+        bound = [self.wait_bound(n) for n in members]
+        log(f"RESULT gang_preempt_evicted_s={evicted_s:.3f}")
+        self.assertEqual(sorted(p["spec"]["nodeName"] for p in bound), [f"{pool}-node-0", f"{pool}-node-1"])
+        for pod in bound:
+            self.check_whole_allocation(pod, count=2)
         self.audit(pool)
 
     @dump_logs_on_failure

@@ -30,6 +30,7 @@
 #include "gpusched/cli/watch_event.h"
 #include "gpusched/common/log.h"
 #include "gpusched/kube/gpu_queue.h"
+#include "gpusched/kube/resources.h"
 #include "gpusched/net/http_server.h"
 #include "gpusched/sched/cluster_cache.h"
 #include "gpusched/sched/leader_elector.h"
@@ -207,6 +208,29 @@ int RunScheduler(const SchedulerFlags& flags) {
     }
     std::this_thread::sleep_for(std::chrono::seconds(2));
   }
+  // The coscheduling plugin's PodGroups (minMember of groups named by the label scheduling.x-k8s.io/pod-group),
+  // where that API is served; read only, never required. Asked once at start, as GpuQueues are.
+  std::unique_ptr<k8s::Informer> pod_groups;
+  for (int attempt = 1;; ++attempt) {
+    auto served = (**client).Request("GET", kube::kCoschedulingApi);
+    if (served.ok()) {
+      pod_groups = std::make_unique<k8s::Informer>(
+          **client, k8s::InformerOptions{.path = kube::kPodGroupsPath},
+          [&sched](const k8s::WatchEvent& e) { sched.OnPodGroup(ToEvent(e.type), e.object); });
+      break;
+    }
+    if (served.status().code() == common::StatusCode::kNotFound) {
+      common::Log(common::LogLevel::kInfo,
+                  std::string(kWho) +
+                      ": the PodGroup resource (scheduling.x-k8s.io/v1alpha1) is not served: a pod "
+                      "group needs the annotation gpusched.io/min-available");
+      break;
+    }
+    if (attempt == 15) {
+      return Fail("cannot ask the API server whether it serves PodGroups: " + served.status().message());
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
   // Budgets only where preemption is on (it alone reads them).
   std::unique_ptr<k8s::Informer> budgets;
   if (preemptor != nullptr) {
@@ -223,6 +247,9 @@ int RunScheduler(const SchedulerFlags& flags) {
   if (gpu_queues != nullptr) {
     informers.push_back(gpu_queues.get());
   }
+  if (pod_groups != nullptr) {
+    informers.push_back(pod_groups.get());
+  }
   auto all_synced = [&informers] {
     return std::all_of(informers.begin(), informers.end(), [](const k8s::Informer* i) { return i->HasSynced(); });
   };
@@ -235,6 +262,9 @@ int RunScheduler(const SchedulerFlags& flags) {
   }
   if (gpu_queues != nullptr) {
     gpu_queues->Start();
+  }
+  if (pod_groups != nullptr) {
+    pod_groups->Start();
   }
 
   std::atomic<bool> leading{elector == nullptr};
@@ -266,6 +296,10 @@ int RunScheduler(const SchedulerFlags& flags) {
     if (gpu_queues != nullptr && !gpu_queues->HasSynced()) {
       why += "GpuQueue cache not synced" +
              (gpu_queues->last_error().empty() ? "" : " (" + gpu_queues->last_error() + ")") + "; ";
+    }
+    if (pod_groups != nullptr && !pod_groups->HasSynced()) {
+      why += "PodGroup cache not synced" +
+             (pod_groups->last_error().empty() ? "" : " (" + pod_groups->last_error() + ")") + "; ";
     }
     if (budgets != nullptr && !budgets->HasSynced()) {
       why += "PodDisruptionBudget cache not synced" +
@@ -397,6 +431,9 @@ int RunScheduler(const SchedulerFlags& flags) {
   }
   if (gpu_queues != nullptr) {
     gpu_queues->Stop();
+  }
+  if (pod_groups != nullptr) {
+    pod_groups->Stop();
   }
   namespaces.Stop();
   pods.Stop();

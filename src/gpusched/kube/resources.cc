@@ -650,16 +650,19 @@ common::Result<PodGroupRef> DecodePodGroup(const json& pod) {
     return m != nullptr && m->is_object() ? Find(*m, key) : nullptr;
   };
   PodGroupRef group;
+  bool by_label = false;
   for (const auto& [list, key] :
        {std::pair{"annotations", kAnnotationPodGroup}, std::pair{"labels", kLabelCoschedulingPodGroup}}) {
     if (const json* v = value(list, key); v != nullptr && v->is_string() && !v->get_ref<const std::string&>().empty()) {
       group.name = v->get<std::string>();
+      by_label = key == kLabelCoschedulingPodGroup;
       break;
     }
   }
   const json* min = value("annotations", kAnnotationMinAvailable);
   if (min == nullptr || min->is_null()) {
     group.min_available = group.name.empty() ? 0 : 1;
+    group.coscheduling = by_label;
     return group;
   }
   const std::string what = "annotation " + std::string(kAnnotationMinAvailable);
@@ -676,6 +679,32 @@ common::Result<PodGroupRef> DecodePodGroup(const json& pod) {
   }
   group.min_available = static_cast<int32_t>(n);
   return group;
+}
+
+common::Result<CoschedulingPodGroup> DecodeCoschedulingPodGroup(const json& object) {
+  CoschedulingPodGroup out;
+  const json* metadata = Find(object, "metadata");
+  const json* name = metadata != nullptr && metadata->is_object() ? Find(*metadata, "name") : nullptr;
+  const json* ns = metadata != nullptr && metadata->is_object() ? Find(*metadata, "namespace") : nullptr;
+  if (name == nullptr || !name->is_string() || name->get_ref<const std::string&>().empty()) {
+    return common::InvalidArgument("PodGroup: metadata.name is missing");
+  }
+  out.name = name->get<std::string>();
+  if (ns == nullptr || !ns->is_string() || ns->get_ref<const std::string&>().empty()) {
+    return common::InvalidArgument("PodGroup " + out.name + ": metadata.namespace is missing");
+  }
+  out.namespace_ = ns->get<std::string>();
+  const json* spec = Find(object, "spec");
+  const json* min = spec != nullptr && spec->is_object() ? Find(*spec, "minMember") : nullptr;
+  if (min == nullptr || min->is_null()) {
+    return out;
+  }
+  if (!min->is_number_integer() || min->get<int64_t>() < 0 || min->get<int64_t>() > kMaxMinAvailable) {
+    return common::InvalidArgument("PodGroup " + out.namespace_ + "/" + out.name + ": spec.minMember is " +
+                                   min->dump() + ", must be an integer from 0 to " + std::to_string(kMaxMinAvailable));
+  }
+  out.min_member = std::max<int32_t>(1, static_cast<int32_t>(min->get<int64_t>()));
+  return out;
 }
 
 common::Result<std::optional<core::GpuRequest>> DecodeContainerGpuRequest(const json& container,

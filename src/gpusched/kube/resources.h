@@ -125,8 +125,23 @@ struct PodResources {
 struct PodGroupRef {
   std::string name;
   int32_t min_available = 0;
+  // Named by the coscheduling label, without min-available: the minMember of its PodGroup object applies, where
+  // that API is served (min_available is then the default 1 until it is known).
+  bool coscheduling = false;
 };
 [[nodiscard]] common::Result<PodGroupRef> DecodePodGroup(const nlohmann::json& pod);
+
+// The coscheduling plugin's PodGroup (scheduling.x-k8s.io/v1alpha1, scheduler-plugins), as far as gpusched reads
+// it: its namespace, name and spec.minMember (absent or 0: 1, no gang). Read only; gpusched never requires it.
+inline constexpr const char* kCoschedulingApi = "/apis/scheduling.x-k8s.io/v1alpha1";
+inline constexpr const char* kPodGroupsPath = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups";
+struct CoschedulingPodGroup {
+  std::string namespace_, name;
+  int32_t min_member = 1;
+};
+// Errors (InvalidArgument, naming the field): no metadata.name or namespace, a minMember that is not an integer
+// from 0 to 10000.
+[[nodiscard]] common::Result<CoschedulingPodGroup> DecodeCoschedulingPodGroup(const nlohmann::json& object);
 
 // One container's GPU request (`container` is an element of spec.containers or spec.initContainers), by the rules
 // above; nullopt when it asks for no enabled GPU resource. The pod-level parts (models, init-container covering)

@@ -146,6 +146,13 @@ TEST(ResourcesTest, PodGroupFromAnnotationsOrTheCoschedulingLabel) {
   ASSERT_TRUE(by_label.ok()) << by_label.status().message();
   EXPECT_EQ(by_label->name, "pg");
   EXPECT_EQ(by_label->min_available, 2);
+  EXPECT_FALSE(by_label->coscheduling) << "min-available given: the PodGroup's minMember does not apply";
+  labelled["metadata"].erase("annotations");
+  auto coscheduling = DecodePodGroup(labelled);
+  ASSERT_TRUE(coscheduling.ok());
+  EXPECT_EQ(coscheduling->min_available, 1);
+  EXPECT_TRUE(coscheduling->coscheduling);
+  EXPECT_FALSE(group_only->coscheduling);
 
   for (const char* bad : {"0", "-1", "x", "2.5", "10001", ""}) {
     auto r = DecodePodRequest(PodWith(gpu, {{"gpusched.io/pod-group", "g"}, {"gpusched.io/min-available", bad}}),
@@ -156,6 +163,32 @@ TEST(ResourcesTest, PodGroupFromAnnotationsOrTheCoschedulingLabel) {
   auto orphan = DecodePodGroup(PodWith(gpu, {{"gpusched.io/min-available", "2"}}));
   ASSERT_FALSE(orphan.ok());
   EXPECT_NE(orphan.status().message().find("names no group"), std::string::npos);
+}
+
+TEST(ResourcesTest, CoschedulingPodGroupsGiveTheirMinMember) {
+  auto pg = DecodeCoschedulingPodGroup({{"metadata", {{"name", "pg"}, {"namespace", "ml"}}},
+                                        {"spec", {{"minMember", 4}, {"scheduleTimeoutSeconds", 60}}}});
+  ASSERT_TRUE(pg.ok()) << pg.status().message();
+  EXPECT_EQ(pg->namespace_, "ml");
+  EXPECT_EQ(pg->name, "pg");
+  EXPECT_EQ(pg->min_member, 4);
+  auto zero =
+      DecodeCoschedulingPodGroup({{"metadata", {{"name", "pg"}, {"namespace", "ml"}}}, {"spec", {{"minMember", 0}}}});
+  ASSERT_TRUE(zero.ok());
+  EXPECT_EQ(zero->min_member, 1);
+  auto none = DecodeCoschedulingPodGroup({{"metadata", {{"name", "pg"}, {"namespace", "ml"}}}});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->min_member, 1);
+  for (const json& bad : {json("4"), json(-1), json(2.5), json(10001)}) {
+    auto r = DecodeCoschedulingPodGroup(
+        {{"metadata", {{"name", "pg"}, {"namespace", "ml"}}}, {"spec", {{"minMember", bad}}}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("PodGroup ml/pg: spec.minMember is " + bad.dump()), std::string::npos)
+        << r.status().message();
+  }
+  auto unnamed = DecodeCoschedulingPodGroup({{"metadata", {{"namespace", "ml"}}}});
+  ASSERT_FALSE(unnamed.ok());
+  EXPECT_NE(unnamed.status().message().find("metadata.name"), std::string::npos);
 }
 
 TEST(ResourcesTest, GpushareMemoryUnitIsASetting) {

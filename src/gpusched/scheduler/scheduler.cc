@@ -323,9 +323,14 @@ void Scheduler::OnPod(EventType type, const json& pod) {
         if (auto group = kube::DecodePodGroup(pod); group.ok() && !group->name.empty()) {
           r.group = GroupKey(meta->namespace_, group->name);
           r.min_available = group->min_available;
+          r.coscheduling = group->coscheduling;
+          if (auto pg = pod_group_min_.find(r.group); r.coscheduling && pg != pod_group_min_.end()) {
+            r.min_available = pg->second;
+          }
         } else {
           r.group.clear();
           r.min_available = 0;
+          r.coscheduling = false;
         }
         r.queue = gpu_queues_.QueueOf(meta->namespace_, kube::QueueLabel(meta->labels));
         r.demand = holds;
@@ -402,9 +407,11 @@ void Scheduler::OnPod(EventType type, const json& pod) {
                 .queue = gpu_queues_.QueueOf(meta->namespace_, kube::QueueLabel(meta->labels))};
   if (entry.request.ok()) {
     entry.demand = core::DemandOf(*entry.request);
+    auto group = kube::DecodePodGroup(pod);
+    entry.coscheduling = group.ok() && group->coscheduling;
   }
-  const bool gang_member = entry.request.ok() && entry.request->min_available > 1;
   const sched::QueuedPod queued = Queued(uid, entry);
+  bool gang_member = false;
   {
     std::lock_guard lock(mu_);
     auto it = pending_.find(uid);
@@ -417,6 +424,13 @@ void Scheduler::OnPod(EventType type, const json& pod) {
     } else {
       it = pending_.emplace(uid, std::move(entry)).first;
     }
+    Pending& p = it->second;
+    if (p.coscheduling) {  // under the same lock as OnPodGroup: never a minimum older than the PodGroup seen
+      if (auto pg = pod_group_min_.find(GroupKey(p.namespace_, p.request->pod_group)); pg != pod_group_min_.end()) {
+        p.request->min_available = pg->second;
+      }
+    }
+    gang_member = p.request.ok() && p.request->min_available > 1;
     if (!running_.contains(uid)) {
       gpu_queues_.SetPending(uid, it->second.queue, it->second.demand);
     }
@@ -426,6 +440,45 @@ void Scheduler::OnPod(EventType type, const json& pod) {
     (void)queue_.OnClusterEvent(sched::kBlockedByGang);  // its group may now have the members it waits for
   }
   Wake();
+}
+
+void Scheduler::OnPodGroup(EventType type, const json& object) {
+  auto group = kube::DecodeCoschedulingPodGroup(object);
+  if (!group.ok()) {
+    Log(common::LogLevel::kWarn, group.status().message() + " (its last readable version, if any, stays)");
+    return;
+  }
+  const std::string key = GroupKey(group->namespace_, group->name);
+  const int32_t min = type == EventType::kDeleted ? 1 : group->min_member;
+  std::vector<sched::QueuedPod> changed;
+  {
+    std::lock_guard lock(mu_);
+    if (type == EventType::kDeleted) {
+      pod_group_min_.erase(key);
+    } else {
+      pod_group_min_[key] = min;
+    }
+    for (auto& [uid, p] : pending_) {
+      if (!p.coscheduling || !p.request.ok() || p.namespace_ != group->namespace_ ||
+          p.request->pod_group != group->name || p.request->min_available == min) {
+        continue;
+      }
+      p.request->min_available = min;
+      changed.push_back(Queued(uid, p));
+    }
+    for (auto& [uid, r] : running_) {
+      if (r.coscheduling && r.group == key) {
+        r.min_available = min;
+      }
+    }
+  }
+  for (const sched::QueuedPod& q : changed) {
+    queue_.AddOrUpdate(q);
+  }
+  if (!changed.empty()) {
+    (void)queue_.OnClusterEvent(sched::kBlockedByGang);
+    Wake();
+  }
 }
 
 void Scheduler::OnDisruptionBudget(EventType type, const json& pdb) {
@@ -1682,6 +1735,7 @@ void Scheduler::RecordAssumed(const std::string& uid, const Pending& pod, const 
     r.assumed = true;
     r.group = request.pod_group.empty() ? std::string() : GroupKey(request.namespace_, request.pod_group);
     r.min_available = request.min_available;
+    r.coscheduling = pod.coscheduling;
     r.queue = pod.queue;
     r.demand = core::DemandOf(allocation);
     if (!r.demand.IsZero()) {

@@ -160,6 +160,10 @@ class Scheduler {
   void OnNamespace(EventType type, const nlohmann::json& ns);
   // GpuQueue objects (gpusched.io/v1alpha1). Pods move to their new queues; pods waiting for quota are woken.
   void OnGpuQueue(EventType type, const nlohmann::json& queue);
+  // The coscheduling plugin's PodGroups (scheduling.x-k8s.io/v1alpha1), read only: a pod that names its group by
+  // the label scheduling.x-k8s.io/pod-group without gpusched.io/min-available takes the group's minMember (1 while
+  // no PodGroup is known). A PodGroup that cannot be read is logged and keeps its last readable version.
+  void OnPodGroup(EventType type, const nlohmann::json& group);
 
   // One attempt on the calling thread; false when no pod is ready (or this replica may not schedule). Before
   // Start, the bind runs inline (tests); after, on a worker.
@@ -202,6 +206,7 @@ class Scheduler {
     int64_t created_ms = 0;
     std::string queue = sched::kDefaultQueue;  // its GPU queue
     core::GpuAmount demand;                    // what it asks of the queue
+    bool coscheduling = false;                 // its minimum is its PodGroup's minMember (OnPodGroup)
   };
   struct BindTask {
     core::PodRequest request;
@@ -221,6 +226,7 @@ class Scheduler {
     bool assumed = false;
     std::string group;  // namespace/pod-group of a gang member, else empty
     int32_t min_available = 0;
+    bool coscheduling = false;  // min_available is its PodGroup's minMember
     std::string queue = sched::kDefaultQueue;
     core::GpuAmount demand;  // what it holds of its queue
   };
@@ -348,7 +354,8 @@ class Scheduler {
   // GUARDED_BY(mu_): placed gang members by group (namespace/pod-group), and each one's group.
   std::unordered_map<std::string, std::unordered_set<std::string>> placed_by_group_;
   std::unordered_map<std::string, std::string> group_of_;
-  std::map<std::string, core::DisruptionBudget> budgets_;  // GUARDED_BY(mu_), by namespace/name
+  std::map<std::string, core::DisruptionBudget> budgets_;   // GUARDED_BY(mu_), by namespace/name
+  std::unordered_map<std::string, int32_t> pod_group_min_;  // GUARDED_BY(mu_): PodGroups' minMember by ns/name
   // GUARDED_BY(mu_): namespace labels, replaced (never changed in place) on each change, so that an attempt keeps
   // the version it started with.
   std::shared_ptr<const sched::NamespaceLabels> namespaces_;

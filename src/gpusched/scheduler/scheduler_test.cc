@@ -1171,6 +1171,52 @@ TEST_F(SchedulerPreemptionTest, AGangWhoseEvictionIsRefusedGivesEveryRoomBack) {
       << "l only";
 }
 
+// A pod named into a group by the coscheduling label, without gpusched.io/min-available, takes its PodGroup's
+// minMember: placed alone while no PodGroup is known, waiting for its members once it is.
+TEST_F(SchedulerTest, TheCoschedulingPodGroupsMinMemberMakesAGang) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 4));
+  auto member = [](const std::string& name) {
+    json p = Pod(name, WholeGpu());
+    p["metadata"]["labels"] = {{"scheduling.x-k8s.io/pod-group", "pg"}};
+    return p;
+  };
+  const json pod_group = {{"apiVersion", "scheduling.x-k8s.io/v1alpha1"},
+                          {"kind", "PodGroup"},
+                          {"metadata", {{"namespace", "default"}, {"name", "pg"}}},
+                          {"spec", {{"minMember", 3}}}};
+  scheduler_->OnPodGroup(EventType::kAdded, pod_group);
+  scheduler_->OnPod(EventType::kAdded, member("m-0"));
+  scheduler_->OnPod(EventType::kAdded, member("m-1"));
+  Drain();
+  EXPECT_EQ(BoundOf(binder_, "m-"), 0U);
+  EXPECT_THAT(EventsFor("m-0", "FailedScheduling").back().message,
+              HasSubstr("pod group default/pg (min-available 3): 0 placed and 2 pending"));
+
+  // The PodGroup lowers its minimum: the waiting members are tried again and placed.
+  json two = pod_group;
+  two["spec"]["minMember"] = 2;
+  scheduler_->OnPodGroup(EventType::kModified, two);
+  Drain();
+  EXPECT_EQ(BoundOf(binder_, "m-"), 2U);
+  EXPECT_EQ(scheduler_->stats().gangs_placed, 1U);
+
+  // A PodGroup that cannot be read keeps its last version; pods whose min-available is given ignore the object.
+  json broken = pod_group;
+  broken["spec"]["minMember"] = "three";
+  scheduler_->OnPodGroup(EventType::kModified, broken);
+  json own = member("own-0");
+  own["metadata"]["annotations"] = {{"gpusched.io/min-available", "1"}};
+  scheduler_->OnPod(EventType::kAdded, own);
+  Drain();
+  EXPECT_EQ(BoundOf(binder_, "own-"), 1U) << "its own min-available 1: placed alone although the group says 2";
+
+  // Without a PodGroup a labelled pod is placed alone.
+  scheduler_->OnPodGroup(EventType::kDeleted, pod_group);
+  scheduler_->OnPod(EventType::kAdded, member("m-2"));
+  Drain();
+  EXPECT_EQ(BoundOf(binder_, "m-"), 3U);
+}
+
 json InNamespace(json pod, const std::string& ns) {
   pod["metadata"]["namespace"] = ns;
   pod["metadata"]["uid"] = "uid-" + ns + "-" + pod["metadata"]["name"].get<std::string>();
