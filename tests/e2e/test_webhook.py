@@ -39,6 +39,7 @@ NS = "team-a"
 ALICE = "alice"
 EXTENDER_USER = "system:serviceaccount:kube-system:gpusched-extender"  # deploy/base/extender/rbac.yaml
 DEPLOY = os.path.join(REPO_ROOT, "deploy", "base", "webhook", "webhook.yaml")
+QUEUES = "/apis/gpusched.io/v1alpha1/gpuqueues"
 ALLOCATION = json.dumps({"node": "wh-node-1", "id": 1, "containers": [{"name": "main", "gpus": [
     {"index": 0, "uuid": "GPU-wh-node-1-0", "milli": 300, "memory_mib": 20000, "exclusive": False}]}]})
 SHARE = {"gpusched.io/gpu": 1, "gpusched.io/gpu-core": 30, "gpusched.io/gpu-memory": 20000}
@@ -62,14 +63,19 @@ def deploy_documents():
 def pre_128_variant(doc, url, ca_bundle):
     """A webhook configuration of deploy/base/webhook/webhook.yaml as its header tells clusters < 1.28 to change it (no
     matchConditions, failurePolicy Ignore), served at `url` instead of the Service."""
-    subs = [(r"(?m)^  matchConditions:\n(?:(?:  - | {4,}).*\n?)*", ""),
-            (r"(?m)^(  failurePolicy:) Fail$", r"\g<1> Ignore"),
-            (r"(?m)^(    )service: \{[^}\n]*path: (/\w+)[^}\n]*\}$", rf"\g<1>url: {url}\g<2>\n\g<1>caBundle: {ca_bundle}")]
     webhooks = len(re.findall(r"(?m)^- name: ", doc))
-    for pattern, repl in subs:
+    # Each webhook with matchConditions is failurePolicy Fail (the pod webhooks); the others are Ignore already.
+    conditioned = len(re.findall(r"(?m)^  matchConditions:$", doc))
+    subs = [(r"(?m)^  matchConditions:\n(?:(?:  - | {4,}).*\n?)*", "", conditioned),
+            (r"(?m)^(  failurePolicy:) Fail$", r"\g<1> Ignore", conditioned),
+            (r"(?m)^(    )service: \{[^}\n]*path: (/\w+)[^}\n]*\}$", rf"\g<1>url: {url}\g<2>\n\g<1>caBundle: {ca_bundle}",
+             webhooks)]
+    for pattern, repl, want in subs:
         doc, n = re.subn(pattern, repl, doc)
-        if n != webhooks:
-            raise AssertionError(f"deploy/base/webhook/webhook.yaml: expected {webhooks} matches of {pattern!r}, found {n}")
+        if n != want:
+            raise AssertionError(f"deploy/base/webhook/webhook.yaml: expected {want} matches of {pattern!r}, found {n}")
+    if re.search(r"(?m)^  failurePolicy: Fail$", doc):
+        raise AssertionError("deploy/base/webhook/webhook.yaml: a Fail webhook without matchConditions")
     return doc
 
 
@@ -115,6 +121,12 @@ class WebhookE2E(unittest.TestCase):
         cls.addClassCleanup(cls.webhook.stop)
         cls.tls = ssl.create_default_context(cafile=cp.pki.ca_crt)
         wait_until(lambda: cls.https_get("/healthz")[0] == 200, 30, what="webhook /healthz", alive=[cls.webhook])
+
+        # The GpuQueue CRD, as the scheduler's install ships it (the webhook judges its objects).
+        with open(os.path.join(REPO_ROOT, "deploy", "base", "scheduler", "gpuqueue-crd.yaml")) as f:
+            cls.admin.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", f.read(),
+                           content_type="application/yaml")
+        wait_until(lambda: cls.admin.raw("GET", QUEUES)[0] == 200, 30, what="the GpuQueue CRD to be served")
 
         # deploy/base/webhook/webhook.yaml's configurations, as documented for clusters < 1.28, at the webhook's URL.
         with open(cp.pki.ca_crt, "rb") as f:
@@ -263,6 +275,23 @@ class WebhookE2E(unittest.TestCase):
         self.assertTrue(patched and int(patched.group(1)) > 0, text)
         self.assertEqual(monitoring_check.check_exposition(text, ["gpusched_webhook_"]), [])
         self.assertEqual(monitoring_check.promtool_check_metrics(text), [])
+
+    def test_8_gpu_queues_that_break_their_own_rules_are_refused(self):
+        """A GpuQueue whose guarantee exceeds its limit is refused by the webhook (this API server, older than 1.25,
+        does not evaluate the CRD's CEL rule), at creation and by an update; a valid one is stored."""
+        def queue(name, guaranteed, limit):
+            return {"apiVersion": "gpusched.io/v1alpha1", "kind": "GpuQueue", "metadata": {"name": name},
+                    "spec": {"guaranteed": {"gpus": guaranteed}, "limit": {"gpus": limit}}}
+        e = self.assertRefused(lambda: self.admin.call("POST", QUEUES, queue("wh-qbad", 3, 2)), 422,
+                               "queues.gpusched.io", "GpuQueue wh-qbad: guaranteed gpus 3 exceeds its limit 2")
+        log(f"wh-qbad: {e}")
+        self.assertEqual(self.admin.raw("GET", f"{QUEUES}/wh-qbad")[0], 404)
+        self.admin.call("POST", QUEUES, queue("wh-qok", 2, 4))
+        self.addCleanup(lambda: self.admin.raw("DELETE", f"{QUEUES}/wh-qok"))
+        self.assertRefused(lambda: self.admin.call("PATCH", f"{QUEUES}/wh-qok", {"spec": {"guaranteed": {"gpus": 5}}},
+                                                   content_type="application/merge-patch+json"),
+                           422, "GpuQueue wh-qok: guaranteed gpus 5 exceeds its limit 4")
+        self.assertEqual(self.admin.call("GET", f"{QUEUES}/wh-qok")["spec"]["guaranteed"], {"gpus": 2})
 
     def test_9_an_outage_does_not_block_pods_without_gpus(self):
         self.webhook.stop()

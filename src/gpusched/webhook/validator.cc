@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <string>
 
+#include "gpusched/core/gpu_queue.h"
+#include "gpusched/kube/gpu_queue.h"
 #include "gpusched/kube/objects.h"
 #include "gpusched/kube/resources.h"
 
@@ -129,6 +131,27 @@ std::optional<AdmissionResponse> CheckGpuRequest(const AdmissionRequest& request
   return std::nullopt;
 }
 
+// Rule 3: a GpuQueue whose declaration breaks a rule that holds for each queue alone (see validator.h).
+std::optional<AdmissionResponse> CheckGpuQueue(const AdmissionRequest& request) {
+  if (request.resource.group != "gpusched.io" || request.resource.resource != "gpuqueues" ||
+      !request.sub_resource.empty() ||
+      (request.operation != Operation::kCreate && request.operation != Operation::kUpdate) ||
+      !request.object.is_object()) {
+    return std::nullopt;
+  }
+  auto spec = kube::DecodeGpuQueue(request.object);
+  if (!spec.ok()) {
+    return AdmissionResponse::Deny(422, "Invalid", spec.status().message());
+  }
+  core::QueueSpec alone = *spec;
+  alone.parent.clear();  // whether the parent exists and covers its children is for the set of queues
+  if (auto rejected = core::ValidateQueues({alone}); !rejected.empty()) {
+    return AdmissionResponse::Deny(422, "Invalid",
+                                   "GpuQueue " + rejected.begin()->first + ": " + rejected.begin()->second);
+  }
+  return std::nullopt;
+}
+
 bool ModelChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ' ' || c == '.' ||
          c == '_' || c == '-' || c == '+' || c == '(' || c == ')' || c == '/';
@@ -182,6 +205,9 @@ AdmissionResponse Validate(const AdmissionRequest& request, const WebhookConfig&
     return *std::move(denied);
   }
   if (auto denied = CheckGpuRequest(request, config)) {
+    return *std::move(denied);
+  }
+  if (auto denied = CheckGpuQueue(request)) {
     return *std::move(denied);
   }
   return AdmissionResponse::Allow();

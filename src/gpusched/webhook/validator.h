@@ -1,7 +1,7 @@
 #pragma once
 
 // The validating webhook's decision (POST /validate). Pure: a request and the config in, allowed or denied with a
-// reason out. Two rules:
+// reason out. Three rules:
 //
 // 1. Only gpusched's scheduler writes gpusched.io/allocation. The device plugin hands GPUs out by that annotation,
 //    so whoever may write it may take any GPU on the node. Denied (403) unless the request's user is in
@@ -17,6 +17,11 @@
 //    fractional or zero count, families mixed in one container, such as exclusive nvidia.com/gpu with shared
 //    gpusched.io/gpu-core, ...), with its message; and a gpusched.io/gpu-model annotation that is not a
 //    '|'-separated list of model names (CheckGpuModels).
+// 3. A GpuQueue (gpusched.io/v1alpha1), CREATE or UPDATE, that cannot be read (kube::DecodeGpuQueue) or breaks a
+//    rule that holds for each queue alone (core::ValidateQueues: a guarantee above its limit, a negative amount, a
+//    weight not above 0) is denied (422) with the reason, on every Kubernetes version (the CRD's own CEL rule needs
+//    1.25). Whether its parent exists and covers its children depends on the other queues: the scheduler judges
+//    that (the queue's Valid condition).
 // Everything else is allowed: other resources, DELETE and CONNECT, pods without GPU resources (their requests are
 // not gpusched's to judge), and UPDATEs that leave the annotation alone (resources cannot change after creation).
 

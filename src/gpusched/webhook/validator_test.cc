@@ -214,5 +214,50 @@ TEST(ValidatorTest, ModelSyntaxLimits) {
   EXPECT_NE(CheckGpuModels(many + "|m64").message().find("more than 64 models"), std::string::npos);
 }
 
+// Rule 3: a GpuQueue that breaks a rule of its own is refused on every Kubernetes version.
+TEST(ValidatorTest, GpuQueuesThatBreakTheirOwnRulesAreRefused) {
+  auto queue = [](const json& spec) {
+    return json{
+        {"apiVersion", "gpusched.io/v1alpha1"}, {"kind", "GpuQueue"}, {"metadata", {{"name", "qa"}}}, {"spec", spec}};
+  };
+  auto request = [](Operation op, const json& object, const json& old = nullptr) {
+    AdmissionRequest r = Request(op, "gpuqueues", "", object, old);
+    r.resource.group = "gpusched.io";
+    r.resource.version = "v1alpha1";
+    r.namespace_name.clear();
+    return r;
+  };
+  const json good = queue({{"guaranteed", {{"gpus", 2}}}, {"limit", {{"gpus", 4}}}, {"parent", "research"}});
+  const json over = queue({{"guaranteed", {{"gpus", 3}}}, {"limit", {{"gpus", 2}}}});
+  Check({
+      {.name = "a guarantee within its limit, with a parent the webhook does not judge",
+       .request = request(Operation::kCreate, good)},
+      {.name = "a guarantee above its limit",
+       .request = request(Operation::kCreate, over),
+       .want_code = 422,
+       .want_in_message = {"GpuQueue qa: guaranteed gpus 3 exceeds its limit 2"}},
+      {.name = "an update that raises the guarantee above the limit",
+       .request = request(Operation::kUpdate, over, good),
+       .want_code = 422,
+       .want_in_message = {"exceeds its limit"}},
+      {.name = "a weight of 0",
+       .request = request(Operation::kCreate, queue({{"weight", 0}})),
+       .want_code = 422,
+       .want_in_message = {"GpuQueue qa: spec.weight: want a number > 0, got 0"}},
+      {.name = "an amount that cannot be read",
+       .request = request(Operation::kCreate, queue({{"limit", {{"gpus", "four"}}}})),
+       .want_code = 422,
+       .want_in_message = {"limit.gpus"}},
+      {.name = "its status subresource is the scheduler's",
+       .request =
+           [&] {
+             AdmissionRequest r = request(Operation::kUpdate, over, good);
+             r.sub_resource = "status";
+             return r;
+           }()},
+      {.name = "a deletion", .request = request(Operation::kDelete, nullptr, over)},
+  });
+}
+
 }  // namespace
 }  // namespace gpusched::webhook
