@@ -796,6 +796,39 @@ bool Scheduler::ReclaimAllowed(const VictimPool& pool, size_t node, const sched:
   return true;
 }
 
+bool Scheduler::WholeGangs(sched::VictimSet& set, int32_t priority, const std::string& queue) {
+  std::lock_guard lock(mu_);
+  std::map<std::string, std::pair<size_t, size_t>> groups;  // group -> (its victims, its minimum)
+  for (const common::PodUid& victim : set.victims) {
+    if (auto r = running_.find(victim.str()); r != running_.end() && !r->second.group.empty()) {
+      auto& [taken, min] = groups[r->second.group];
+      ++taken;
+      min = static_cast<size_t>(std::max(1, r->second.min_available));
+    }
+  }
+  std::vector<common::PodUid> more;
+  for (const auto& [group, counts] : groups) {
+    const auto [taken, min] = counts;
+    if (PlacedInGroup(group) >= taken + min) {
+      continue;  // it keeps its minimum
+    }
+    for (const std::string& member : placed_by_group_.at(group)) {
+      const auto m = running_.find(member);
+      if (m == running_.end() || m->second.deleting ||
+          std::find(set.victims.begin(), set.victims.end(), m->second.uid) != set.victims.end()) {
+        continue;
+      }
+      if (m->second.assumed || m->second.priority >= priority || m->second.queue != queue) {
+        return false;
+      }
+      more.push_back(m->second.uid);
+      set.priority_sum += static_cast<int64_t>(m->second.priority) - std::numeric_limits<int32_t>::min();
+    }
+  }
+  set.victims.insert(set.victims.end(), more.begin(), more.end());
+  return true;
+}
+
 std::optional<std::vector<Scheduler::Victim>> Scheduler::EvictionOrder(
     const std::vector<common::PodUid>& victims, const std::vector<core::DisruptionBudget>& budgets,
     const std::string& queue, std::vector<std::string>& reclaimed_from) {
@@ -883,7 +916,8 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
       }
     }
     std::map<std::string, core::GpuAmount> taken;
-    if (s.has_value() && !s->victims.empty() && ReclaimAllowed(pool, n, *s, queue, taken)) {
+    if (s.has_value() && !s->victims.empty() && ReclaimAllowed(pool, n, *s, queue, taken) &&
+        WholeGangs(*s, request.priority, queue)) {
       candidates.push_back(std::move(*s));
       from.push_back(n);
     }
@@ -896,7 +930,9 @@ std::optional<Scheduler::Nomination> Scheduler::PlanPreemption(const core::PodRe
   // The room the pod will take: its GPUs chosen on the node as it will be once the victims are gone.
   core::NodeView after = *pool.nodes[from[best]].view;
   for (const common::PodUid& victim : chosen.victims) {
-    sched::RemoveFromView(after, *state.FindAllocation(victim));
+    if (const core::Allocation* a = state.FindAllocation(victim); a != nullptr && a->node == chosen.node) {
+      sched::RemoveFromView(after, *a);  // (the rest of a gang that goes whole may be on other nodes)
+    }
   }
   Nomination plan =
       RoomFor(request, core::Allocation{.node = chosen.node, .containers = policy_->SelectGpus(request, after, rng_)});
@@ -946,8 +982,12 @@ std::optional<Scheduler::GangPreemption> Scheduler::PlanGangPreemption(
   // still allow and what the reclaimed queues have given.
   std::vector<std::optional<core::NodeView>> after(pool.nodes.size());
   std::vector<std::vector<bool>> chosen(pool.nodes.size());
+  std::unordered_map<std::string, std::pair<size_t, size_t>> where_is;  // victim uid -> (pool node, index)
   for (size_t n = 0; n < pool.nodes.size(); ++n) {
     chosen[n].assign(pool.nodes[n].potential.size(), false);
+    for (size_t i = 0; i < pool.nodes[n].potential.size(); ++i) {
+      where_is.emplace(pool.nodes[n].potential[i].allocation->pod.str(), std::make_pair(n, i));
+    }
   }
   std::vector<int32_t> allowed = pool.allowed;
   std::map<std::string, core::GpuAmount> taken;
@@ -988,7 +1028,8 @@ std::optional<Scheduler::GangPreemption> Scheduler::PlanGangPreemption(
         }
         cached[n] = sched::SelectVictimsOnNode(view, left, allowed, fits);
         std::map<std::string, core::GpuAmount> more = taken;
-        if (cached[n].has_value() && !ReclaimAllowed(pool, n, *cached[n], queue, more)) {
+        if (cached[n].has_value() &&
+            (!ReclaimAllowed(pool, n, *cached[n], queue, more) || !WholeGangs(*cached[n], priority, queue))) {
           cached[n].reset();
         }
       }
@@ -1008,19 +1049,28 @@ std::optional<Scheduler::GangPreemption> Scheduler::PlanGangPreemption(
     }
     bool budgets_or_reclaim = false;
     for (const common::PodUid& victim : set.victims) {
-      for (size_t i = 0; i < c.potential.size(); ++i) {
-        if (chosen[n][i] || c.potential[i].allocation->pod != victim) {
-          continue;
-        }
-        chosen[n][i] = true;
-        sched::RemoveFromView(*after[n], *c.potential[i].allocation);
-        for (size_t b : c.potential[i].pdbs) {
-          --allowed[b];
-        }
-        budgets_or_reclaim = budgets_or_reclaim || !c.potential[i].pdbs.empty() || !c.reclaim[i].first.empty();
+      // On this node, or (the rest of a gang that goes whole) on another node of the pool.
+      const auto where = where_is.find(victim.str());
+      if (where == where_is.end()) {
+        continue;  // cannot be: every victim is a possible one
       }
+      const auto [vn, i] = where->second;
+      if (chosen[vn][i]) {
+        continue;
+      }
+      const VictimPool::Node& vc = pool.nodes[vn];
+      if (!after[vn].has_value()) {
+        after[vn] = *vc.view;
+      }
+      chosen[vn][i] = true;
+      sched::RemoveFromView(*after[vn], *vc.potential[i].allocation);
+      for (size_t b : vc.potential[i].pdbs) {
+        --allowed[b];
+      }
+      budgets_or_reclaim =
+          budgets_or_reclaim || vn != n || !vc.potential[i].pdbs.empty() || !vc.reclaim[i].first.empty();
       all_victims.push_back(victim);
-      victim_nodes.insert(n);
+      victim_nodes.insert(vn);
     }
     (void)ReclaimAllowed(pool, n, set, queue, taken);  // adds what this member's victims give
     Nomination room =

@@ -269,6 +269,11 @@ class Scheduler {
   // already per queue (and adding theirs when allowed).
   bool ReclaimAllowed(const VictimPool& pool, size_t node, const sched::VictimSet& set, const std::string& queue,
                       std::map<std::string, core::GpuAmount>& taken) const;
+  // A gang is never left running short: victims whose groups would fall below their minimum take the other placed
+  // members of their groups along (added to `set`, its priority sum and count included). False when that cannot
+  // be: another member is of `priority` or higher, still being bound, or of another queue than `queue` (a gang is
+  // not broken to reclaim). Takes mu_.
+  bool WholeGangs(sched::VictimSet& set, int32_t priority, const std::string& queue);
   // The victims to evict, those a budget covers first (if the API server refuses one, nothing else has been
   // evicted); `reclaimed_from` gets the queue of each victim of another queue. nullopt when one is gone.
   std::optional<std::vector<Victim>> EvictionOrder(const std::vector<common::PodUid>& victims,
