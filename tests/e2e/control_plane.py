@@ -471,6 +471,11 @@ class ControlPlane:
             status, _ = kube.raw("GET", "/readyz")
             return status == 200
         wait_until(ready, 90, interval=0.25, what="kube-apiserver /readyz", alive=[apiserver])
+        # The API server creates its system namespaces (default, kube-system, ...) just after it is ready; a test's
+        # first object in "default" must not race that.
+        for ns in ("default", "kube-system"):
+            wait_until(lambda ns=ns: kube.raw("GET", f"/api/v1/namespaces/{ns}")[0] == 200, 30, interval=0.1,
+                       what=f"namespace {ns}", alive=[apiserver])
 
     def kube(self):
         return Kube("127.0.0.1", self.port, self.pki.ca_crt, self.pki.admin_crt, self.pki.admin_key)
