@@ -51,6 +51,29 @@ int Fail(const std::string& message) {
   return 1;
 }
 
+// An informer on `path` where the API server serves `api` (asked once at start: an API installed later is read
+// after a restart); null where it does not (404), saying `absent` in the log. Other errors are retried for 30 s.
+common::Result<std::unique_ptr<k8s::Informer>> InformerIfServed(k8s::ApiClient& client, const char* api,
+                                                                const char* path, const std::string& kind,
+                                                                const std::string& absent,
+                                                                k8s::Informer::Handler handler) {
+  for (int attempt = 1;; ++attempt) {
+    auto served = client.Request("GET", api);
+    if (served.ok()) {
+      return std::make_unique<k8s::Informer>(client, k8s::InformerOptions{.path = path}, std::move(handler));
+    }
+    if (served.status().code() == common::StatusCode::kNotFound) {
+      common::Log(common::LogLevel::kInfo, std::string(kWho) + ": " + absent);
+      return std::unique_ptr<k8s::Informer>();
+    }
+    if (attempt == 15) {
+      return common::Unavailable("cannot ask the API server whether it serves " + kind + ": " +
+                                 served.status().message());
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+}
+
 }  // namespace
 
 void AddSchedulerCommand(CLI::App& app, SchedulerFlags& flags, int& exit_code) {
@@ -187,49 +210,23 @@ int RunScheduler(const SchedulerFlags& flags) {
       k8s::InformerOptions{.path = "/api/v1/namespaces", .prune = &k8s::SchedulingPrune(), .cache_identity_only = true},
       [&sched](const k8s::WatchEvent& e) { sched.OnNamespace(ToEvent(e.type), e.object); });
   // GPU queues, where the GpuQueue CRD is installed (deploy/ ships it); without it every pod is in the default
-  // queue. Asked once at start: a CRD installed later is read after a restart.
-  std::unique_ptr<k8s::Informer> gpu_queues;
-  for (int attempt = 1;; ++attempt) {
-    auto served = (**client).Request("GET", kube::kGpuQueueApi);
-    if (served.ok()) {
-      gpu_queues = std::make_unique<k8s::Informer>(
-          **client, k8s::InformerOptions{.path = kube::kGpuQueuesPath},
-          [&sched](const k8s::WatchEvent& e) { sched.OnGpuQueue(ToEvent(e.type), e.object); });
-      break;
-    }
-    if (served.status().code() == common::StatusCode::kNotFound) {
-      common::Log(common::LogLevel::kInfo, std::string(kWho) +
-                                               ": the GpuQueue resource (gpusched.io/v1alpha1) is not installed: "
-                                               "every pod is in the default queue");
-      break;
-    }
-    if (attempt == 15) {
-      return Fail("cannot ask the API server whether it serves GpuQueues: " + served.status().message());
-    }
-    std::this_thread::sleep_for(std::chrono::seconds(2));
+  // queue.
+  auto gpu_queues = InformerIfServed(
+      **client, kube::kGpuQueueApi, kube::kGpuQueuesPath, "GpuQueues",
+      "the GpuQueue resource (gpusched.io/v1alpha1) is not installed: every pod is in the default queue",
+      [&sched](const k8s::WatchEvent& e) { sched.OnGpuQueue(ToEvent(e.type), e.object); });
+  if (!gpu_queues.ok()) {
+    return Fail(gpu_queues.status().message());
   }
   // The coscheduling plugin's PodGroups (minMember of groups named by the label scheduling.x-k8s.io/pod-group),
-  // where that API is served; read only, never required. Asked once at start, as GpuQueues are.
-  std::unique_ptr<k8s::Informer> pod_groups;
-  for (int attempt = 1;; ++attempt) {
-    auto served = (**client).Request("GET", kube::kCoschedulingApi);
-    if (served.ok()) {
-      pod_groups = std::make_unique<k8s::Informer>(
-          **client, k8s::InformerOptions{.path = kube::kPodGroupsPath},
-          [&sched](const k8s::WatchEvent& e) { sched.OnPodGroup(ToEvent(e.type), e.object); });
-      break;
-    }
-    if (served.status().code() == common::StatusCode::kNotFound) {
-      common::Log(common::LogLevel::kInfo,
-                  std::string(kWho) +
-                      ": the PodGroup resource (scheduling.x-k8s.io/v1alpha1) is not served: a pod "
-                      "group needs the annotation gpusched.io/min-available");
-      break;
-    }
-    if (attempt == 15) {
-      return Fail("cannot ask the API server whether it serves PodGroups: " + served.status().message());
-    }
-    std::this_thread::sleep_for(std::chrono::seconds(2));
+  // where that API is served; read only, never required.
+  auto pod_groups = InformerIfServed(
+      **client, kube::kCoschedulingApi, kube::kPodGroupsPath, "PodGroups",
+      "the PodGroup resource (scheduling.x-k8s.io/v1alpha1) is not served: a pod group needs the annotation "
+      "gpusched.io/min-available",
+      [&sched](const k8s::WatchEvent& e) { sched.OnPodGroup(ToEvent(e.type), e.object); });
+  if (!pod_groups.ok()) {
+    return Fail(pod_groups.status().message());
   }
   // Budgets only where preemption is on (it alone reads them).
   std::unique_ptr<k8s::Informer> budgets;
@@ -240,31 +237,22 @@ int RunScheduler(const SchedulerFlags& flags) {
                              .prune = &k8s::SchedulingPrune()},
         [&sched](const k8s::WatchEvent& e) { sched.OnDisruptionBudget(ToEvent(e.type), e.object); });
   }
-  std::vector<const k8s::Informer*> informers = {&nodes, &pods, &namespaces};
-  if (budgets != nullptr) {
-    informers.push_back(budgets.get());
+  // Every cache, by what readiness calls it, in start order (stopped in reverse).
+  std::vector<std::pair<std::string, k8s::Informer*>> caches = {
+      {"node", &nodes}, {"pod", &pods}, {"namespace", &namespaces}};
+  for (const auto& [name, informer] : {std::pair<std::string, k8s::Informer*>{"GpuQueue", gpu_queues->get()},
+                                       {"PodGroup", pod_groups->get()},
+                                       {"PodDisruptionBudget", budgets.get()}}) {
+    if (informer != nullptr) {
+      caches.emplace_back(name, informer);
+    }
   }
-  if (gpu_queues != nullptr) {
-    informers.push_back(gpu_queues.get());
-  }
-  if (pod_groups != nullptr) {
-    informers.push_back(pod_groups.get());
-  }
-  auto all_synced = [&informers] {
-    return std::all_of(informers.begin(), informers.end(), [](const k8s::Informer* i) { return i->HasSynced(); });
+  auto all_synced = [&caches] {
+    return std::all_of(caches.begin(), caches.end(), [](const auto& c) { return c.second->HasSynced(); });
   };
   const auto started = std::chrono::steady_clock::now();
-  nodes.Start();
-  pods.Start();
-  namespaces.Start();
-  if (budgets != nullptr) {
-    budgets->Start();
-  }
-  if (gpu_queues != nullptr) {
-    gpu_queues->Start();
-  }
-  if (pod_groups != nullptr) {
-    pod_groups->Start();
+  for (const auto& [name, informer] : caches) {
+    informer->Start();
   }
 
   std::atomic<bool> leading{elector == nullptr};
@@ -283,29 +271,13 @@ int RunScheduler(const SchedulerFlags& flags) {
   };
   auto not_ready = [&]() -> std::string {
     std::string why;
-    if (!nodes.HasSynced()) {
-      why += "node cache not synced" + (nodes.last_error().empty() ? "" : " (" + nodes.last_error() + ")") + "; ";
+    for (const auto& [name, informer] : caches) {
+      if (!informer->HasSynced()) {
+        const std::string error = informer->last_error();
+        why += name + " cache not synced" + (error.empty() ? "" : " (" + error + ")") + "; ";
+      }
     }
-    if (!pods.HasSynced()) {
-      why += "pod cache not synced" + (pods.last_error().empty() ? "" : " (" + pods.last_error() + ")") + "; ";
-    }
-    if (!namespaces.HasSynced()) {
-      why += "namespace cache not synced" +
-             (namespaces.last_error().empty() ? "" : " (" + namespaces.last_error() + ")") + "; ";
-    }
-    if (gpu_queues != nullptr && !gpu_queues->HasSynced()) {
-      why += "GpuQueue cache not synced" +
-             (gpu_queues->last_error().empty() ? "" : " (" + gpu_queues->last_error() + ")") + "; ";
-    }
-    if (pod_groups != nullptr && !pod_groups->HasSynced()) {
-      why += "PodGroup cache not synced" +
-             (pod_groups->last_error().empty() ? "" : " (" + pod_groups->last_error() + ")") + "; ";
-    }
-    if (budgets != nullptr && !budgets->HasSynced()) {
-      why += "PodDisruptionBudget cache not synced" +
-             (budgets->last_error().empty() ? "" : " (" + budgets->last_error() + ")") + "; ";
-    }
-    for (const k8s::Informer* informer : informers) {
+    for (const auto& [name, informer] : caches) {
       if (std::string stale = informer->Staleness(); !stale.empty()) {
         why += stale + "; ";
       }
@@ -370,7 +342,7 @@ int RunScheduler(const SchedulerFlags& flags) {
   std::map<std::string, std::string> queue_status_written;
   auto last_status_write = std::chrono::steady_clock::now();
   auto write_queue_status = [&]() {
-    if (gpu_queues == nullptr || !caches_synced.load() || (elector != nullptr && !elector->CanAct()) ||
+    if (*gpu_queues == nullptr || !caches_synced.load() || (elector != nullptr && !elector->CanAct()) ||
         std::chrono::steady_clock::now() - last_status_write < std::chrono::seconds(1)) {
       return;
     }
@@ -426,18 +398,9 @@ int RunScheduler(const SchedulerFlags& flags) {
     elector->Release();
   }
   server->Stop();
-  if (budgets != nullptr) {
-    budgets->Stop();
+  for (auto it = caches.rbegin(); it != caches.rend(); ++it) {
+    it->second->Stop();
   }
-  if (gpu_queues != nullptr) {
-    gpu_queues->Stop();
-  }
-  if (pod_groups != nullptr) {
-    pod_groups->Stop();
-  }
-  namespaces.Stop();
-  pods.Stop();
-  nodes.Stop();
   events.Stop();
   return 0;
 }

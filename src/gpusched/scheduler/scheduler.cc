@@ -1119,34 +1119,16 @@ bool Scheduler::PreemptForGang(const std::string& uid, const Pending& pod, const
     }
   }
   const std::string group = "pod group " + GroupKey(pod.namespace_, pod.request->pod_group);
-  for (const Victim& v : plan.victims) {
-    const std::string key = v.namespace_ + "/" + v.name;
-    if (common::Status evicted = options_.preemptor->Evict(v.namespace_, v.name, v.uid); !evicted.ok()) {
-      Log(common::LogLevel::kWarn, group + ": preemption stopped: evicting " + key + ": " + evicted.message());
-      for (const auto& [member, room] : plan.rooms) {
-        DropNomination(member, /*wake=*/false);
-      }
-      for (const auto& [ns, name, node] : nominees) {
-        (void)options_.preemptor->Nominate(ns, name, "");
-      }
-      Count(&SchedulerStats::preemption_failures);
-      Emit(PodEvent{.namespace_ = pod.namespace_,
-                    .name = pod.name,
-                    .uid = uid,
-                    .type = "Warning",
-                    .reason = "FailedPreemption",
-                    .message = group + ": evicting " + key + " failed: " + evicted.message()});
-      return false;
+  if (auto failed = EvictAll(uid, pod, plan.victims, group, group + ": "); failed.has_value()) {
+    Log(common::LogLevel::kWarn, group + ": preemption stopped: " + *failed);
+    for (const auto& [member, room] : plan.rooms) {
+      DropNomination(member, /*wake=*/false);
     }
-    Count(&SchedulerStats::victims);
-    Emit(PodEvent{.namespace_ = v.namespace_,
-                  .name = v.name,
-                  .uid = v.uid.str(),
-                  .type = "Normal",
-                  .reason = "Preempted",
-                  .message = "Preempted by " + group});
+    for (const auto& [ns, name, node] : nominees) {
+      (void)options_.preemptor->Nominate(ns, name, "");
+    }
+    return false;
   }
-  Count(&SchedulerStats::preemptions);
   for (const std::string& from : plan.reclaimed_from) {
     gpu_queues_.CountReclaim(from);
   }
@@ -1155,27 +1137,20 @@ bool Scheduler::PreemptForGang(const std::string& uid, const Pending& pod, const
   return true;
 }
 
-bool Scheduler::Preempt(const std::string& uid, const Pending& pod, const Nomination& plan) {
-  const std::string node = plan.reserved.node.str();
-  const std::string preemptor = pod.namespace_ + "/" + pod.name;
-  if (auto s = options_.preemptor->Nominate(pod.namespace_, pod.name, node); !s.ok()) {
-    Log(common::LogLevel::kWarn, "pod " + preemptor + ": nominatedNodeName " + node + ": " + s.message());
-  }
-  for (const Victim& v : plan.victims) {
+std::optional<std::string> Scheduler::EvictAll(const std::string& uid, const Pending& pod,
+                                               const std::vector<Victim>& victims, const std::string& by,
+                                               const std::string& where) {
+  for (const Victim& v : victims) {
     const std::string key = v.namespace_ + "/" + v.name;
     if (common::Status evicted = options_.preemptor->Evict(v.namespace_, v.name, v.uid); !evicted.ok()) {
-      Log(common::LogLevel::kWarn,
-          "pod " + preemptor + ": preemption on " + node + " stopped: evicting " + key + ": " + evicted.message());
-      DropNomination(uid, /*wake=*/false);  // no attempt ran since the room was held: nobody to wake
-      (void)options_.preemptor->Nominate(pod.namespace_, pod.name, "");
       Count(&SchedulerStats::preemption_failures);
       Emit(PodEvent{.namespace_ = pod.namespace_,
                     .name = pod.name,
                     .uid = uid,
                     .type = "Warning",
                     .reason = "FailedPreemption",
-                    .message = "preempting on " + node + ": evicting " + key + " failed: " + evicted.message()});
-      return false;
+                    .message = where + "evicting " + key + " failed: " + evicted.message()});
+      return "evicting " + key + ": " + evicted.message();
     }
     Count(&SchedulerStats::victims);
     Emit(PodEvent{.namespace_ = v.namespace_,
@@ -1183,9 +1158,28 @@ bool Scheduler::Preempt(const std::string& uid, const Pending& pod, const Nomina
                   .uid = v.uid.str(),
                   .type = "Normal",
                   .reason = "Preempted",
-                  .message = "Preempted by " + preemptor + " on node " + node});
+                  .message = "Preempted by " + by});
   }
   Count(&SchedulerStats::preemptions);
+  return std::nullopt;
+}
+
+bool Scheduler::Preempt(const std::string& uid, const Pending& pod, const Nomination& plan) {
+  const std::string node = plan.reserved.node.str();
+  const std::string preemptor = pod.namespace_ + "/" + pod.name;
+  if (auto s = options_.preemptor->Nominate(pod.namespace_, pod.name, node); !s.ok()) {
+    Log(common::LogLevel::kWarn, "pod " + preemptor + ": nominatedNodeName " + node + ": " + s.message());
+  }
+  if (auto failed = EvictAll(uid, pod, plan.victims, preemptor + " on node " + node, "preempting on " + node + ": ");
+      failed.has_value()) {
+    Log(common::LogLevel::kWarn, "pod " + preemptor + ": preemption on " + node + " stopped: " + *failed);
+    DropNomination(uid, /*wake=*/false);  // no attempt ran since the room was held: nobody to wake
+    (void)options_.preemptor->Nominate(pod.namespace_, pod.name, "");
+    return false;
+  }
+  for (const std::string& from : plan.reclaimed_from) {
+    gpu_queues_.CountReclaim(from);
+  }
   Log(common::LogLevel::kInfo,
       "pod " + preemptor + " preempted " + std::to_string(plan.victims.size()) + " pod(s) on " + node);
   return true;
@@ -1344,9 +1338,6 @@ bool Scheduler::ScheduleOne() {
           const size_t victims = plan->victims.size();
           const std::string node = plan->reserved.node.str();
           if (Preempt(uid, pod, *plan)) {
-            for (const std::string& from : plan->reclaimed_from) {
-              gpu_queues_.CountReclaim(from);
-            }
             const size_t reclaimed = plan->reclaimed_from.size();
             summary += reclaimed == 0
                            ? "; preempting " + std::to_string(victims) + " pod(s) of lower priority on " + node

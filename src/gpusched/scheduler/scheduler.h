@@ -302,8 +302,13 @@ class Scheduler {
   std::vector<sched::QueuedPod> Remap();
   // The pod as the scheduling queue knows it.
   static sched::QueuedPod Queued(const std::string& uid, const Pending& pod);
-  // Nominates, evicts; false when an eviction failed (the room is then given back).
+  // Nominates, evicts, counts the reclaims; false when an eviction failed (the room is then given back).
   bool Preempt(const std::string& uid, const Pending& pod, const Nomination& plan);
+  // Evicts `victims` in order for pod `uid`, each with a Preempted event ("Preempted by <by>"), and counts them;
+  // stops at the first eviction that fails (nothing after it is evicted): a FailedPreemption event on the pod
+  // ("<where>evicting ns/name failed: ..."), counted, and "evicting ns/name: <why>" returned. nullopt: all gone.
+  std::optional<std::string> EvictAll(const std::string& uid, const Pending& pod, const std::vector<Victim>& victims,
+                                      const std::string& by, const std::string& where);
   bool Ours(const std::string& scheduler_name) const;
   // The pod's inter-pod constraints, counted over the placed pods (PodOnNode). Mirror lock held.
   sched::InterPodConstraints PrepareInterPod(const core::PodRequest& request, const core::ClusterState& state);

@@ -39,6 +39,13 @@ json NodeJson(const std::string& name) {
           {"status", {{"allocatable", {{"cpu", "128"}, {"memory", "1Ti"}, {"pods", "110"}}}}}};
 }
 
+// `count` nodes of 8 GPUs, gpu-node-0 onwards.
+void AddNodes(ClusterCache& mirror, int count) {
+  for (int n = 0; n < count; ++n) {
+    mirror.ApplyNode(kube::DecodeNode(NodeJson("gpu-node-" + std::to_string(n))));
+  }
+}
+
 json PodJson(int i) {
   return {{"metadata",
            {{"name", "p" + std::to_string(i)},
@@ -65,9 +72,7 @@ void BM_ScheduleFractionalPods(benchmark::State& state, const char* policy) {
     return;
   }
   ClusterCache mirror(sched::CacheOptions{.charge_every_pod = true});
-  for (int n = 0; n < kNodes; ++n) {
-    mirror.ApplyNode(kube::DecodeNode(NodeJson("gpu-node-" + std::to_string(n))));
-  }
+  AddNodes(mirror, kNodes);
   NullBinder binder;
   auto made = Scheduler::Create(mirror, binder, nullptr, SchedulerOptions{.policy = policy, .seed = 1});
   if (!made.ok()) {
@@ -109,9 +114,7 @@ void BM_Gang(benchmark::State& state, int gpus) {
   constexpr int kNodes = 5000;
   constexpr int kMembers = 64;
   ClusterCache mirror(sched::CacheOptions{.charge_every_pod = true});
-  for (int n = 0; n < kNodes; ++n) {
-    mirror.ApplyNode(kube::DecodeNode(NodeJson("gpu-node-" + std::to_string(n))));
-  }
+  AddNodes(mirror, kNodes);
   NullBinder binder;
   auto made = Scheduler::Create(mirror, binder, nullptr, SchedulerOptions{.policy = "binpack", .seed = 1});
   if (!made.ok()) {
@@ -175,9 +178,7 @@ void BM_GangPreemption(benchmark::State& state) {
   constexpr int kNodes = 5000;
   constexpr int kMembers = 64;
   ClusterCache mirror(sched::CacheOptions{.charge_every_pod = true});
-  for (int n = 0; n < kNodes; ++n) {
-    mirror.ApplyNode(kube::DecodeNode(NodeJson("gpu-node-" + std::to_string(n))));
-  }
+  AddNodes(mirror, kNodes);
   RecordingBinder binder;
   CountingPreemptor preemptor;
   auto made = Scheduler::Create(mirror, binder, nullptr,
