@@ -67,6 +67,15 @@ int RunTenantMode(const SimulateFlags& f, unsigned long long seed) {
     std::cerr << "gpusched simulate: --tenants needs --trace-dir (pods with creation and deletion times)\n";
     return 2;
   }
+  int min_size = 0, max_size = 0;  // of gangs (--gangs MIN-MAX)
+  if (!f.gangs.empty()) {
+    char dash = 0;
+    std::istringstream in(f.gangs);
+    if (!(in >> min_size >> dash >> max_size) || dash != '-' || !in.eof() || min_size < 2 || max_size < min_size) {
+      std::cerr << "gpusched simulate: --gangs " << f.gangs << ": expected MIN-MAX with 2 <= MIN <= MAX, e.g. 2-16\n";
+      return 2;
+    }
+  }
   auto nodes = sim::ReadNodeList(f.trace_dir + "/" + f.node_list + ".csv");
   if (!nodes.ok()) {
     std::cerr << "gpusched simulate: " << nodes.status().message() << "\n";
@@ -110,17 +119,7 @@ int RunTenantMode(const SimulateFlags& f, unsigned long long seed) {
   // As the FGD protocol inflates the workload: clones until the pods ask for --tune times the cluster's GPUs.
   sim::InflateStreams(streams, static_cast<int64_t>(f.tune * static_cast<double>(gpus) * 1000), spec.queues.size(),
                       seed);
-  size_t gangs = 0;
-  if (!f.gangs.empty()) {
-    int min_size = 0, max_size = 0;
-    char dash = 0;
-    std::istringstream in(f.gangs);
-    if (!(in >> min_size >> dash >> max_size) || dash != '-' || !in.eof() || min_size < 2 || max_size < min_size) {
-      std::cerr << "gpusched simulate: --gangs " << f.gangs << ": expected MIN-MAX with 2 <= MIN <= MAX, e.g. 2-16\n";
-      return 2;
-    }
-    gangs = sim::GroupIntoGangs(streams, min_size, max_size, seed);
-  }
+  const size_t gangs = f.gangs.empty() ? 0 : sim::GroupIntoGangs(streams, min_size, max_size, seed);
   auto outcome = sim::SimulateTenants(cluster, w, streams, spec);
   if (!outcome.ok()) {
     std::cerr << "gpusched simulate: " << outcome.status().message() << "\n";

@@ -49,7 +49,7 @@ TEST(ColocationModeTest, BadDataIsAUsageErrorBeforeAnyRun) {
 }
 
 // The multi-tenant mode needs a trace with times: without --trace-dir it is a usage error (2) before any run, and
-// a pod list without creation and deletion times is named.
+// a pod list without creation and deletion times is named; a bad --gangs is a usage error too.
 TEST(TenantModeTest, NeedsATraceWithTimes) {
   auto run = [](std::vector<std::string> args) {
     CLI::App app;
@@ -67,6 +67,13 @@ TEST(TenantModeTest, NeedsATraceWithTimes) {
   std::ofstream(dir / "nodes.csv") << "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\n";
   std::ofstream(dir / "pods.csv") << "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,1,1000\n";
   EXPECT_EQ(run({"--tenants", "--trace-dir", dir.string(), "--node-list", "nodes", "--workloads", "pods"}), 1);
+  // A gang size that is not MIN-MAX with 2 <= MIN <= MAX is a usage error, before the trace is read.
+  for (const char* bad : {"16-2", "1-4", "2", "2-x", "2-4-6"}) {
+    EXPECT_EQ(
+        run({"--tenants", "--trace-dir", dir.string(), "--node-list", "nodes", "--workloads", "pods", "--gangs", bad}),
+        2)
+        << bad;
+  }
   std::filesystem::remove_all(dir);
 }
 
