@@ -7,6 +7,7 @@
 #include "gpusched/cli/agent_command.h"
 #include "gpusched/cli/extender_command.h"
 #include "gpusched/cli/interference_command.h"
+#include "gpusched/cli/monitor_command.h"
 #include "gpusched/cli/scheduler_command.h"
 #include "gpusched/cli/simulate_command.h"
 #include "gpusched/cli/webhook_command.h"
@@ -14,7 +15,8 @@
 #include "gpusched/policy/registry.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"gpusched: a Kubernetes GPU scheduler (scheduler, extender, agent, webhook, simulate, interference)"};
+  CLI::App app{
+      "gpusched: a Kubernetes GPU scheduler (scheduler, extender, agent, webhook, monitor, simulate, interference)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("gpusched ") + GPUSCHED_VERSION);
   int exit_code = 0;
@@ -48,6 +50,9 @@ int main(int argc, char** argv) {
           return std::shared_ptr<const gpusched::ports::SlowdownModel>(std::move(served));
         });
   });
+
+  gpusched::cli::MonitorFlags monitor;
+  gpusched::cli::AddMonitorCommand(app, monitor, exit_code);
 
   gpusched::cli::InterferenceFlags interference;
   gpusched::cli::AddInterferenceCommand(app, interference, exit_code);
@@ -101,6 +106,12 @@ int main(int argc, char** argv) {
   gpusched::cli::WebhookFlags webhook;
   gpusched::cli::AddWebhookCommand(app, webhook, exit_code);
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; any other parse error is a usage error: its message, then status 2.
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
   return exit_code;
 }

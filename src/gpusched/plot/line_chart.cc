@@ -113,7 +113,7 @@ Status Validate(const LineChart& chart) {
       any_finite = Finite(s.xs[j], s.ys[j]);
     }
   }
-  if (!any_finite) {
+  if (!any_finite && chart.empty_note.empty()) {
     return common::InvalidArgument(what + " is empty: no series has a finite point");
   }
   GPUSCHED_RETURN_IF_ERROR(ValidateRange(what + ": x", chart.x_min, chart.x_max));
@@ -379,6 +379,11 @@ Status Draw(cairo_t* cr, const LineChart& chart) {
       }
     }
   }
+  const bool no_data = x_lo > x_hi;  // only with an empty_note (Validate)
+  if (no_data) {
+    x_lo = y_lo = 0;
+    x_hi = y_hi = 1;
+  }
 
   // Vertical layout: title, plot, x tick labels, x label, legend.
   SetFont(cr, kTitleFontSize, /*bold=*/true);
@@ -468,6 +473,11 @@ Status Draw(cairo_t* cr, const LineChart& chart) {
     DrawSeries(cr, chart.series[i], i, tf);
   }
   cairo_restore(cr);
+  if (no_data) {
+    SetColour(cr, kInk);
+    SetFont(cr, kTitleFontSize);
+    DrawText(cr, chart.empty_note, (plot.x0 + plot.x1) / 2, (plot.y0 + plot.y1) / 2, 0.5);
+  }
 
   // Frame, tick marks and tick labels.
   cairo_set_line_width(cr, 1);

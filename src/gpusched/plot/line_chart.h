@@ -17,10 +17,10 @@
 // on. A point whose x or y is not finite (NaN for "no sample") breaks the line; a point with gaps on both sides is
 // drawn as a dot.
 //
-// Errors: a chart with no series or no finite point, a series whose xs and ys differ in length, a set range with
-// min >= max or a non-finite end, a size outside 200x150 .. 16384x16384 (or too small for the legend), or text that
-// is not UTF-8 is InvalidArgument, and nothing is written. A file that cannot be written is Unavailable naming the
-// path.
+// Errors: a chart with no series, or with no finite point and no empty_note, a series whose xs and ys differ in length,
+// a set range with min >= max or a non-finite end, a size outside 200x150 .. 16384x16384 (or too small for the legend),
+// or text that is not UTF-8 is InvalidArgument, and nothing is written. A file that cannot be written is Unavailable
+// naming the path.
 //
 // Thread-safety: the functions share no state; charts may be written from several threads at once.
 
@@ -51,6 +51,9 @@ struct LineChart {
   std::optional<double> x_max{};
   std::optional<double> y_min{};
   std::optional<double> y_max{};
+  // Drawn in the middle of the plot area when no series has a finite point (the axes then span the set ranges, or
+  // 0..1): a chart of a metric that had no samples says so instead of failing. Empty: such a chart is an error.
+  std::string empty_note{};
   int width = 900;  // pixels, in both formats
   int height = 560;
 };

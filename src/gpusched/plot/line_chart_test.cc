@@ -168,6 +168,30 @@ TEST(LineChartTest, InvalidChartsAreRejectedAndWriteNothing) {
   }
 }
 
+TEST(LineChartTest, ANoDataChartWithANoteIsDrawnWithTheNote) {
+  LineChart chart{.title = "power",
+                  .x_label = "time (s)",
+                  .y_label = "W",
+                  .series = {Series{.name = "GPU 0", .xs = {0, 1}, .ys = {kNan, kNan}}}};
+  const std::string svg_path = TempPath("nodata.svg");
+  EXPECT_EQ(WriteSvg(chart, svg_path).code(), StatusCode::kInvalidArgument);  // no note: an error, as before
+  chart.empty_note = "no samples of power";
+  chart.x_min = 0;
+  chart.x_max = 60;
+  ASSERT_TRUE(WriteSvg(chart, svg_path).ok());
+  const std::string png_path = TempPath("nodata.png");
+  ASSERT_TRUE(WritePng(chart, png_path).ok());
+  // The note is drawn: the PNG differs from the same chart with an empty-looking note.
+  LineChart blank = chart;
+  blank.empty_note = " ";
+  const std::string blank_path = TempPath("nodata-blank.png");
+  ASSERT_TRUE(WritePng(blank, blank_path).ok());
+  EXPECT_NE(ReadFile(png_path), ReadFile(blank_path));
+  std::filesystem::remove(svg_path);
+  std::filesystem::remove(png_path);
+  std::filesystem::remove(blank_path);
+}
+
 TEST(LineChartTest, UnwritablePathIsUnavailableNamingThePath) {
   const LineChart chart = ThreeCurves();
   const common::Status svg = WriteSvg(chart, "/nonexistent-dir/x.svg");

@@ -266,4 +266,59 @@ common::Status InfluxSource::Check() {
   return r.status();
 }
 
+common::Result<std::vector<InfluxSeries>> InfluxSource::Query(std::string_view statement) {
+  const std::string where =
+      "influxdb " + impl_->base + " db=" + impl_->options.database + ": statement `" + std::string(statement) + "`: ";
+  if (statement.find(';') != std::string_view::npos) {
+    return common::InvalidArgument(where + "has a ';' (one statement at a time)");
+  }
+  std::lock_guard lock(impl_->mu);
+  GPUSCHED_ASSIGN_OR_RETURN(body, impl_->Post(impl_->params + "&q=" + impl_->Escape(statement)));
+  const json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) {
+    return common::Internal(where + "the answer is not JSON");
+  }
+  if (doc.contains("error") && doc["error"].is_string()) {
+    return StatementError("query", doc["error"].get<std::string>());
+  }
+  std::vector<InfluxSeries> out;
+  const json results = doc.value("results", json::array());
+  if (!results.is_array()) {
+    return common::Internal(where + "no results array in the answer");
+  }
+  for (const json& r : results) {
+    if (r.contains("error") && r["error"].is_string()) {
+      const common::Status e = StatementError("query", r["error"].get<std::string>());
+      return common::Status(e.code(), where + r["error"].get<std::string>());
+    }
+    if (!r.contains("series") || !r["series"].is_array()) {
+      continue;
+    }
+    for (const json& s : r["series"]) {
+      InfluxSeries series;
+      if (s.contains("tags") && s["tags"].is_object()) {
+        for (const auto& [k, v] : s["tags"].items()) {
+          if (v.is_string()) {
+            series.tags[k] = v.get<std::string>();
+          }
+        }
+      }
+      const json columns = s.value("columns", json::array());
+      if (!columns.is_array() || columns.size() < 2 || columns[0] != "time") {
+        return common::Internal(where + "a series without a time column and a value column");
+      }
+      for (const json& row : s.value("values", json::array())) {
+        if (!row.is_array() || row.size() < 2 || !row[0].is_number_integer()) {
+          continue;
+        }
+        if (const auto v = CellValue(row[1])) {
+          series.points.emplace_back(row[0].get<int64_t>(), *v);
+        }
+      }
+      out.push_back(std::move(series));
+    }
+  }
+  return out;
+}
+
 }  // namespace gpusched::adapters::influxdb

@@ -22,10 +22,14 @@
 
 #include <array>
 #include <chrono>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "gpusched/common/status.h"
 #include "gpusched/core/gpu_metrics.h"
@@ -52,6 +56,13 @@ struct InfluxSourceOptions {
   std::array<std::string, core::kGpuMetricCount> queries = DefaultInfluxQueries();
 };
 
+// One series of a statement's answer: its tags (GROUP BY) and its points, (Unix ms, value of the first column
+// after `time`), in the server's order; null and string cells are left out, booleans read as 1/0.
+struct InfluxSeries {
+  std::map<std::string, std::string> tags;
+  std::vector<std::pair<int64_t, double>> points;
+};
+
 class InfluxSource final : public ports::MetricsSource {
  public:
   // InvalidArgument for a URL that is not http(s)://, no database, a non-positive timeout, no enabled query or a
@@ -66,6 +77,10 @@ class InfluxSource final : public ports::MetricsSource {
   [[nodiscard]] std::string Describe() const override;
   // Runs the statements once: OK when the server answers and every statement runs (an empty result is OK).
   [[nodiscard]] common::Status Check();
+  // Runs one InfluxQL statement of the caller's (no ';') against the configured database, times as Unix ms: for
+  // range reads such as `SELECT "gpu_util" FROM "gpu" WHERE "uuid"='GPU-1' AND time >= 0ms GROUP BY "uuid"`.
+  // Errors as for Fetch, naming the statement.
+  [[nodiscard]] common::Result<std::vector<InfluxSeries>> Query(std::string_view statement);
 
  private:
   struct Impl;

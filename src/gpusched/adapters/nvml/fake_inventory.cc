@@ -244,6 +244,22 @@ Result<std::vector<FakeGpuSpec>> FakeInventory::LoadYaml(const std::string& path
         }
         std::sort(spec.nvlink_peers.begin(), spec.nvlink_peers.end());
       }
+      if (g["utilization"]) {
+        const auto u = g["utilization"].as<double>();
+        if (!(u >= 0 && u <= 100)) {
+          return common::InvalidArgument(where + ": utilization " + g["utilization"].as<std::string>() +
+                                         " is outside 0..100");
+        }
+        spec.utilization = u;
+      }
+      if (g["memory_used_mib"]) {
+        const auto used = g["memory_used_mib"].as<int64_t>();
+        if (used < 0 || used > spec.memory.value()) {
+          return common::InvalidArgument(where + ": memory_used_mib " + std::to_string(used) + " is outside 0.." +
+                                         std::to_string(spec.memory.value()));
+        }
+        spec.memory_used = MiB(used);
+      }
       out.push_back(std::move(spec));
     }
   } catch (const YAML::Exception& e) {
@@ -297,6 +313,8 @@ FakeInventory::FakeInventory(std::vector<FakeGpuSpec> gpus, std::string descript
     h = SplitMix64(h);
     g.memory_share = Uniform(h, 0.05, 0.6);
     g.noise_seed = SplitMix64(h);
+    g.utilization = g.spec.utilization;
+    g.memory_used = g.spec.memory_used;
     gpus_.push_back(std::move(g));
   }
 }

@@ -9,8 +9,9 @@
 //   "2xH100-80GB,1xT4"        groups are concatenated in order: indices 0,1 are H100s, 2 is the T4; "1x" may be left
 //   out "2xFoo:24GB"              an unknown model needs its memory (GB = GiB = 1024 MiB; MiB also accepted); a known
 //                             model may override its memory the same way
-//   a path ending in .yaml/.yml: a list of {model, memory_mib, numa, nvlink_peers} (memory_mib required for unknown
-//                             models; numa and nvlink_peers optional)
+//   a path ending in .yaml/.yml: a list of {model, memory_mib, numa, nvlink_peers, utilization, memory_used_mib}
+//                             (memory_mib required for unknown models; the rest optional; utilization (0..100) and
+//                             memory_used_mib pin those values from the start, as a script would)
 // Known models (spec name -> NVML product name, MiB, TDP W, max SM / memory clock MHz):
 //   A100-80GB, A100-40GB, H100-80GB, H200-141GB, V100-32GB, T4, L4, A10.
 //
@@ -57,6 +58,9 @@ struct FakeGpuSpec {
   common::MiB memory{0};
   int32_t numa_node = -1;
   std::vector<int32_t> nvlink_peers;
+  // Pinned from the start, as SetUtilization / SetMemoryUsed would (YAML `utilization`, `memory_used_mib`).
+  std::optional<double> utilization;
+  std::optional<common::MiB> memory_used;
 };
 
 class FakeInventory : public ports::DeviceInventory {

@@ -287,6 +287,26 @@ TEST_F(FakeInventoryYamlTest, LoadsAList) {
   EXPECT_THAT((*inv)->Describe(), HasSubstr("2 GPUs"));
 }
 
+TEST_F(FakeInventoryYamlTest, PinnedUtilizationAndMemoryHoldFromTheStart) {
+  const std::string path = Write("gpus.yaml",
+                                 "- {model: A100-80GB, utilization: 37, memory_used_mib: 2048}\n"
+                                 "- {model: A100-80GB, utilization: 100}\n"
+                                 "- {model: A100-80GB}\n");
+  auto inv = FakeInventory::Create(path, {.node_name = "y"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  for (int round = 0; round < 2; ++round) {
+    auto s = *(*inv)->Sample();
+    ASSERT_EQ(s.size(), 3u);
+    EXPECT_EQ(s[0].gpu_utilization, 37);
+    EXPECT_EQ(s[0].memory_used.value(), 2048);
+    EXPECT_EQ(s[1].gpu_utilization, 100);
+    EXPECT_EQ(s[1].power_w, 400);  // follows the pinned load: A100 TDP
+  }
+  // Still scriptable afterwards.
+  ASSERT_TRUE((*inv)->SetUtilization(0, 5).ok());
+  EXPECT_EQ((*(*inv)->Sample())[0].gpu_utilization, 5);
+}
+
 TEST_F(FakeInventoryYamlTest, Errors) {
   struct Case {
     std::string name, text, want;
@@ -298,6 +318,8 @@ TEST_F(FakeInventoryYamlTest, Errors) {
       {"peer is itself", "- {model: T4, nvlink_peers: [0]}\n", "nvlink peer 0"},
       {"not a list", "model: T4\n", "want a non-empty list"},
       {"bad yaml", "- {model: [\n", "gpus.yml"},
+      {"utilization above 100", "- {model: T4, utilization: 101}\n", "utilization 101 is outside 0..100"},
+      {"memory used above total", "- {model: T4, memory_used_mib: 15361}\n", "memory_used_mib 15361 is outside"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
