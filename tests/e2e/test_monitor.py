@@ -383,7 +383,7 @@ class MonitorE2E(unittest.TestCase):
             f.write(pod_yaml("job-a"))
         with open(os.path.join(d, "b.yaml"), "w") as f:
             f.write(pod_yaml("job-b"))
-        res = self.monitor([d])
+        res = self.monitor([d], "--parallel", "2")  # both at once: one GPU each
         self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
         out = os.path.join(self.work, "out")
         rows = read_csv(os.path.join(out, "summary.csv"))
@@ -394,8 +394,20 @@ class MonitorE2E(unittest.TestCase):
             self.assertIn(float(r["mean_util_pct"]), [float(u) for u in PINNED_UTIL])
             self.assertGreater(float(r["energy_j"]), 0)
             self.assertGreaterEqual(float(r["duration_s"]), 4)
+        self.assertEqual(sorted(float(r["mean_util_pct"]) for r in rows), sorted(float(u) for u in PINNED_UTIL),
+                         "the two pods ran at once, on different GPUs")
         self.assertTrue(os.path.exists(os.path.join(out, "index.html")))
         self.assertEqual(len(self.run_dirs()), 2)
+        self.assertEqual(self.left_behind(), [])
+
+    def test_5b_duration_ends_a_workload_that_never_ends(self):
+        f = self.write("serve.yaml", pod_yaml("forever-duration"))
+        res = self.monitor([f], "--duration", "3s", "--metrics", "util,sm_clock")
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        self.assertIn("serve: succeeded (ran for --duration 3.0 s)", res.stdout)
+        (run_dir,) = self.run_dirs()
+        metrics = {r["metric"] for r in read_csv(os.path.join(run_dir, "metrics.csv"))}
+        self.assertEqual(metrics, {"util", "sm_clock"})
         self.assertEqual(self.left_behind(), [])
 
     def test_6_influxdb_source(self):

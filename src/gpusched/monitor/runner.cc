@@ -516,10 +516,12 @@ RunResult RunWorkload(const Workload& workload, adapters::k8s::ApiClient& api, G
         true);
     return result;
   }
+  std::set<std::string> undeleted;  // paths already reported
   for (auto it = created.rbegin(); it != created.rend(); ++it) {
     const common::Status s = DeleteWithRetry(api, it->path);
     if (!s.ok()) {
       result.remaining.push_back(it->Text() + " (" + s.message() + ")");
+      undeleted.insert(it->path);
     }
   }
   for (const std::string& ns : namespaces) {
@@ -535,7 +537,11 @@ RunResult RunWorkload(const Workload& workload, adapters::k8s::ApiClient& api, G
         continue;  // already going
       }
       const std::string name = meta.value("name", "");
-      const common::Status s = DeleteWithRetry(api, "/api/v1/namespaces/" + ns + "/pods/" + name);
+      const std::string path = "/api/v1/namespaces/" + ns + "/pods/" + name;
+      if (undeleted.contains(path)) {
+        continue;
+      }
+      const common::Status s = DeleteWithRetry(api, path);
       if (!s.ok()) {
         result.remaining.push_back("Pod " + ns + "/" + name + " (" + s.message() + ")");
       }

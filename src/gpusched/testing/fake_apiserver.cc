@@ -283,6 +283,18 @@ class FakeApiServer::Handlers {
   }
 
   void Register(httplib::Server& svr) {
+    // Discovery of the core group, as far as this server serves it.
+    svr.Get("/api/v1", Wrap([](const auto&, auto& res) {
+              const json list = {{"kind", "APIResourceList"},
+                                 {"groupVersion", "v1"},
+                                 {"resources",
+                                  {{{"name", "pods"}, {"namespaced", true}, {"kind", "Pod"}},
+                                   {{"name", "pods/status"}, {"namespaced", true}, {"kind", "Pod"}},
+                                   {{"name", "pods/binding"}, {"namespaced", true}, {"kind", "Binding"}},
+                                   {{"name", "nodes"}, {"namespaced", false}, {"kind", "Node"}},
+                                   {{"name", "events"}, {"namespaced", true}, {"kind", "Event"}}}}};
+              res.set_content(list.dump(), "application/json");
+            }));
     svr.Get("/api/v1/nodes", Wrap([this](const auto& req, auto& res) { ListOrWatch(req, res, "nodes", ""); }));
     svr.Get("/api/v1/pods", Wrap([this](const auto& req, auto& res) { ListOrWatch(req, res, "pods", ""); }));
     svr.Get(R"(/api/v1/namespaces/([^/]+)/pods)",

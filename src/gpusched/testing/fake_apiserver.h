@@ -5,6 +5,7 @@
 // signed by the test CA is required, and a bearer token can be required too.
 //
 // What it serves (k8s-gpu-protocols.md §7), enough for adapters/k8s:
+//   GET    /api/v1 (discovery: pods, nodes, events)
 //   GET    /api/v1/nodes[/{name}], /api/v1/pods, /api/v1/namespaces/{ns}/pods[/{name}]
 //          lists take limit/continue, fieldSelector (spec.nodeName=X, spec.schedulerName=X, status.phase=X and
 //          !=X, metadata.name=X, metadata.namespace=X; comma = and) and labelSelector (k=v, k!=v, k; comma = and).
