@@ -247,7 +247,9 @@ int RunSimulate(const SimulateFlags& f) {
       std::cerr << "gpusched simulate: " << written.message() << "\n";
       return 1;
     }
-    std::cout << "wrote " << f.out << "/{alloc.csv,frag_amount.csv,frag_ratio.csv,unallocated.svg,unallocated.png}\n";
+    std::cout << "wrote " << f.out
+              << "/{alloc.csv,frag_amount.csv,frag_ratio.csv,unallocated.svg,unallocated.png,unallocated-zoom.svg,"
+                 "unallocated-zoom.png}\n";
   }
   return 0;
 }

@@ -134,6 +134,8 @@ common::Status WriteReport(const std::string& dir, const std::vector<RunOutcome>
   plot::LineChart chart{.title = "Unallocated GPUs as the workload arrives (mean over seeds)",
                         .x_label = "arrived workload (% of cluster GPUs)",
                         .y_label = "unallocated GPUs (%)"};
+  chart.x_min = 0;
+  chart.x_max = kBuckets - 1;
   const bool many_workloads =
       std::any_of(runs.begin(), runs.end(), [&](const RunOutcome& r) { return r.workload != runs.front().workload; });
   for (const auto& [key, group] : ByPolicy(runs)) {
@@ -157,6 +159,28 @@ common::Status WriteReport(const std::string& dir, const std::vector<RunOutcome>
   if (!chart.series.empty()) {
     GPUSCHED_RETURN_IF_ERROR(plot::WriteSvg(chart, dir + "/unallocated.svg"));
     GPUSCHED_RETURN_IF_ERROR(plot::WritePng(chart, dir + "/unallocated.png"));
+    // The region where the policies part ways (the FGD paper's Figure 9(a) view): arrived 80-130 %, the y axis
+    // fitted to the curves there rather than to the straight line before it.
+    plot::LineChart zoom = chart;
+    zoom.title = "Unallocated GPUs where the policies differ (80-130 % arrived, mean over seeds)";
+    zoom.x_min = kZoomFrom;
+    zoom.x_max = kBuckets - 1;
+    bool any = false;
+    for (plot::Series& s : zoom.series) {
+      plot::Series cut{.name = s.name};
+      for (size_t i = 0; i < s.xs.size(); ++i) {
+        if (s.xs[i] >= kZoomFrom) {
+          cut.xs.push_back(s.xs[i]);
+          cut.ys.push_back(s.ys[i]);
+          any = any || !std::isnan(s.ys[i]);
+        }
+      }
+      s = std::move(cut);
+    }
+    if (any) {
+      GPUSCHED_RETURN_IF_ERROR(plot::WriteSvg(zoom, dir + "/unallocated-zoom.svg"));
+      GPUSCHED_RETURN_IF_ERROR(plot::WritePng(zoom, dir + "/unallocated-zoom.png"));
+    }
   }
   return common::Status::Ok();
 }

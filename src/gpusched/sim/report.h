@@ -30,7 +30,11 @@ struct Curves {
 
 [[nodiscard]] Curves BucketCurves(const RunOutcome& run);
 
-// alloc.csv, frag_amount.csv, frag_ratio.csv, unallocated.svg, unallocated.png into `dir` (created if missing).
+// Where the zoomed chart starts (arrived %).
+inline constexpr int kZoomFrom = 80;
+
+// alloc.csv, frag_amount.csv, frag_ratio.csv, unallocated.svg, unallocated.png (0-130 % arrived) and
+// unallocated-zoom.svg, unallocated-zoom.png (80-130 %, y fitted to the curves there) into `dir` (created if missing).
 [[nodiscard]] common::Status WriteReport(const std::string& dir, const std::vector<RunOutcome>& runs);
 
 // Per policy (in first-seen order): allocation % at arrived 90/100/110/130 (mean and min-max over seeds),

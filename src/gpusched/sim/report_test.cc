@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -39,6 +40,24 @@ TEST(ReportTest, BucketsLikeTheReferenceScripts) {
   EXPECT_NEAR(c.frag_ratio[0], 100.0 * 100 / 9960, 1e-12);
 }
 
+TEST(ReportTest, ZoomedChartCoversEightyToOneThirtyPercent) {
+  // 10 GPUs filled to 90 % while 130 % arrives.
+  RunOutcome r{.workload = "w", .spec = {.policy = "fgd", .seed = 42, .tune = 1.3}, .total_gpus = 10};
+  for (int64_t a = 100; a <= 13000; a += 100) {
+    const int64_t used = std::min<int64_t>(a, 9000);
+    r.events.push_back({.arrived_milli = a, .allocated_milli = used, .frag_milli = 0, .idle_milli = 10000 - used});
+  }
+  const std::string dir = ::testing::TempDir() + "/gpusched-report-zoom";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(WriteReport(dir, {r}).ok());
+  ASSERT_TRUE(std::filesystem::exists(dir + "/unallocated-zoom.svg"));
+  EXPECT_GT(std::filesystem::file_size(dir + "/unallocated-zoom.png"), 1000U);
+  std::ifstream in(dir + "/unallocated-zoom.svg");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_NE(ss.str().find("80-130 % arrived"), std::string::npos);
+}
+
 TEST(ReportTest, WritesTheReferenceRowFormatAndPlots) {
   const std::string dir = ::testing::TempDir() + "/gpusched-report-test";
   std::filesystem::remove_all(dir);
@@ -54,6 +73,8 @@ TEST(ReportTest, WritesTheReferenceRowFormatAndPlots) {
   EXPECT_EQ(header.rfind("workload,sc_policy,tune,seed,0,1,", 0), 0U);
   EXPECT_GT(std::filesystem::file_size(dir + "/unallocated.svg"), 1000U);
   EXPECT_GT(std::filesystem::file_size(dir + "/unallocated.png"), 1000U);
+  // The synthetic run ends below 80 % arrived: no zoomed chart (nothing to show there).
+  EXPECT_FALSE(std::filesystem::exists(dir + "/unallocated-zoom.png"));
   std::ostringstream summary;
   PrintSummary(summary, {Synthetic()});
   EXPECT_NE(summary.str().find("w fgd"), std::string::npos) << summary.str();
