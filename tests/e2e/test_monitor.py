@@ -140,9 +140,23 @@ class FakeKubelet:
                 self.errors.append(repr(e))
             self.stop.wait(0.2)
 
+    JOBS = "/apis/batch/v1/namespaces/default/jobs"
+
     def _step(self):
         now = time.time()
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        # No job controller runs here: a Job of the monitor's completes `run_s` seconds after it appears.
+        for j in self.kube.call("GET", self.JOBS + "?labelSelector=" + RUN_LABEL)["items"]:
+            name = j["metadata"]["name"]
+            if j.get("status", {}).get("conditions") or j["metadata"].get("deletionTimestamp"):
+                continue
+            first = self.started.setdefault("job/" + name, now)
+            if now - first >= self.run_s:
+                self.kube.call("PATCH", f"{self.JOBS}/{name}/status", {"status": {
+                    "conditions": [{"type": "Complete", "status": "True", "lastProbeTime": stamp,
+                                    "lastTransitionTime": stamp}],
+                    "startTime": stamp, "completionTime": stamp, "succeeded": 1}},
+                    content_type="application/merge-patch+json")
         for p in self.kube.list("pods", labelSelector=RUN_LABEL):
             name = p["metadata"]["name"]
             if p["spec"].get("nodeName") != NODE or p["metadata"].get("deletionTimestamp"):
@@ -294,6 +308,9 @@ class MonitorE2E(unittest.TestCase):
             for o in self.kube.list(kind, labelSelector=RUN_LABEL):
                 if not o["metadata"].get("deletionTimestamp"):
                     left.append(f"{kind}/{o['metadata']['name']}")
+        for o in self.kube.call("GET", FakeKubelet.JOBS + "?labelSelector=" + RUN_LABEL)["items"]:
+            if not o["metadata"].get("deletionTimestamp"):
+                left.append(f"jobs/{o['metadata']['name']}")
         return left
 
     def run_dirs(self):
@@ -417,6 +434,35 @@ class MonitorE2E(unittest.TestCase):
         (run_dir,) = self.run_dirs()
         self.check_metrics(run_dir, "influx-train")
         self.assertEqual(self.left_behind(), [])
+
+    def test_6b_job_completes_and_a_rejected_object_is_a_failed_run(self):
+        job = self.write("sweep.yaml", """apiVersion: batch/v1
+kind: Job
+metadata: {name: sweep}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      automountServiceAccountToken: false
+      containers: [{name: main, image: registry.invalid/cuda:12}]
+""")
+        res = self.monitor([job])
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        self.assertIn("sweep: succeeded", res.stdout)
+        self.assertEqual(self.left_behind(), [])
+        bad = self.write("rejected.yaml", CONFIGMAP.format(name="rejected") + """---
+apiVersion: v1
+kind: Pod
+metadata: {name: no-image}
+spec:
+  containers: [{name: main}]
+""")
+        res = self.monitor([bad])
+        self.assertEqual(res.returncode, 1)
+        self.assertIn("rejected.yaml:8: the API server refused the Pod no-image", res.stdout)
+        self.assertIn("image", res.stdout)
+        self.assertEqual(self.left_behind(), [], "the ConfigMap created before the refusal is deleted")
 
     def test_7_setup_errors_create_nothing(self):
         bad = self.write("bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [x\n")
