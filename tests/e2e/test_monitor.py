@@ -364,6 +364,16 @@ class MonitorE2E(unittest.TestCase):
         self.assertIn("fail: failed: main: Error (exit code 3)", res.stdout)
         self.assertEqual(self.left_behind(), [])
 
+    def test_2b_keep_leaves_the_objects(self):
+        f = self.write("kept.yaml", pod_yaml("kept") + CONFIGMAP.format(name="kept"))
+        res = self.monitor([f], "--keep")
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        self.assertIn("kept: run id gm-", res.stdout)
+        self.assertEqual(sorted(self.left_behind()), ["configmaps/kept-config", "pods/kept"])
+        self.kube.delete("pods", "kept")
+        self.kube.delete("configmaps", "kept-config")
+        wait_until(lambda: not self.left_behind(), 30, what="the kept objects to go")
+
     def test_3_sigint_mid_run_cleans_up(self):
         f = self.write("forever.yaml", pod_yaml("forever-serve"))
         proc = subprocess.Popen(self.monitor_argv([f]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
