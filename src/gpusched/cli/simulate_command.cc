@@ -15,6 +15,7 @@
 #include "gpusched/sim/report.h"
 #include "gpusched/sim/simulator.h"
 #include "gpusched/sim/tenants.h"
+#include "gpusched/sim/topology_templates.h"
 #include "gpusched/sim/trace_reader.h"
 
 namespace gpusched::cli {
@@ -209,12 +210,17 @@ int RunSimulate(const SimulateFlags& f) {
     }
   }
 
+  if (f.topology) {
+    sim::ApplyTopologyTemplates(cluster);
+  }
   std::vector<sim::RunRequest> requests;
   for (const auto& w : workloads) {
     for (const auto& p : policies) {
-      for (auto s : seeds) {
-        requests.push_back(
-            sim::RunRequest{.workload = &w, .spec = sim::RunSpec{.policy = p, .seed = s, .tune = f.tune}});
+      for (const bool blind : f.topology ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+        for (auto s : seeds) {
+          requests.push_back(sim::RunRequest{
+              .workload = &w, .spec = sim::RunSpec{.policy = p, .seed = s, .tune = f.tune, .topology_blind = blind}});
+        }
       }
     }
   }
@@ -239,7 +245,16 @@ int RunSimulate(const SimulateFlags& f) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "cluster " << cluster.name << ": " << cluster.nodes.size() << " nodes, " << runs->front().total_gpus
             << " GPUs; " << requests.size() << " runs, tune " << f.tune << ", jobs " << f.jobs << "\n";
+  for (sim::RunOutcome& r : runs.value()) {
+    if (r.spec.topology_blind) {
+      r.spec.policy += " (topology-blind)";
+    }
+  }
   sim::PrintSummary(std::cout, runs.value());
+  if (f.topology) {
+    std::cout << "\nmulti-GPU pods on the nodes' topology (templates by GPU model; docs/configuration.md):\n";
+    sim::PrintTopologySummary(std::cout, runs.value());
+  }
   std::cout << "total wall time " << wall << " s\n";
   if (!f.out.empty()) {
     common::Status written = sim::WriteReport(f.out, runs.value());
@@ -288,6 +303,10 @@ void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code) {
                   "Multi-tenant mode: divide the trace's creation times by this (lifetimes stay real)")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 1e6));
+  cmd->add_flag(
+      "--topology", flags.topology,
+      "Give the nodes GPU topology templates by model (NVSwitch, cube-mesh, NVLink pairs, PCIe) and run every "
+      "policy also topology-blind; prints how multi-GPU pods landed");
   cmd->add_option("--gangs", flags.gangs,
                   "Multi-tenant mode: group each queue's multi-GPU pods into gangs of MIN-MAX pods (e.g. 2-16), "
                   "placed all or nothing");

@@ -25,6 +25,7 @@ struct SimulateFlags {
   ColocationFlags colocation;  // colocation.source set: the co-location workload mode
   bool tenants = false;        // the multi-tenant mode: GPU queues sharing the trace's cluster
   double arrival_speedup = 20000;
+  bool topology = false;  // GPU topology templates on the nodes; every policy also run topology-blind
   std::string gangs;  // the multi-tenant mode: "MIN-MAX" groups the multi-GPU pods into gangs of that size; empty: none
 };
 

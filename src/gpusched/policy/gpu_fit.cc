@@ -1,5 +1,7 @@
 #include "gpusched/policy/gpu_fit.h"
 
+#include "gpusched/policy/topology.h"
+
 #include <algorithm>
 #include <string>
 
@@ -221,8 +223,22 @@ std::vector<core::ContainerAllocation> SelectGpusWith(const core::PodRequest& po
     core::ContainerAllocation& alloc = out.emplace_back();
     alloc.container = c.container;
     if (WantsWhole(c)) {
-      for (int32_t k = 0; k < c.count; ++k) {
-        Take(c, node, gpus, candidates[static_cast<size_t>(k)], alloc);
+      // The best-connected set on a node whose topology is known (topology.h), else the lowest indices; when a
+      // later container needs GPUs of its own, FitGpus's lowest-index placement unless the chosen set leaves it
+      // room too.
+      std::vector<size_t> pick = ChooseWholeGpus(*node.node, candidates, static_cast<size_t>(c.count));
+      if (ci + 1 < pod.containers.size() && !std::equal(pick.begin(), pick.end(), candidates.begin())) {
+        std::vector<core::GpuState> after = gpus;
+        core::ContainerAllocation scratch;
+        for (size_t i : pick) {
+          Take(c, node, after, i, scratch);
+        }
+        if (!FitFrom(pod, node, std::move(after), ci + 1).fits()) {
+          pick.assign(candidates.begin(), candidates.begin() + c.count);
+        }
+      }
+      for (size_t i : pick) {
+        Take(c, node, gpus, i, alloc);
       }
     } else if (c.count == 1) {
       size_t pick = choose(c, node, gpus, candidates);

@@ -35,7 +35,8 @@ namespace gpusched::policy {
 using ShareChooser = std::function<size_t(const core::GpuRequest&, const core::NodeView&,
                                           std::span<const core::GpuState>, std::span<const size_t> candidates)>;
 
-// Allocates every container with `choose` deciding shared GPUs; whole GPUs take the lowest-index fully free ones;
+// Allocates every container with `choose` deciding shared GPUs; whole GPUs take the best-connected fully free ones
+// where the node's topology is known (topology.h: ChooseWholeGpus), else the lowest-index ones;
 // multi-GPU shares take the `count` tightest fitting GPUs (ascending free milli, then index). Precondition: fits.
 [[nodiscard]] std::vector<core::ContainerAllocation> SelectGpusWith(const core::PodRequest& pod,
                                                                     const core::NodeView& node,

@@ -225,4 +225,34 @@ void PrintSummary(std::ostream& os, const std::vector<RunOutcome>& runs) {
   }
 }
 
+void PrintTopologySummary(std::ostream& os, const std::vector<RunOutcome>& runs) {
+  os << fmt::format("{:<52} {:>10} {:>11} {:>15} {:>16}\n", "workload / policy", "alloc@100", "multi-GPU",
+                    "fully NVLinked", "mean pair score");
+  for (const auto& [key, group] : ByPolicy(runs)) {
+    const RunOutcome& first = *group.front();
+    double alloc = 0;
+    int n_alloc = 0;
+    double multi = 0;
+    double nvlinked = 0;
+    double nvlinkable = 0;
+    double score = 0;
+    for (const RunOutcome* r : group) {
+      const double v = BucketCurves(*r).alloc[100];
+      if (!std::isnan(v)) {
+        alloc += v;
+        ++n_alloc;
+      }
+      multi += static_cast<double>(r->topology.multi_gpu_pods);
+      nvlinkable += static_cast<double>(r->topology.nvlinkable);
+      nvlinked += static_cast<double>(r->topology.fully_nvlinked);
+      score += r->topology.mean_pair_score;
+    }
+    const double n = static_cast<double>(group.size());
+    const std::string name = first.workload == "builtin" ? first.spec.policy : first.workload + " " + first.spec.policy;
+    const std::string alloc_text = n_alloc > 0 ? fmt::format("{:.2f}", alloc / n_alloc) : "-";
+    const double share = nvlinkable > 0 ? 100.0 * nvlinked / nvlinkable : 0.0;
+    os << fmt::format("{:<52} {:>10} {:>11.1f} {:>14.1f}% {:>16.1f}\n", name, alloc_text, multi / n, share, score / n);
+  }
+}
+
 }  // namespace gpusched::sim

@@ -41,4 +41,9 @@ inline constexpr int kZoomFrom = 80;
 // failed pods (mean), wall time per run (mean).
 void PrintSummary(std::ostream& os, const std::vector<RunOutcome>& runs);
 
+// Per policy: allocation % at 100 % arrived (mean over seeds), multi-GPU pods placed (mean), the share of them on
+// fully NVLink-joined GPUs among those whose node could have done that (all seeds together), and their mean pair
+// score (mean over seeds; policy/topology.h).
+void PrintTopologySummary(std::ostream& os, const std::vector<RunOutcome>& runs);
+
 }  // namespace gpusched::sim

@@ -1,5 +1,9 @@
 #include "gpusched/sim/simulator.h"
 
+#include <unordered_map>
+
+#include "gpusched/policy/topology.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -20,6 +24,38 @@ common::Status InMemoryCluster::Bind(const core::PodRequest&, const core::Alloca
   return common::Status::Ok();
 }
 
+namespace {
+
+// Adds a placed pod's multi-GPU containers to the topology statistics, judged by `node` (the cluster's own, with
+// its topology).
+void RecordTopology(const core::Node& node, const core::Allocation& a, TopologyStats& stats, double& pair_score_sum) {
+  if (!policy::HasTopology(node)) {
+    return;
+  }
+  for (const core::ContainerAllocation& c : a.containers) {
+    if (c.gpus.size() < 2) {
+      continue;
+    }
+    std::vector<size_t> set;
+    for (const core::GpuShare& g : c.gpus) {
+      set.push_back(static_cast<size_t>(g.index));
+    }
+    const double pairs = static_cast<double>(set.size() * (set.size() - 1) / 2);
+    ++stats.multi_gpu_pods;
+    std::vector<size_t> all(node.gpus.size());
+    for (size_t i = 0; i < all.size(); ++i) {
+      all[i] = i;
+    }
+    if (policy::LargestNvlinkGroup(node, all) >= set.size()) {
+      ++stats.nvlinkable;
+      stats.fully_nvlinked += policy::FullyNvlinked(node, set) ? 1 : 0;
+    }
+    pair_score_sum += static_cast<double>(policy::SetScore(node, set)) / pairs;
+  }
+}
+
+}  // namespace
+
 common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& workload, const RunSpec& spec) {
   const auto start = std::chrono::steady_clock::now();
   if (spec.tune < 0) {
@@ -31,7 +67,20 @@ common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& worklo
   }
   const policy::PlacementPolicy& pol = *policy_or.value();
 
-  InMemoryCluster memory(cluster.nodes);
+  std::vector<core::Node> seen = cluster.nodes;  // what the scheduler sees
+  if (spec.topology_blind) {
+    for (core::Node& n : seen) {
+      for (core::Gpu& g : n.gpus) {
+        g.links.clear();
+        g.nvlink_peers.clear();
+      }
+    }
+  }
+  std::unordered_map<std::string, size_t> node_index;
+  for (size_t i = 0; i < cluster.nodes.size(); ++i) {
+    node_index.emplace(cluster.nodes[i].name.str(), i);
+  }
+  InMemoryCluster memory(std::move(seen));
   core::ClusterState state;
   auto nodes = memory.ListNodes();
   if (!nodes.ok()) {
@@ -85,6 +134,7 @@ common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& worklo
   const policy::Snapshot snapshot;
   int64_t arrived = 0;
   int clone_index = 0;
+  double pair_score_sum = 0;
   for (size_t k = 0; k < order.size(); ++k) {
     core::PodRequest pod = *order[k];
     if (k >= workload.pods.size()) {  // a clone needs its own identity
@@ -101,6 +151,7 @@ common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& worklo
       const size_t slot = *state.SlotOf(a.node);
       const double f_before = frag[slot];
       GPUSCHED_RETURN_IF_ERROR(sched::CycleRunner::Bind(state, memory, pod, a));
+      RecordTopology(cluster.nodes[node_index.at(a.node.str())], a, out.topology, pair_score_sum);
       frag[slot] = policy::NodeFragmentation(m, state.View(slot));
       frag_sum += frag[slot] - f_before;
       ++out.pods_scheduled;
@@ -111,6 +162,9 @@ common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& worklo
                                .allocated_milli = state.AllocatedMilli().value(),
                                .frag_milli = frag_sum,
                                .idle_milli = (state.CapacityMilli() - state.AllocatedMilli()).value()});
+  }
+  if (out.topology.multi_gpu_pods > 0) {
+    out.topology.mean_pair_score = pair_score_sum / static_cast<double>(out.topology.multi_gpu_pods);
   }
   if (spec.keep_allocations) {
     auto bound = memory.ListAllocations();

@@ -46,6 +46,21 @@ struct RunSpec {
   uint64_t seed = 42;
   double tune = 1.3;
   bool keep_allocations = false;  // return every bound allocation (tests, what-if analysis)
+  // The scheduler does not see the nodes' GPU topology (links and nvlink_peers are dropped from what it is given);
+  // the topology metrics below still judge its placements by the cluster's real topology. The baseline of
+  // `simulate --topology`: how a topology-blind scheduler (lowest-index GPUs) places multi-GPU pods.
+  bool topology_blind = false;
+};
+
+// How multi-GPU pods (a container with 2 or more whole GPUs) were placed, judged by the cluster's topology
+// (policy/topology.h), when its nodes have one.
+struct TopologyStats {
+  int64_t multi_gpu_pods = 0;  // placed
+  // Of those, the pods their node could have put on GPUs all NVLink-joined to each other (the empty node has such
+  // a group of the pod's size), and of these the ones that got such GPUs.
+  int64_t nvlinkable = 0;
+  int64_t fully_nvlinked = 0;
+  double mean_pair_score = 0;  // mean over those pods of the mean pair score of their GPUs
 };
 
 struct Event {
@@ -65,6 +80,7 @@ struct RunOutcome {
   int64_t pods_failed = 0;
   double wall_seconds = 0;
   std::vector<core::Allocation> allocations;  // when spec.keep_allocations
+  TopologyStats topology;
 };
 
 // The simulator's cluster: the nodes it was given, and every bind recorded. Implements the ports the cycle
