@@ -136,6 +136,74 @@ common::Result<core::Allocation> DecodeAllocation(std::string_view text, const c
   return a;
 }
 
+std::string LinkName(const core::GpuLink& l) {
+  switch (l.kind) {
+    case core::LinkKind::kNvSwitch:
+      return "NVS" + std::to_string(l.nvlinks);
+    case core::LinkKind::kNvlink:
+      return "NV" + std::to_string(l.nvlinks);
+    case core::LinkKind::kPcieSwitch:
+      return "PIX";
+    case core::LinkKind::kPcieMultiSwitch:
+      return "PXB";
+    case core::LinkKind::kHostBridge:
+      return "PHB";
+    case core::LinkKind::kSameNuma:
+      return "NODE";
+    case core::LinkKind::kCrossSocket:
+      return "SYS";
+    case core::LinkKind::kUnknown:
+      break;
+  }
+  return "";
+}
+
+std::optional<core::GpuLink> ParseLinkName(int32_t peer, std::string_view name) {
+  core::GpuLink l{.peer = peer};
+  auto links_after = [&](size_t prefix) -> std::optional<int32_t> {
+    int32_t n = 0;
+    const std::string_view digits = name.substr(prefix);
+    if (digits.empty() || digits.size() > 3) {
+      return std::nullopt;
+    }
+    for (const char c : digits) {
+      if (c < '0' || c > '9') {
+        return std::nullopt;
+      }
+      n = n * 10 + (c - '0');
+    }
+    return n;
+  };
+  if (name.starts_with("NVS")) {
+    const auto n = links_after(3);
+    if (!n) {
+      return std::nullopt;
+    }
+    l.kind = core::LinkKind::kNvSwitch;
+    l.nvlinks = *n;
+  } else if (name.starts_with("NV")) {
+    const auto n = links_after(2);
+    if (!n) {
+      return std::nullopt;
+    }
+    l.kind = core::LinkKind::kNvlink;
+    l.nvlinks = *n;
+  } else if (name == "PIX") {
+    l.kind = core::LinkKind::kPcieSwitch;
+  } else if (name == "PXB") {
+    l.kind = core::LinkKind::kPcieMultiSwitch;
+  } else if (name == "PHB") {
+    l.kind = core::LinkKind::kHostBridge;
+  } else if (name == "NODE") {
+    l.kind = core::LinkKind::kSameNuma;
+  } else if (name == "SYS") {
+    l.kind = core::LinkKind::kCrossSocket;
+  } else {
+    return std::nullopt;
+  }
+  return l;
+}
+
 std::string EncodeGpuInventory(const std::vector<core::Gpu>& gpus) {
   json list = json::array();
   for (const auto& g : gpus) {
@@ -145,6 +213,15 @@ std::string EncodeGpuInventory(const std::vector<core::Gpu>& gpus) {
     }
     if (!g.nvlink_peers.empty()) {
       j["nvlink_peers"] = g.nvlink_peers;
+    }
+    if (!g.links.empty()) {
+      json links = json::object();
+      for (const core::GpuLink& l : g.links) {
+        if (const std::string name = LinkName(l); !name.empty()) {
+          links[std::to_string(l.peer)] = name;
+        }
+      }
+      j["links"] = std::move(links);
     }
     j["healthy"] = g.healthy;
     if (g.max_sharers > 0) {
@@ -198,6 +275,32 @@ common::Result<std::vector<core::Gpu>> DecodeGpuInventory(std::string_view text)
         }
         gpu.nvlink_peers.push_back(peer.get<int32_t>());
       }
+    }
+    if (auto l = g.find("links"); l != g.end() && !l->is_null()) {
+      if (!l->is_object()) {
+        return common::InvalidArgument(where + "\"links\" is not an object of peer index -> link");
+      }
+      for (const auto& [key, value] : l->items()) {
+        int64_t peer = -1;
+        if (key.empty() || key.size() > 4 ||
+            !std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+          return common::InvalidArgument(where + "\"links\" has a key that is not a GPU index: \"" + key + "\"");
+        }
+        peer = std::stoll(key);
+        if (peer >= static_cast<int64_t>(j.size()) || peer == index) {
+          return common::InvalidArgument(where + "\"links\" names GPU " + key +
+                                         ", which is not another GPU of the node");
+        }
+        if (!value.is_string()) {
+          return common::InvalidArgument(where + "\"links\"[" + key + "] is not a string");
+        }
+        // A link name this version does not know is left out (a newer agent may know more kinds).
+        if (auto link = ParseLinkName(static_cast<int32_t>(peer), value.get<std::string>())) {
+          gpu.links.push_back(*link);
+        }
+      }
+      std::sort(gpu.links.begin(), gpu.links.end(),
+                [](const core::GpuLink& a, const core::GpuLink& b) { return a.peer < b.peer; });
     }
     gpus.push_back(std::move(gpu));
   }

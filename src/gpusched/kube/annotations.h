@@ -10,6 +10,7 @@
 //     "healthy":true}]   (numa, nvlink_peers and healthy are optional)
 // Decoders accept exactly this shape and name what is wrong; they never crash on any input (fuzzed).
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,11 @@ std::string EncodeAllocation(const core::Allocation& allocation);
 common::Result<core::Allocation> DecodeAllocation(std::string_view text, const common::PodUid& pod);
 
 std::string EncodeGpuInventory(const std::vector<core::Gpu>& gpus);
+// A GPU's links in the inventory: "links": {"<peer index>": "<name>"}, the names of nvidia-smi topo -m: "NV<n>"
+// (n NVLinks), "NVS<n>" (NVSwitch, n links), "PIX", "PXB", "PHB", "NODE", "SYS". Decoding leaves out a name it
+// does not know; a key that is not another GPU's index is an error.
+[[nodiscard]] std::string LinkName(const core::GpuLink& link);
+[[nodiscard]] std::optional<core::GpuLink> ParseLinkName(int32_t peer, std::string_view name);
 // GPUs sorted by index; the indices must be 0..n-1 without gaps or repeats.
 common::Result<std::vector<core::Gpu>> DecodeGpuInventory(std::string_view text);
 

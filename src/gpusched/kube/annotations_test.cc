@@ -92,5 +92,43 @@ TEST(AnnotationsTest, InventoryRoundTripsAndChecksIndices) {
   EXPECT_TRUE(DecodeGpuInventory("[]")->empty());
 }
 
+TEST(AnnotationsTest, InventoryLinksRoundTripInTopoNames) {
+  std::vector<core::Gpu> gpus(3);
+  for (int32_t i = 0; i < 3; ++i) {
+    gpus[static_cast<size_t>(i)].index = i;
+    gpus[static_cast<size_t>(i)].memory = common::MiB{1000};
+  }
+  gpus[0].links = {{.peer = 1, .kind = core::LinkKind::kNvlink, .nvlinks = 4},
+                   {.peer = 2, .kind = core::LinkKind::kCrossSocket}};
+  gpus[1].links = {{.peer = 0, .kind = core::LinkKind::kNvlink, .nvlinks = 4},
+                   {.peer = 2, .kind = core::LinkKind::kPcieSwitch}};
+  gpus[2].links = {{.peer = 0, .kind = core::LinkKind::kCrossSocket},
+                   {.peer = 1, .kind = core::LinkKind::kNvSwitch, .nvlinks = 18}};
+  const std::string text = EncodeGpuInventory(gpus);
+  EXPECT_NE(text.find(R"("links":{"1":"NV4","2":"SYS"})"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("1":"NVS18")"), std::string::npos) << text;
+  auto back = DecodeGpuInventory(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, gpus);
+  // Every name nvidia-smi topo -m prints; an unknown one is left out, not an error.
+  for (const char* name : {"PIX", "PXB", "PHB", "NODE", "SYS", "NV1", "NV18", "NVS12"}) {
+    auto l = ParseLinkName(1, name);
+    ASSERT_TRUE(l.has_value()) << name;
+    EXPECT_EQ(LinkName(*l), name);
+  }
+  EXPECT_FALSE(ParseLinkName(1, "NVX").has_value());
+  EXPECT_FALSE(ParseLinkName(1, "NV").has_value());
+  auto future = DecodeGpuInventory(R"([{"index":0,"memory_mib":1,"links":{"1":"C2C"}},{"index":1,"memory_mib":1}])");
+  ASSERT_TRUE(future.ok()) << future.status();
+  EXPECT_TRUE((*future)[0].links.empty());
+  // Keys must be another GPU of the node.
+  for (const char* bad :
+       {R"([{"index":0,"memory_mib":1,"links":{"0":"NV1"}}])", R"([{"index":0,"memory_mib":1,"links":{"5":"NV1"}}])",
+        R"([{"index":0,"memory_mib":1,"links":{"x":"NV1"}}])", R"([{"index":0,"memory_mib":1,"links":["NV1"]}])",
+        R"([{"index":0,"memory_mib":1,"links":{"1":4}},{"index":1,"memory_mib":1}])"}) {
+    EXPECT_FALSE(DecodeGpuInventory(bad).ok()) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace gpusched::kube
