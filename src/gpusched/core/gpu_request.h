@@ -36,6 +36,13 @@ struct GpuRequest {
   bool operator==(const GpuRequest&) const = default;
 };
 
+// What the pod asks of the links between its GPUs (annotation gpusched.io/topology; docs/topology.md).
+enum class TopologyNeed : int8_t {
+  kPreferred = 0,  // the best-connected GPUs the node has (the default)
+  kRequired,       // every multi-GPU container on GPUs all NVLink-joined, or not on this node
+  kNone,           // the lowest-numbered free GPUs, links ignored
+};
+
 struct PodRequest {
   common::PodUid uid;
   std::string name;  // namespace/name, for messages
@@ -66,6 +73,7 @@ struct PodRequest {
   // are placed together or not at all (1 = no gang rule).
   std::string pod_group;
   int32_t min_available = 0;
+  TopologyNeed topology = TopologyNeed::kPreferred;
 
   [[nodiscard]] bool RequestsGpu() const { return !containers.empty(); }
   [[nodiscard]] bool HasInterPodConstraints() const {

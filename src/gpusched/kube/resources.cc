@@ -577,6 +577,19 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
     }
   }
   out.app = DecodePodApp(pod, config.app_label);
+  if (const json* annotations = Find(*metadata, "annotations"); annotations != nullptr && annotations->is_object()) {
+    if (const json* t = Find(*annotations, kAnnotationTopology); t != nullptr) {
+      const std::string v = t->is_string() ? t->get<std::string>() : "";
+      if (v == "required") {
+        out.topology = core::TopologyNeed::kRequired;
+      } else if (v == "none") {
+        out.topology = core::TopologyNeed::kNone;
+      } else if (v != "preferred") {
+        return common::InvalidArgument(who + "annotation " + std::string(kAnnotationTopology) +
+                                       " must be required, preferred or none, not " + t->dump());
+      }
+    }
+  }
   if (const json* p = Find(*spec, "preemptionPolicy"); p != nullptr && !p->is_null()) {
     if (!p->is_string() || (*p != "Never" && *p != "PreemptLowerPriority")) {
       return common::InvalidArgument(who + "spec.preemptionPolicy is not Never or PreemptLowerPriority");

@@ -63,6 +63,8 @@ inline constexpr std::string_view kAnnotationGpuModel = "gpusched.io/gpu-model";
 inline constexpr std::string_view kAnnotationPolicy = "gpusched.io/policy";
 inline constexpr std::string_view kLabelPriority = "gpusched.io/priority";
 inline constexpr std::string_view kAnnotationApp = "gpusched.io/app";
+// "required", "preferred" (the default) or "none": what the pod asks of the links between its GPUs.
+inline constexpr std::string_view kAnnotationTopology = "gpusched.io/topology";
 // Gangs: the group's name (in the pod's namespace) and how many members must be placed together.
 inline constexpr std::string_view kAnnotationPodGroup = "gpusched.io/pod-group";
 inline constexpr std::string_view kAnnotationMinAvailable = "gpusched.io/min-available";

@@ -123,6 +123,21 @@ struct BadCase {
   const char* expect;  // a substring of the error
 };
 
+TEST(ResourcesTest, TopologyAnnotation) {
+  const json gpu = {{"nvidia.com/gpu", "2"}};
+  EXPECT_EQ(DecodePodRequest(PodWith(gpu), ResourceConfig{})->topology, core::TopologyNeed::kPreferred);
+  EXPECT_EQ(DecodePodRequest(PodWith(gpu, {{"gpusched.io/topology", "required"}}), ResourceConfig{})->topology,
+            core::TopologyNeed::kRequired);
+  EXPECT_EQ(DecodePodRequest(PodWith(gpu, {{"gpusched.io/topology", "none"}}), ResourceConfig{})->topology,
+            core::TopologyNeed::kNone);
+  EXPECT_EQ(DecodePodRequest(PodWith(gpu, {{"gpusched.io/topology", "preferred"}}), ResourceConfig{})->topology,
+            core::TopologyNeed::kPreferred);
+  auto bad = DecodePodRequest(PodWith(gpu, {{"gpusched.io/topology", "nvlink"}}), ResourceConfig{});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("must be required, preferred or none, not \"nvlink\""), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(ResourcesTest, PodGroupFromAnnotationsOrTheCoschedulingLabel) {
   const json gpu = {{"nvidia.com/gpu", "1"}};
   auto none = DecodePodRequest(PodWith(gpu), ResourceConfig{});

@@ -171,7 +171,56 @@ bool GpuCanHost(const core::GpuRequest& c, const core::NodeView& node, std::span
   return g.free >= c.milli_per_gpu && g.memory_free >= c.MemoryOn(spec) && !AtSharerLimit(spec, g);
 }
 
+namespace {
+
+// gpusched.io/topology: required: every container of 2 or more whole GPUs must find that many free GPUs all
+// NVLink-joined (each container judged on the node's free GPUs as they are).
+Fit NvlinkFit(const core::PodRequest& pod, const core::NodeView& node) {
+  for (const core::GpuRequest& c : pod.containers) {
+    if (!WantsWhole(c) || c.count < 2) {
+      continue;
+    }
+    std::vector<size_t> free;
+    std::vector<size_t> usable;
+    const core::NodeView empty = core::NodeView::Empty(node.node);
+    for (size_t i = 0; i < node.gpus.size(); ++i) {
+      if (GpuCanHost(c, node, node.gpus, i)) {
+        free.push_back(i);
+      }
+      if (GpuCanHost(c, empty, empty.gpus, i)) {
+        usable.push_back(i);
+      }
+    }
+    const auto want = static_cast<size_t>(c.count);
+    const std::string who = "container " + c.container + " needs " + std::to_string(c.count) +
+                            " GPUs all NVLink-joined (gpusched.io/topology: required); ";
+    const size_t on_node = LargestNvlinkGroup(*node.node, usable);
+    if (on_node < want) {
+      return Fit::Unresolvable(who + "the node's largest NVLink-joined group is " + std::to_string(on_node));
+    }
+    const size_t now = LargestNvlinkGroup(*node.node, free);
+    if (now < want) {
+      return Fit::Unschedulable(who + "its largest free NVLink-joined group is " + std::to_string(now));
+    }
+  }
+  return Fit::Fits();
+}
+
+Fit FitGpusAnyTopology(const core::PodRequest& pod, const core::NodeView& node);
+
+}  // namespace
+
 Fit FitGpus(const core::PodRequest& pod, const core::NodeView& node) {
+  Fit fit = FitGpusAnyTopology(pod, node);
+  if (fit.fits() && pod.topology == core::TopologyNeed::kRequired) {
+    return NvlinkFit(pod, node);
+  }
+  return fit;
+}
+
+namespace {
+
+Fit FitGpusAnyTopology(const core::PodRequest& pod, const core::NodeView& node) {
   if (pod.containers.size() == 1) {  // the common case, without copying the GPU states
     const auto& c = pod.containers.front();
     int32_t n = 0;
@@ -205,6 +254,8 @@ Fit FitGpus(const core::PodRequest& pod, const core::NodeView& node) {
   return Fit::Unresolvable("the pod's GPU containers do not fit together even on the empty node (" + fit.reason + ")");
 }
 
+}  // namespace
+
 std::vector<core::ContainerAllocation> SelectGpusWith(const core::PodRequest& pod, const core::NodeView& node,
                                                       const ShareChooser& choose) {
   std::vector<core::ContainerAllocation> out;
@@ -226,7 +277,7 @@ std::vector<core::ContainerAllocation> SelectGpusWith(const core::PodRequest& po
       // The best-connected set on a node whose topology is known (topology.h), else the lowest indices; when a
       // later container needs GPUs of its own, FitGpus's lowest-index placement unless the chosen set leaves it
       // room too.
-      std::vector<size_t> pick = ChooseWholeGpus(*node.node, candidates, static_cast<size_t>(c.count));
+      std::vector<size_t> pick = ChooseWholeGpus(*node.node, candidates, static_cast<size_t>(c.count), pod.topology);
       if (ci + 1 < pod.containers.size() && !std::equal(pick.begin(), pick.end(), candidates.begin())) {
         std::vector<core::GpuState> after = gpus;
         core::ContainerAllocation scratch;

@@ -163,16 +163,19 @@ size_t LargestNvlinkGroup(const core::Node& node, std::span<const size_t> gpus) 
   return best;
 }
 
-std::vector<size_t> ChooseWholeGpus(const core::Node& node, std::span<const size_t> candidates, size_t count) {
+std::vector<size_t> ChooseWholeGpus(const core::Node& node, std::span<const size_t> candidates, size_t count,
+                                    core::TopologyNeed need) {
   if (count == 0) {
     return {};
   }
-  if (!HasTopology(node) || count == candidates.size()) {
+  const bool required = need == core::TopologyNeed::kRequired && count > 1;
+  if (need == core::TopologyNeed::kNone || !HasTopology(node) || (count == candidates.size() && !required)) {
     return std::vector<size_t>(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(count));
   }
   std::vector<size_t> best;
   Rank best_rank;
-  if (Binomial(candidates.size(), count) <= kMaxExactSets) {
+  const uint64_t sets = Binomial(candidates.size(), count);
+  if (sets <= kMaxExactSets || (required && sets <= 50 * kMaxExactSets)) {
     // Every combination in lexicographic order, so the first best is the lowest-index one.
     std::vector<size_t> pick(count);
     for (size_t i = 0; i < count; ++i) {
@@ -183,8 +186,9 @@ std::vector<size_t> ChooseWholeGpus(const core::Node& node, std::span<const size
       for (size_t i = 0; i < count; ++i) {
         set[i] = candidates[pick[i]];
       }
-      const Rank r = RankOf(node, set, candidates);
-      if (best.empty() || r > best_rank) {
+      const bool allowed = !required || FullyNvlinked(node, set);
+      const Rank r = allowed ? RankOf(node, set, candidates) : Rank{};
+      if (allowed && (best.empty() || r > best_rank)) {
         best = set;
         best_rank = r;
       }
@@ -199,6 +203,9 @@ std::vector<size_t> ChooseWholeGpus(const core::Node& node, std::span<const size
       for (size_t j = i; j < count; ++j) {
         pick[j] = pick[j - 1] + 1;
       }
+    }
+    if (best.empty()) {  // kRequired without such a set: NvlinkFit refused the node; keep the lowest indices
+      best.assign(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(count));
     }
     return best;
   }

@@ -23,6 +23,7 @@
 #include <span>
 #include <vector>
 
+#include "gpusched/core/gpu_request.h"
 #include "gpusched/core/node.h"
 
 namespace gpusched::policy {
@@ -40,9 +41,11 @@ inline constexpr size_t kMaxExactSets = 20000;
 // The size of the largest subset of `gpus` whose every pair is NVLink-joined.
 [[nodiscard]] size_t LargestNvlinkGroup(const core::Node& node, std::span<const size_t> gpus);
 
-// `count` of the candidates (GPU indices, ascending, each fully free), chosen as above. Precondition: count <=
-// candidates.size().
+// `count` of the candidates (GPU indices, ascending, each fully free), chosen as above. With `need` kNone, the
+// lowest indices; with kRequired, only a fully NVLink-joined set (exact search; precondition: one exists, which
+// NvlinkFit checks). Precondition: count <= candidates.size().
 [[nodiscard]] std::vector<size_t> ChooseWholeGpus(const core::Node& node, std::span<const size_t> candidates,
-                                                  size_t count);
+                                                  size_t count,
+                                                  core::TopologyNeed need = core::TopologyNeed::kPreferred);
 
 }  // namespace gpusched::policy

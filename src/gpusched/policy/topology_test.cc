@@ -216,5 +216,50 @@ TEST(TopologyTest, SelectGpusUsesTheTopology) {
   EXPECT_EQ(alloc[0].gpus[1].index, 3);
 }
 
+// gpusched.io/topology: required refuses a node without enough free NVLink-joined GPUs (unresolvable when even the
+// empty node has none), and then gets such GPUs; none ignores the links.
+TEST(TopologyTest, RequiredAndNone) {
+  const auto node = std::make_shared<const core::Node>(NodeFromMatrix(kTwoPairs));
+  auto busy = [&](std::vector<size_t> used) {
+    core::NodeView v = core::NodeView::Empty(node);
+    for (size_t i : used) {
+      v.gpus[i].free = common::MilliGpu{0};
+      v.gpus[i].holders = 1;
+    }
+    return v;
+  };
+  auto pod = [](int32_t count, core::TopologyNeed need) {
+    core::PodRequest p{.uid = common::PodUid("p")};
+    p.containers.push_back(
+        core::GpuRequest{.container = "main", .count = count, .milli_per_gpu = common::MilliGpu{1000}});
+    p.topology = need;
+    return p;
+  };
+  const core::PodRequest two_required = pod(2, core::TopologyNeed::kRequired);
+  // The 2-3 pair is free.
+  core::NodeView v = busy({0});
+  ASSERT_TRUE(FitGpus(two_required, v).fits());
+  auto a = SelectGpusBest(two_required, v);
+  EXPECT_EQ(a[0].gpus[0].index, 2);
+  EXPECT_EQ(a[0].gpus[1].index, 3);
+  // GPUs 0 and 2 taken: 1 and 3 are free but not NVLinked.
+  v = busy({0, 2});
+  const Fit f = FitGpus(two_required, v);
+  EXPECT_EQ(f.code, Fit::Code::kUnschedulable);
+  EXPECT_EQ(f.reason,
+            "container main needs 2 GPUs all NVLink-joined (gpusched.io/topology: required); its largest free "
+            "NVLink-joined group is 1");
+  EXPECT_TRUE(FitGpus(pod(2, core::TopologyNeed::kPreferred), v).fits());
+  // 4 NVLink-joined GPUs do not exist on this node at all.
+  const Fit four = FitGpus(pod(4, core::TopologyNeed::kRequired), busy({}));
+  EXPECT_EQ(four.code, Fit::Code::kUnresolvable);
+  EXPECT_NE(four.reason.find("the node's largest NVLink-joined group is 2"), std::string::npos) << four.reason;
+  // A single GPU is always "joined"; none takes the lowest index where preferred keeps the 0-1 pair.
+  v = busy({2});
+  EXPECT_TRUE(FitGpus(pod(1, core::TopologyNeed::kRequired), v).fits());
+  EXPECT_EQ(SelectGpusBest(pod(1, core::TopologyNeed::kNone), v)[0].gpus[0].index, 0);
+  EXPECT_EQ(SelectGpusBest(pod(1, core::TopologyNeed::kPreferred), v)[0].gpus[0].index, 3);
+}
+
 }  // namespace
 }  // namespace gpusched::policy
