@@ -17,6 +17,7 @@
 
 #include "gpusched/policy/registry.h"
 #include "gpusched/policy/target_workload.h"
+#include "gpusched/policy/topology.h"
 #include "gpusched/testing/builders.h"
 
 namespace gpusched::policy {
@@ -171,6 +172,40 @@ void RegisterAll() {
     }
   }
 }
+
+// ChooseWholeGpus on a node of `gpus` GPUs whose links alternate NVLink and cross-socket (a worst case for ties: many
+// equal sets), all free, for a container of `count` GPUs: what topology adds to every whole-GPU placement.
+void BM_ChooseWholeGpus(benchmark::State& state) {
+  const auto gpus = static_cast<size_t>(state.range(0));
+  const auto count = static_cast<size_t>(state.range(1));
+  core::Node node;
+  node.gpus.resize(gpus);
+  for (size_t i = 0; i < gpus; ++i) {
+    node.gpus[i].index = static_cast<int32_t>(i);
+    for (size_t j = 0; j < gpus; ++j) {
+      if (i != j) {
+        const bool nv = (i / 4 == j / 4);
+        node.gpus[i].links.push_back({.peer = static_cast<int32_t>(j),
+                                      .kind = nv ? core::LinkKind::kNvlink : core::LinkKind::kCrossSocket,
+                                      .nvlinks = nv ? 1 + static_cast<int32_t>((i + j) % 2) : 0});
+      }
+    }
+  }
+  std::vector<size_t> free(gpus);
+  for (size_t i = 0; i < gpus; ++i) {
+    free[i] = i;
+  }
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(ChooseWholeGpus(node, free, count));
+  }
+}
+BENCHMARK(BM_ChooseWholeGpus)
+    ->Args({8, 1})
+    ->Args({8, 2})
+    ->Args({8, 4})
+    ->Args({16, 4})
+    ->Args({16, 8})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace gpusched::policy

@@ -42,16 +42,26 @@ struct Rank {
   }
 };
 
-Rank RankOf(const core::Node& node, std::span<const size_t> set, std::span<const size_t> candidates) {
-  std::vector<size_t> left;
-  left.reserve(candidates.size());
-  for (size_t c : candidates) {
-    if (std::find(set.begin(), set.end(), c) == set.end()) {
-      left.push_back(c);
+// The largest NVLink-joined group of every subset of `gpus` (n <= 20), by subset mask: a table built once per choice,
+// so that ranking a candidate set looks its leftovers up instead of searching them.
+std::vector<uint8_t> GroupTable(const core::Node& node, std::span<const size_t> gpus) {
+  const size_t n = gpus.size();
+  std::vector<uint32_t> adj(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      if (i != j && NvlinkJoined(node, gpus[i], gpus[j])) {
+        adj[i] |= uint32_t{1} << j;
+      }
     }
   }
-  return Rank{
-      .score = SetScore(node, set), .group_left = LargestNvlinkGroup(node, left), .left_score = SetScore(node, left)};
+  std::vector<uint8_t> best(size_t{1} << n, 0);
+  for (uint32_t mask = 1; mask < (uint32_t{1} << n); ++mask) {
+    const auto v = static_cast<size_t>(std::countr_zero(mask));
+    const uint32_t without = mask & (mask - 1);
+    // The largest group of `mask` either leaves v out, or holds v and only v's NVLink peers within `mask`.
+    best[mask] = std::max<uint8_t>(best[without], static_cast<uint8_t>(1 + best[mask & adj[v]]));
+  }
+  return best;
 }
 
 uint64_t Binomial(size_t n, size_t k) {
@@ -135,32 +145,7 @@ size_t LargestNvlinkGroup(const core::Node& node, std::span<const size_t> gpus) 
   if (n > 20) {  // not on real nodes; a lower bound that is cheap
     return 1;
   }
-  // Adjacency as bit masks, then every subset (n <= 20: at most a million, in practice n <= 8: 256).
-  std::vector<uint32_t> adj(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    for (size_t j = 0; j < n; ++j) {
-      if (i != j && NvlinkJoined(node, gpus[i], gpus[j])) {
-        adj[i] |= uint32_t{1} << j;
-      }
-    }
-  }
-  size_t best = 1;
-  for (uint32_t mask = 1; mask < (uint32_t{1} << n); ++mask) {
-    const auto size = static_cast<size_t>(std::popcount(mask));
-    if (size <= best) {
-      continue;
-    }
-    bool clique = true;
-    for (size_t i = 0; i < n && clique; ++i) {
-      if ((mask >> i) & 1U) {
-        clique = (adj[i] | (uint32_t{1} << i) | ~mask) == ~uint32_t{0};
-      }
-    }
-    if (clique) {
-      best = size;
-    }
-  }
-  return best;
+  return GroupTable(node, gpus).back();
 }
 
 std::vector<size_t> ChooseWholeGpus(const core::Node& node, std::span<const size_t> candidates, size_t count,
@@ -176,24 +161,64 @@ std::vector<size_t> ChooseWholeGpus(const core::Node& node, std::span<const size
   Rank best_rank;
   const uint64_t sets = Binomial(candidates.size(), count);
   if (sets <= kMaxExactSets || (required && sets <= 50 * kMaxExactSets)) {
-    // Every combination in lexicographic order, so the first best is the lowest-index one.
+    // Every combination in lexicographic order, so the first best is the lowest-index one. Leftovers are ranked
+    // through a table of every subset's largest NVLink group (candidates.size() <= 20) or searched (more).
+    const size_t n = candidates.size();
+    const std::vector<uint8_t> groups = n <= 20 ? GroupTable(node, candidates) : std::vector<uint8_t>{};
+    const uint32_t all = n <= 20 ? static_cast<uint32_t>((uint64_t{1} << n) - 1) : 0;
     std::vector<size_t> pick(count);
     for (size_t i = 0; i < count; ++i) {
       pick[i] = i;
     }
+    // Pair scores among the candidates, once: ranking a set then costs only additions.
+    std::vector<int64_t> pair(n * n, 0);
+    for (size_t a = 0; a < n; ++a) {
+      for (size_t b = a + 1; b < n; ++b) {
+        pair[a * n + b] = pair[b * n + a] = PairScore(node, candidates[a], candidates[b]);
+      }
+    }
+    auto score_of = [&](std::span<const size_t> positions) {
+      int64_t sum = 0;
+      for (size_t i = 0; i < positions.size(); ++i) {
+        for (size_t j = i + 1; j < positions.size(); ++j) {
+          sum += pair[positions[i] * n + positions[j]];
+        }
+      }
+      return sum;
+    };
     std::vector<size_t> set(count);
+    std::vector<size_t> left;      // GPU indices
+    std::vector<size_t> left_pos;  // their positions among the candidates
+    left.reserve(n);
+    left_pos.reserve(n);
     while (true) {
+      uint32_t set_mask = 0;
       for (size_t i = 0; i < count; ++i) {
         set[i] = candidates[pick[i]];
+        set_mask |= n <= 20 ? uint32_t{1} << pick[i] : 0;
       }
       const bool allowed = !required || FullyNvlinked(node, set);
-      const Rank r = allowed ? RankOf(node, set, candidates) : Rank{};
-      if (allowed && (best.empty() || r > best_rank)) {
-        best = set;
-        best_rank = r;
+      if (allowed) {
+        left.clear();
+        left_pos.clear();
+        for (size_t k = 0, i = 0; k < n; ++k) {
+          if (i < count && pick[i] == k) {
+            ++i;
+          } else {
+            left.push_back(candidates[k]);
+            left_pos.push_back(k);
+          }
+        }
+        const Rank r{.score = score_of(pick),
+                     .group_left = n <= 20 ? groups[all & ~set_mask] : LargestNvlinkGroup(node, left),
+                     .left_score = score_of(left_pos)};
+        if (best.empty() || r > best_rank) {
+          best = set;
+          best_rank = r;
+        }
       }
       size_t i = count;
-      while (i > 0 && pick[i - 1] == candidates.size() - count + (i - 1)) {
+      while (i > 0 && pick[i - 1] == n - count + (i - 1)) {
         --i;
       }
       if (i == 0) {
