@@ -19,6 +19,7 @@ std::vector<core::Gpu> InventoryOf(const std::vector<ports::GpuSample>& samples,
                              .memory = s.memory_total,
                              .numa_node = s.numa_node,
                              .nvlink_peers = s.nvlink_peers,
+                             .links = s.links,
                              .healthy = s.healthy,
                              .max_sharers = max_sharers});
   }

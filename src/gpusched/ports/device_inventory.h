@@ -11,6 +11,7 @@
 #include "gpusched/common/ids.h"
 #include "gpusched/common/status.h"
 #include "gpusched/common/units.h"
+#include "gpusched/core/gpu.h"
 
 namespace gpusched::ports {
 
@@ -38,6 +39,7 @@ struct GpuSample {
   int64_t sm_clock_mhz = -1;
   int64_t memory_clock_mhz = -1;
   std::vector<int32_t> nvlink_peers;  // indices of GPUs with a direct NVLink
+  std::vector<core::GpuLink> links;   // to every other GPU whose link is known (NVLink with its link count, or PCIe)
   std::vector<GpuProcess> processes;  // running compute processes
   bool healthy = true;                // false after a critical XID event (or when the backend says so)
   int64_t last_xid = 0;               // the last XID error seen, 0 = none (DCGM_FI_DEV_XID_ERRORS)

@@ -336,6 +336,24 @@ ports::GpuSample FakeInventory::SampleOne(const Gpu& g, double t) const {
   s.numa_node = g.spec.numa_node;
   s.memory_total = g.spec.memory;
   s.nvlink_peers = g.spec.nvlink_peers;
+  // Links as NVML would give them: NVLink to the listed peers (one link), else by NUMA node.
+  for (size_t j = 0; j < gpus_.size(); ++j) {
+    const auto peer = static_cast<int32_t>(j);
+    const FakeGpuSpec& other = gpus_[j].spec;
+    if (&gpus_[j] == &g) {
+      continue;
+    }
+    core::GpuLink l{.peer = peer};
+    if (std::find(g.spec.nvlink_peers.begin(), g.spec.nvlink_peers.end(), peer) != g.spec.nvlink_peers.end()) {
+      l.kind = core::LinkKind::kNvlink;
+      l.nvlinks = 1;
+    } else if (g.spec.numa_node >= 0 && other.numa_node >= 0) {
+      l.kind = g.spec.numa_node == other.numa_node ? core::LinkKind::kSameNuma : core::LinkKind::kCrossSocket;
+    } else {
+      continue;
+    }
+    s.links.push_back(l);
+  }
   s.processes = g.processes;
   s.healthy = g.healthy;
   s.last_xid = g.last_xid;

@@ -282,6 +282,8 @@ TEST_F(FakeInventoryYamlTest, LoadsAList) {
   EXPECT_EQ(s[0].memory_total.value(), 81920);
   EXPECT_EQ(s[0].numa_node, 1);
   EXPECT_EQ(s[0].nvlink_peers, (std::vector<int32_t>{1}));
+  ASSERT_EQ(s[0].links.size(), 1u);
+  EXPECT_EQ(s[0].links[0].kind, core::LinkKind::kNvlink);
   EXPECT_EQ(s[1].name, "Foo");
   EXPECT_EQ(s[1].memory_total.value(), 24000);
   EXPECT_THAT((*inv)->Describe(), HasSubstr("2 GPUs"));

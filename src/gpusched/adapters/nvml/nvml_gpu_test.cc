@@ -26,11 +26,12 @@ TEST(NvmlGpuTest, ReadsTheRealGpus) {
     SCOPED_TRACE(s.index);
     std::printf(
         "GPU %d %s %s bus %s numa %d: %lld/%lld MiB used, util %.0f%%/%.0f%%, %.0f C, %.1f W, SM %lld MHz, "
-        "mem %lld MHz, %zu NVLink peers, %zu processes, healthy %d\n",
+        "mem %lld MHz, %zu NVLink peers, %zu links, %zu processes, healthy %d\n",
         s.index, s.uuid.str().c_str(), s.name.c_str(), s.pci_bus_id.c_str(), s.numa_node,
         static_cast<long long>(s.memory_used.value()), static_cast<long long>(s.memory_total.value()),
         s.gpu_utilization, s.memory_utilization, s.temperature_c, s.power_w, static_cast<long long>(s.sm_clock_mhz),
-        static_cast<long long>(s.memory_clock_mhz), s.nvlink_peers.size(), s.processes.size(), s.healthy ? 1 : 0);
+        static_cast<long long>(s.memory_clock_mhz), s.nvlink_peers.size(), s.links.size(), s.processes.size(),
+        s.healthy ? 1 : 0);
     EXPECT_EQ(s.uuid.str().rfind("GPU-", 0), 0u);
     EXPECT_FALSE(s.name.empty());
     EXPECT_FALSE(s.pci_bus_id.empty());

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cctype>
 #include <cstring>
+#include <fstream>
 #include <initializer_list>
 #include <mutex>
 #include <thread>
@@ -150,6 +151,27 @@ common::MiB BytesToMiB(unsigned long long bytes) {  // NOLINT(google-runtime-int
   return common::MiB(static_cast<int64_t>(bytes / kBytesPerMiB));
 }
 
+core::LinkKind CoreLinkKind(ports::GpuLink link) {
+  switch (link) {
+    case ports::GpuLink::kNvLink:
+      return core::LinkKind::kNvlink;
+    case ports::GpuLink::kSameBoard:  // two GPUs of one board (K80): as close as PCIe gets
+    case ports::GpuLink::kSingleSwitch:
+      return core::LinkKind::kPcieSwitch;
+    case ports::GpuLink::kMultipleSwitches:
+      return core::LinkKind::kPcieMultiSwitch;
+    case ports::GpuLink::kHostBridge:
+      return core::LinkKind::kHostBridge;
+    case ports::GpuLink::kNumaNode:
+      return core::LinkKind::kSameNuma;
+    case ports::GpuLink::kSystem:
+      return core::LinkKind::kCrossSocket;
+    case ports::GpuLink::kUnknown:
+      break;
+  }
+  return core::LinkKind::kUnknown;
+}
+
 ports::GpuLink LinkFromTopologyLevel(int level) {
   switch (level) {
     case 0:
@@ -190,6 +212,7 @@ struct NvmlInventory::Impl {
 
   void* library = nullptr;
   std::string library_name;
+  NvmlInventoryOptions options;
   Api api;
   std::vector<std::string> missing;
   std::string driver_version;
@@ -246,6 +269,8 @@ struct NvmlInventory::Impl {
     unsigned int numa = 0;
     if (api.get_numa != nullptr && api.get_numa(d.handle, &numa) == kSuccess) {
       d.facts.numa_node = static_cast<int32_t>(numa);
+    } else {
+      d.facts.numa_node = SysfsNumaNode(d.facts.pci_bus_id);
     }
     nvmlMemory_t memory{};
     if (api.get_memory != nullptr && api.get_memory(d.handle, &memory) == kSuccess) {
@@ -257,6 +282,7 @@ struct NvmlInventory::Impl {
   void ReadTopology() {
     const size_t n = devices.size();
     links.assign(n, std::vector<ports::GpuLink>(n, ports::GpuLink::kUnknown));
+    std::vector<std::vector<int32_t>> nvlinks(n, std::vector<int32_t>(n, 0));
     for (size_t i = 0; i < n; ++i) {
       if (api.get_nvlink_state == nullptr || api.get_nvlink_remote_pci == nullptr) {
         break;
@@ -282,6 +308,7 @@ struct NvmlInventory::Impl {
               peers.push_back(peer);
             }
             links[i][j] = ports::GpuLink::kNvLink;
+            ++nvlinks[i][j];
           }
         }
       }
@@ -298,6 +325,33 @@ struct NvmlInventory::Impl {
         }
       }
     }
+    for (size_t i = 0; i < n; ++i) {
+      auto& out = devices[i].facts.links;
+      out.clear();
+      for (size_t j = 0; j < n; ++j) {
+        const core::LinkKind kind = CoreLinkKind(links[i][j]);
+        if (i != j && kind != core::LinkKind::kUnknown) {
+          out.push_back(core::GpuLink{.peer = static_cast<int32_t>(j), .kind = kind, .nvlinks = nvlinks[i][j]});
+        }
+      }
+    }
+  }
+
+  // The kernel's NUMA node of a GPU (sysfs), for when NVML does not give one.
+  int32_t SysfsNumaNode(const std::string& bus_id) const {
+    if (bus_id.empty()) {
+      return -1;
+    }
+    std::string sysfs = NormalizeBusId(bus_id);  // 8-digit domain, lower case: "00000000:07:00.0"
+    if (sysfs.size() > 4 && sysfs.find(':') == 8) {
+      sysfs.erase(0, 4);  // the kernel's names have a 4-digit domain: "0000:07:00.0"
+    }
+    std::ifstream in(options.sysfs_pci_devices + "/" + sysfs + "/numa_node");
+    int value = -1;
+    if (in >> value && value >= 0) {
+      return static_cast<int32_t>(value);
+    }
+    return -1;
   }
 
   void StartEventThread() {
@@ -483,6 +537,7 @@ common::Result<std::unique_ptr<NvmlInventory>> NvmlInventory::Open(const std::st
   auto impl = std::make_unique<Impl>();
   impl->library_name = library;
   impl->event_wait = options.event_wait;
+  impl->options = options;
   dlerror();
   impl->library = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (impl->library == nullptr) {

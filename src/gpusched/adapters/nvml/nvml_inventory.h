@@ -8,7 +8,9 @@
 //   Open():   the library, nvmlInit_v2, the driver and NVML versions, and per GPU the static facts: UUID, name, PCI
 //             bus id, NUMA node, NVLink peers (active links whose remote PCI bus id is another of our GPUs) and
 //             the pairwise topology (nvmlDeviceGetTopologyCommonAncestor). A GPU's static facts do not change while
-//             the driver stays loaded.
+//             the driver stays loaded. Each sample carries them: links holds, for every other GPU, NVLink with the
+//             number of active links to it, else the PCIe level (topology level 0 and 10: one switch [PIX], 20 [PXB],
+//             30 [PHB], 40 [NODE], 50 [SYS]). Without NVML's NUMA node, the kernel's (sysfs) is used.
 //   Sample(): per GPU the live values: memory (bytes -> MiB), utilisation, temperature, power (mW -> W), SM and
 //             memory clocks, running compute processes, and the health kept by the XID thread.
 //   XID thread (optional): nvmlEventSetWait_v2 on nvmlEventTypeXidCriticalError for every GPU that supports it.
@@ -37,6 +39,9 @@ struct NvmlInventoryOptions {
   bool watch_xid_events = true;
   // How long one nvmlEventSetWait_v2 call blocks; the destructor waits up to this long for the thread.
   std::chrono::milliseconds event_wait{500};
+  // Where a GPU's NUMA node is read when NVML does not say (nvmlDeviceGetNumaNodeId missing or failing, as on some
+  // virtual machines): <sysfs_pci_devices>/<bus id>/numa_node, the kernel's answer (-1 = none).
+  std::string sysfs_pci_devices = "/sys/bus/pci/devices";
 };
 
 class NvmlInventory : public ports::DeviceInventory {

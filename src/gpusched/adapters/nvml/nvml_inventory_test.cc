@@ -6,6 +6,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+
+#include <filesystem>
+
 #include <chrono>
 #include <functional>
 #include <string>
@@ -120,6 +124,17 @@ TEST(NvmlInventoryTest, ReadsEveryValueWithUnitsConverted) {
     EXPECT_EQ(s.sm_clock_mhz, 1410);
     EXPECT_EQ(s.memory_clock_mhz, 1593);
     EXPECT_EQ(s.nvlink_peers, (std::vector<int32_t>{i ^ 1}));
+    // Links: two active NVLinks to the pair partner, the PCIe level to the others (the fake's level 50: SYS).
+    ASSERT_EQ(s.links.size(), 3u);
+    for (const core::GpuLink& l : s.links) {
+      if (l.peer == (i ^ 1)) {
+        EXPECT_EQ(l.kind, core::LinkKind::kNvlink);
+        EXPECT_EQ(l.nvlinks, 2);
+      } else {
+        EXPECT_EQ(l.kind, core::LinkKind::kCrossSocket);
+        EXPECT_EQ(l.nvlinks, 0);
+      }
+    }
     EXPECT_TRUE(s.healthy);
   }
   ASSERT_EQ((*samples)[0].processes.size(), 1u);
@@ -135,7 +150,7 @@ TEST(NvmlInventoryTest, ReadsEveryValueWithUnitsConverted) {
 }
 
 TEST(NvmlInventoryTest, OldDriverWithoutOptionalSymbols) {
-  auto inv = NvmlInventory::Open(GPUSCHED_FAKE_NVML_OLD_LIB);
+  auto inv = NvmlInventory::Open(GPUSCHED_FAKE_NVML_OLD_LIB, {.sysfs_pci_devices = "/nonexistent-sysfs"});
   ASSERT_TRUE(inv.ok()) << inv.status();
   const auto& missing = (*inv)->missing_symbols();
   EXPECT_THAT(missing, Contains("nvmlDeviceGetNumaNodeId"));
@@ -147,12 +162,37 @@ TEST(NvmlInventoryTest, OldDriverWithoutOptionalSymbols) {
   auto samples = (*inv)->Sample();
   ASSERT_TRUE(samples.ok()) << samples.status();
   const auto& s = (*samples)[2];
-  EXPECT_EQ(s.numa_node, -1);                             // unknown, not an error
+  EXPECT_EQ(s.numa_node, -1);                             // unknown (and no sysfs entry here), not an error
   EXPECT_TRUE(s.nvlink_peers.empty());                    // no NVLink symbols
   EXPECT_EQ(s.memory_free.value(), 81920 - 3072);         // v1: used includes reserved
   EXPECT_EQ(s.temperature_c, 32);                         // the deprecated call
   EXPECT_EQ((*inv)->Link(0, 1), GpuLink::kSingleSwitch);  // PCIe only: topology level 10
   EXPECT_EQ((*inv)->Link(2, 3), GpuLink::kNumaNode);      // level 40
+  ASSERT_EQ(s.links.size(), 3u);                          // GPU 2: 3 over NODE, 0 and 1 over SYS
+  EXPECT_EQ(s.links[2].peer, 3);
+  EXPECT_EQ(s.links[2].kind, core::LinkKind::kSameNuma);
+  EXPECT_EQ((*samples)[0].links[0].kind, core::LinkKind::kPcieSwitch);  // 0-1: one switch (level 10)
+}
+
+// A driver without nvmlDeviceGetNumaNodeId: the kernel's NUMA node from sysfs, found by the PCI bus id with the
+// kernel's 4-digit domain.
+TEST(NvmlInventoryTest, NumaNodeFromSysfsWhenNvmlHasNone) {
+  const std::string root = ::testing::TempDir() + "gpusched-sysfs-pci";
+  std::filesystem::remove_all(root);
+  for (int i = 0; i < 4; ++i) {
+    const std::string dir = root + "/0000:0" + std::to_string(i + 1) + ":00.0";
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/numa_node") << (i == 3 ? "-1\n" : std::to_string(i % 2) + "\n");
+  }
+  auto inv = NvmlInventory::Open(GPUSCHED_FAKE_NVML_OLD_LIB, {.watch_xid_events = false, .sysfs_pci_devices = root});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  auto samples = (*inv)->Sample();
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  EXPECT_EQ((*samples)[0].numa_node, 0);
+  EXPECT_EQ((*samples)[1].numa_node, 1);
+  EXPECT_EQ((*samples)[2].numa_node, 0);
+  EXPECT_EQ((*samples)[3].numa_node, -1);  // the kernel does not know either
+  std::filesystem::remove_all(root);
 }
 
 TEST(NvmlInventoryTest, XidEventsSetHealth) {
