@@ -104,6 +104,17 @@ std::vector<GpuRef> GpusFromAllocation(const json& pod) {
   return out;
 }
 
+// The UUIDs of the GPUs, each once (a GPU two containers share is listed for both), in report order.
+std::vector<std::string> DistinctUuids(const std::vector<GpuRef>& gpus) {
+  std::vector<std::string> uuids;
+  for (const GpuRef& g : gpus) {
+    if (std::find(uuids.begin(), uuids.end(), g.uuid) == uuids.end()) {
+      uuids.push_back(g.uuid);
+    }
+  }
+  return uuids;
+}
+
 std::string LiveValues(const std::map<std::string, std::map<std::string, double>>& latest,
                        const std::vector<MetricInfo>& metrics) {
   std::string out;
@@ -407,12 +418,7 @@ RunResult RunWorkload(const Workload& workload, adapters::k8s::ApiClient& api, G
     for (const auto& [key, g] : gpus_by_pod) {
       report.gpus.insert(report.gpus.end(), g.begin(), g.end());
     }
-    std::vector<std::string> uuids;
-    for (const GpuRef& g : report.gpus) {
-      if (std::find(uuids.begin(), uuids.end(), g.uuid) == uuids.end()) {
-        uuids.push_back(g.uuid);
-      }
-    }
+    const std::vector<std::string> uuids = DistinctUuids(report.gpus);
     std::map<std::string, std::map<std::string, double>> latest;
     if (started_at && !uuids.empty()) {
       for (const MetricInfo& m : options.metrics) {
@@ -474,12 +480,7 @@ RunResult RunWorkload(const Workload& workload, adapters::k8s::ApiClient& api, G
 
   // The whole window at once.
   if (started_at && !report.gpus.empty()) {
-    std::vector<std::string> uuids;
-    for (const GpuRef& g : report.gpus) {
-      if (std::find(uuids.begin(), uuids.end(), g.uuid) == uuids.end()) {
-        uuids.push_back(g.uuid);
-      }
-    }
+    const std::vector<std::string> uuids = DistinctUuids(report.gpus);
     const int64_t start_ms = UnixMs(*started_at);
     for (const MetricInfo& m : options.metrics) {
       auto range = source.Range(m, uuids, start_ms, UnixMs(ended_at), options.interval);
