@@ -4,14 +4,18 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include "gpusched/policy/registry.h"
 #include "gpusched/sim/builtin_workload.h"
+#include "gpusched/sim/replay.h"
 #include "gpusched/sim/report.h"
 #include "gpusched/sim/simulator.h"
 #include "gpusched/sim/tenants.h"
@@ -111,11 +115,12 @@ int RunTenantMode(const SimulateFlags& f, unsigned long long seed) {
   for (const auto& [created, deleted] : times) {
     last_creation = std::max(last_creation, created);
   }
-  const auto delay = static_cast<int64_t>(static_cast<double>(last_creation) / f.arrival_speedup / 4);
+  const double speedup = f.arrival_speedup > 0 ? f.arrival_speedup : 20000;
+  const auto delay = static_cast<int64_t>(static_cast<double>(last_creation) / speedup / 4);
   sim::TenantSpec spec{.queues = sim::DefaultTenantQueues(gpus, delay),
                        .policy = f.policies.empty() ? std::string("fgd") : f.policies.front(),
                        .seed = seed,
-                       .arrival_speedup = f.arrival_speedup};
+                       .arrival_speedup = speedup};
   auto streams = sim::DealToQueues(w.pods, times, spec.queues.size());
   // As the FGD protocol inflates the workload: clones until the pods ask for --tune times the cluster's GPUs.
   sim::InflateStreams(streams, static_cast<int64_t>(f.tune * static_cast<double>(gpus) * 1000), spec.queues.size(),
@@ -153,6 +158,114 @@ int RunTenantMode(const SimulateFlags& f, unsigned long long seed) {
   return 0;
 }
 
+// Trace replay with departures: every (workload, policy, seed), each pod at its creation time (compressed by
+// --arrival-speedup) for its real lifetime; pods that do not fit wait.
+int RunReplayMode(const SimulateFlags& f, const std::vector<unsigned long long>& seeds) {
+  if (f.trace_dir.empty()) {
+    std::cerr << "gpusched simulate: --replay time needs --trace-dir (pods with creation and deletion times)\n";
+    return 2;
+  }
+  const double speedup = f.arrival_speedup > 0 ? f.arrival_speedup : 1;
+  auto nodes = sim::ReadNodeList(f.trace_dir + "/" + f.node_list + ".csv");
+  if (!nodes.ok()) {
+    std::cerr << "gpusched simulate: " << nodes.status().message() << "\n";
+    return 1;
+  }
+  sim::Cluster cluster{.name = f.node_list};
+  for (const auto& n : nodes.value()) {
+    cluster.nodes.push_back(sim::ToNode(n));
+  }
+  if (f.topology) {
+    sim::ApplyTopologyTemplates(cluster);
+  }
+  struct Loaded {
+    sim::Workload workload;
+    std::vector<sim::ReplayPod> pods;
+  };
+  std::vector<Loaded> loaded;
+  for (const std::string& stem :
+       f.workloads.empty() ? std::vector<std::string>{"openb_pod_list_default"} : f.workloads) {
+    auto pods = sim::ReadPodList(f.trace_dir + "/" + stem + ".csv");
+    if (!pods.ok()) {
+      std::cerr << "gpusched simulate: " << pods.status().message() << "\n";
+      return 1;
+    }
+    Loaded l{.workload = sim::Workload{.name = stem}};
+    for (const auto& p : pods.value()) {
+      if (p.creation_s < 0 || p.deletion_s < 0) {
+        std::cerr << "gpusched simulate: --replay time: pod " << p.name << " in " << stem
+                  << " has no creation_time or deletion_time (the multigpu lists have none)\n";
+        return 1;
+      }
+      core::PodRequest pod = sim::ToPodRequest(p);
+      pod.priority = sim::PriorityOfQos(p.qos);
+      l.workload.pods.push_back(pod);
+      l.pods.push_back(sim::ReplayPod{.pod = std::move(pod), .creation_s = p.creation_s, .deletion_s = p.deletion_s});
+    }
+    l.workload.target = std::make_shared<const policy::TargetWorkload>(policy::TypicalPods(l.workload.pods));
+    loaded.push_back(std::move(l));
+  }
+  const std::vector<std::string> policies =
+      f.policies.empty() ? std::vector<std::string>{"fgd", "bestfit", "binpack", "random"} : f.policies;
+  struct Job {
+    const Loaded* data;
+    sim::ReplaySpec spec;
+  };
+  std::vector<Job> jobs;
+  for (const Loaded& l : loaded) {
+    for (const std::string& p : policies) {
+      for (auto s : seeds) {
+        jobs.push_back(Job{.data = &l, .spec = sim::ReplaySpec{.policy = p, .seed = s, .arrival_speedup = speedup}});
+      }
+    }
+  }
+  std::vector<std::optional<common::Result<sim::ReplayOutcome>>> results(jobs.size());
+  std::atomic<size_t> next{0};
+  int64_t capacity_milli = 0;
+  for (const core::Node& n : cluster.nodes) {
+    capacity_milli += static_cast<int64_t>(n.gpus.size()) * common::kGpuMilli.value();
+  }
+  const auto target_milli = static_cast<int64_t>(f.tune * static_cast<double>(capacity_milli));
+  auto worker = [&] {
+    for (size_t i = next++; i < jobs.size(); i = next++) {
+      std::vector<sim::ReplayPod> pods = jobs[i].data->pods;
+      sim::InflateReplay(pods, target_milli, jobs[i].spec.seed);
+      results[i] = sim::Replay(cluster, jobs[i].data->workload, pods, jobs[i].spec);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 1; t < std::min<int>(f.jobs, static_cast<int>(jobs.size())); ++t) {
+    threads.emplace_back(worker);
+  }
+  worker();
+  for (auto& t : threads) {
+    t.join();
+  }
+  std::vector<sim::ReplayOutcome> runs;
+  for (auto& r : results) {
+    if (!r->ok()) {
+      std::cerr << "gpusched simulate: " << r->status().message() << "\n";
+      return 1;
+    }
+    runs.push_back(std::move(r->value()));
+  }
+  std::cout << "replay with departures: cluster " << cluster.name << " (" << runs.front().cluster_gpus
+            << " GPUs), pods cloned up to " << f.tune << "x its GPUs, arrivals " << speedup
+            << "x faster than the trace, lifetimes real; " << runs.size() << " runs\n";
+  sim::PrintReplayTable(std::cout, runs);
+  std::cout << "waits: arrival to placement over the placed pods; never: still waiting when every placed pod had "
+               "left; alloc: mean GPU compute allocated while the middle 80 % of the pods arrived\n";
+  if (!f.out.empty()) {
+    if (auto written = sim::WriteReplayReport(f.out, runs); !written.ok()) {
+      std::cerr << "gpusched simulate: " << written.message() << "\n";
+      return 1;
+    }
+    std::cout << "wrote " << f.out
+              << "/{replay.csv,replay-allocation.csv,replay-allocation.svg,replay-allocation.png}\n";
+  }
+  return 0;
+}
+
 int RunSimulate(const SimulateFlags& f) {
   std::vector<unsigned long long> seeds;
   if (auto err = ParseSeeds(f.seeds, seeds); !err.empty()) {
@@ -165,14 +278,24 @@ int RunSimulate(const SimulateFlags& f) {
   if (f.tenants) {
     return RunTenantMode(f, seeds.front());
   }
-  std::vector<std::string> policies = f.policies.empty() ? policy::BenchmarkPolicyNames() : f.policies;
   const std::vector<std::string> known = policy::PolicyNames();
-  for (const auto& p : policies) {
-    if (std::find(known.begin(), known.end(), p) == known.end()) {
-      std::cerr << "gpusched simulate: --policies: unknown policy '" << p << "'\n";
+  for (const auto& p : f.policies) {
+    auto mix = sim::ParsePolicyMix(p);
+    if (!mix.ok()) {
+      std::cerr << "gpusched simulate: --policies: " << mix.status().message() << "\n";
       return 2;
     }
+    for (const auto& [name, weight] : mix.value()) {
+      if (std::find(known.begin(), known.end(), name) == known.end()) {
+        std::cerr << "gpusched simulate: --policies: unknown policy '" << name << "'\n";
+        return 2;
+      }
+    }
   }
+  if (!f.replay.empty()) {
+    return RunReplayMode(f, seeds);
+  }
+  std::vector<std::string> policies = f.policies.empty() ? policy::BenchmarkPolicyNames() : f.policies;
 
   sim::Cluster cluster;
   std::vector<sim::Workload> workloads;
@@ -216,10 +339,14 @@ int RunSimulate(const SimulateFlags& f) {
   std::vector<sim::RunRequest> requests;
   for (const auto& w : workloads) {
     for (const auto& p : policies) {
-      for (const bool blind : f.topology ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+      const std::vector<sim::GpuChoice> choices =
+          f.topology ? std::vector<sim::GpuChoice>{sim::GpuChoice::kTopology, sim::GpuChoice::kGoGpuAllocator,
+                                                   sim::GpuChoice::kFirstFit}
+                     : std::vector<sim::GpuChoice>{sim::GpuChoice::kTopology};
+      for (const sim::GpuChoice choice : choices) {
         for (auto s : seeds) {
           requests.push_back(sim::RunRequest{
-              .workload = &w, .spec = sim::RunSpec{.policy = p, .seed = s, .tune = f.tune, .topology_blind = blind}});
+              .workload = &w, .spec = sim::RunSpec{.policy = p, .seed = s, .tune = f.tune, .gpu_choice = choice}});
         }
       }
     }
@@ -246,8 +373,8 @@ int RunSimulate(const SimulateFlags& f) {
   std::cout << "cluster " << cluster.name << ": " << cluster.nodes.size() << " nodes, " << runs->front().total_gpus
             << " GPUs; " << requests.size() << " runs, tune " << f.tune << ", jobs " << f.jobs << "\n";
   for (sim::RunOutcome& r : runs.value()) {
-    if (r.spec.topology_blind) {
-      r.spec.policy += " (topology-blind)";
+    if (r.spec.gpu_choice != sim::GpuChoice::kTopology) {
+      r.spec.policy += " (" + std::string(sim::GpuChoiceName(r.spec.gpu_choice)) + ")";
     }
   }
   sim::PrintSummary(std::cout, runs.value());
@@ -285,7 +412,9 @@ void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code) {
     names += (names.empty() ? "" : ", ") + n;
   }
   cmd->add_option("--policies", flags.policies,
-                  "Comma list of policies (default: the six FGD-paper ones). Known: " + names)
+                  "Comma list of policies (default: the six FGD-paper ones); a+b scores with both, a:3+b:1 with "
+                  "weights (the first filters and picks GPUs). Known: " +
+                      names)
       ->delimiter(',');
   cmd->add_option("--seeds", flags.seeds, "Seeds, e.g. 42-51 or 42,43")->capture_default_str();
   cmd->add_option("--tune", flags.tune, "Inflate the workload to this ratio of cluster GPUs")
@@ -299,14 +428,19 @@ void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code) {
       "and batch (none) share the cluster, the trace's GPU pods dealt to them in turn with their real "
       "lifetimes, inflated to --tune times the cluster's GPUs; per queue: wait to first bind, reclaims, share "
       "over time");
+  cmd->add_option("--replay", flags.replay,
+                  "Replay mode 'time' (needs --trace-dir): pods arrive at their creation times and leave after their "
+                  "real lifetimes; pods that do not fit wait (priority, then arrival) and are retried when others "
+                  "leave; per policy: waits, pods never placed, GPU allocation over time")
+      ->check(CLI::IsMember({"time"}));
   cmd->add_option("--arrival-speedup", flags.arrival_speedup,
-                  "Multi-tenant mode: divide the trace's creation times by this (lifetimes stay real)")
-      ->capture_default_str()
+                  "Multi-tenant and replay modes: divide the trace's creation times by this (lifetimes stay real; "
+                  "default 20000 multi-tenant, 1 replay)")
       ->check(CLI::Range(1.0, 1e6));
   cmd->add_flag(
       "--topology", flags.topology,
       "Give the nodes GPU topology templates by model (NVSwitch, cube-mesh, NVLink pairs, PCIe) and run every "
-      "policy also topology-blind; prints how multi-GPU pods landed");
+      "policy also with go-gpuallocator's and first-fit GPU choice; prints how multi-GPU pods landed");
   cmd->add_option("--gangs", flags.gangs,
                   "Multi-tenant mode: group each queue's multi-GPU pods into gangs of MIN-MAX pods (e.g. 2-16), "
                   "placed all or nothing");

@@ -24,8 +24,10 @@ struct SimulateFlags {
   std::string out;
   ColocationFlags colocation;  // colocation.source set: the co-location workload mode
   bool tenants = false;        // the multi-tenant mode: GPU queues sharing the trace's cluster
-  double arrival_speedup = 20000;
-  bool topology = false;  // GPU topology templates on the nodes; every policy also run topology-blind
+  double arrival_speedup = 0;  // 0: the mode's default (multi-tenant 20000, replay 1)
+  std::string replay;          // "time": trace replay with departures
+  bool topology = false;       // GPU topology templates on the nodes; every policy also run with go-gpuallocator's and
+                               // first-fit GPU choice
   std::string gangs;  // the multi-tenant mode: "MIN-MAX" groups the multi-GPU pods into gangs of that size; empty: none
 };
 

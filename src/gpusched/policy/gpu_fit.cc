@@ -131,6 +131,28 @@ size_t Tightest(std::span<const core::GpuState> gpus, std::span<const size_t> ca
   return best;
 }
 
+// A share about to open a fully free GPU takes, among the fully free candidates interchangeable with it (same
+// model, same free memory), the one whose loss breaks the least NVLink connectivity (ChooseWholeGpus for one GPU).
+// Any other pick, and any node without topology, stays as it is.
+size_t SpareLinks(const core::NodeView& node, std::span<const core::GpuState> gpus, std::span<const size_t> candidates,
+                  size_t pick) {
+  if (!gpus[pick].FullyFree() || !HasTopology(*node.node)) {
+    return pick;
+  }
+  std::vector<size_t> same;
+  for (size_t i : candidates) {
+    if (gpus[i].FullyFree() && gpus[i].memory_free == gpus[pick].memory_free &&
+        node.node->gpus[i].model == node.node->gpus[pick].model) {
+      same.push_back(i);
+    }
+  }
+  if (same.size() < 2) {
+    return pick;
+  }
+  // The connectivity that counts is the one among fully free GPUs: later whole-GPU pods choose among those.
+  return ChooseWholeGpus(*node.node, same, 1).front();
+}
+
 // Places containers [first, end) one after another on `gpus`: whole GPUs at the lowest indices, shares on the
 // tightest fitting GPUs (ascending free milli, then index). Explains the first container that does not fit.
 Fit FitFrom(const core::PodRequest& pod, const core::NodeView& node, std::vector<core::GpuState> gpus, size_t first) {
@@ -292,7 +314,7 @@ std::vector<core::ContainerAllocation> SelectGpusWith(const core::PodRequest& po
         Take(c, node, gpus, i, alloc);
       }
     } else if (c.count == 1) {
-      size_t pick = choose(c, node, gpus, candidates);
+      size_t pick = SpareLinks(node, gpus, candidates, choose(c, node, gpus, candidates));
       if (ci + 1 < pod.containers.size()) {
         // FitGpus proved the pod fits with this share on the tightest GPU; another pick (worst, random) may starve
         // a later container. Keep the pick only if the rest still fits, else take the tightest, which keeps

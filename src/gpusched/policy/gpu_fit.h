@@ -36,8 +36,10 @@ using ShareChooser = std::function<size_t(const core::GpuRequest&, const core::N
                                           std::span<const core::GpuState>, std::span<const size_t> candidates)>;
 
 // Allocates every container with `choose` deciding shared GPUs; whole GPUs take the best-connected fully free ones
-// where the node's topology is known (topology.h: ChooseWholeGpus), else the lowest-index ones;
-// multi-GPU shares take the `count` tightest fitting GPUs (ascending free milli, then index). Precondition: fits.
+// where the node's topology is known (topology.h: ChooseWholeGpus), else the lowest-index ones; a share that
+// `choose` puts on a fully free GPU moves to the interchangeable fully free GPU (same model and memory) whose loss
+// breaks the least NVLink connectivity, where the topology is known; multi-GPU shares take the `count` tightest fitting
+// GPUs (ascending free milli, then index). Precondition: fits.
 [[nodiscard]] std::vector<core::ContainerAllocation> SelectGpusWith(const core::PodRequest& pod,
                                                                     const core::NodeView& node,
                                                                     const ShareChooser& choose);

@@ -11,6 +11,7 @@
 #include "gpusched/policy/interference_aware_policy.h"
 #include "gpusched/policy/load_aware_policy.h"
 #include "gpusched/policy/random_policy.h"
+#include "gpusched/policy/topology_policy.h"
 
 namespace gpusched::policy {
 namespace {
@@ -28,6 +29,8 @@ constexpr std::array kPolicies{
     PolicyEntry{"load-aware", "least-loaded GPUs by live metrics, then the stronger model", &LoadAwarePolicy::Create},
     PolicyEntry{"interference-aware", "the GPU where co-located pods slow each other least, empty GPUs first",
                 &InterferenceAwarePolicy::Create},
+    PolicyEntry{"topology", "the node where the pod's GPUs are best linked and the fewest NVLink groups break",
+                &TopologyPolicy::Create},
 };
 
 }  // namespace

@@ -11,6 +11,8 @@
 #include "gpusched/core/gpu_request.h"
 #include "gpusched/core/node_view.h"
 #include "gpusched/policy/gpu_fit.h"
+#include "gpusched/policy/registry.h"
+#include "gpusched/policy/topology_policy.h"
 
 namespace gpusched::policy {
 namespace {
@@ -216,6 +218,31 @@ TEST(TopologyTest, SelectGpusUsesTheTopology) {
   EXPECT_EQ(alloc[0].gpus[1].index, 3);
 }
 
+// A share that opens a fully free GPU takes the one whose loss breaks the least: on two NVLink pairs with GPU 2
+// busy, GPU 3 (the broken pair's other half), for every policy's choice of a fully free GPU.
+TEST(TopologyTest, SharesSpareTheLinks) {
+  const auto node = std::make_shared<const core::Node>(NodeFromMatrix(kTwoPairs));
+  core::NodeView v = core::NodeView::Empty(node);
+  v.gpus[2].free = common::MilliGpu{0};
+  v.gpus[2].holders = 1;
+  core::PodRequest p{.uid = common::PodUid("p")};
+  p.containers.push_back(core::GpuRequest{.container = "main", .count = 1, .milli_per_gpu = common::MilliGpu{300}});
+  EXPECT_EQ(SelectGpusBest(p, v)[0].gpus[0].index, 3);
+  EXPECT_EQ(SelectGpusWorst(p, v)[0].gpus[0].index, 3);
+  // A partly used GPU is the tightest and stays the choice; so does the lowest index without topology.
+  v.gpus[1].free = common::MilliGpu{500};
+  v.gpus[1].holders = 1;
+  EXPECT_EQ(SelectGpusBest(p, v)[0].gpus[0].index, 1);
+  core::Node flat = *node;
+  for (core::Gpu& g : flat.gpus) {
+    g.links.clear();
+  }
+  core::NodeView fv = core::NodeView::Empty(std::make_shared<const core::Node>(flat));
+  fv.gpus[2].free = common::MilliGpu{0};
+  fv.gpus[2].holders = 1;
+  EXPECT_EQ(SelectGpusBest(p, fv)[0].gpus[0].index, 0);
+}
+
 // gpusched.io/topology: required refuses a node without enough free NVLink-joined GPUs (unresolvable when even the
 // empty node has none), and then gets such GPUs; none ignores the links.
 TEST(TopologyTest, RequiredAndNone) {
@@ -259,6 +286,59 @@ TEST(TopologyTest, RequiredAndNone) {
   EXPECT_TRUE(FitGpus(pod(1, core::TopologyNeed::kRequired), v).fits());
   EXPECT_EQ(SelectGpusBest(pod(1, core::TopologyNeed::kNone), v)[0].gpus[0].index, 0);
   EXPECT_EQ(SelectGpusBest(pod(1, core::TopologyNeed::kPreferred), v)[0].gpus[0].index, 3);
+}
+
+// The topology policy's node score (topology_policy.h), worked by hand on two NVLink pairs (NV4: 400) joined across
+// the sockets (SYS: 10).
+TEST(TopologyPolicyTest, ScoresByHand) {
+  const auto node = std::make_shared<const core::Node>(NodeFromMatrix({{"X", "NV4", "SYS", "SYS"},
+                                                                       {"NV4", "X", "SYS", "SYS"},
+                                                                       {"SYS", "SYS", "X", "NV4"},
+                                                                       {"SYS", "SYS", "NV4", "X"}}));
+  auto view = [&](std::vector<size_t> used) {
+    core::NodeView v = core::NodeView::Empty(node);
+    for (size_t i : used) {
+      v.gpus[i].free = common::MilliGpu{0};
+      v.gpus[i].holders = 1;
+    }
+    return v;
+  };
+  auto pod = [](int32_t count, int64_t milli) {
+    core::PodRequest p{.uid = common::PodUid("p")};
+    p.containers.push_back(core::GpuRequest{
+        .container = "main", .count = count, .milli_per_gpu = common::MilliGpu{milli}, .exclusive = milli >= 1000});
+    return p;
+  };
+  auto made = MakePolicy("topology", PolicyOptions{});
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  const PlacementPolicy& topo = *made.value();
+  const Snapshot none;
+  // 2 GPUs: an NVLink pair is the best there is (400 of 400).
+  EXPECT_EQ(topo.Score(pod(2, 1000), view({}), none), 100);
+  EXPECT_EQ(topo.Score(pod(2, 1000), view({0}), none), 100);
+  // GPUs 0 and 2 taken: 1 and 3 across the sockets, 10 of 400: 2.5, rounded.
+  EXPECT_EQ(topo.Score(pod(2, 1000), view({0, 2}), none), 3);
+  // 3 GPUs: the best on the empty node is a pair and one more (400 + 10 + 10 = 420); with GPU 1 taken only
+  // 0, 2, 3 remain: the same 420.
+  EXPECT_EQ(topo.Score(pod(3, 1000), view({1}), none), 100);
+  // One GPU, a share, no GPU: neutral on every node.
+  EXPECT_EQ(topo.Score(pod(1, 1000), view({2, 3}), none), kTopologyNeutralScore);
+  EXPECT_EQ(topo.Score(pod(1, 500), view({}), none), kTopologyNeutralScore);
+  core::PodRequest cpu_only{.uid = common::PodUid("c"), .cpu = common::MilliCpu{1000}};
+  EXPECT_EQ(topo.Score(cpu_only, view({}), none), kTopologyNeutralScore);
+  // A node without topology.
+  core::Node flat = *node;
+  for (core::Gpu& g : flat.gpus) {
+    g.links.clear();
+  }
+  const core::NodeView flat_view = core::NodeView::Empty(std::make_shared<const core::Node>(flat));
+  EXPECT_EQ(topo.Score(pod(2, 1000), flat_view, none), kTopologyNeutralScore);
+  // Its GPU choice is SelectGpusBest's: the 2-3 pair when GPU 0 is busy.
+  common::Rng rng(1);
+  const auto alloc = topo.SelectGpus(pod(2, 1000), view({0}), rng);
+  ASSERT_EQ(alloc.size(), 1U);
+  EXPECT_EQ(alloc[0].gpus[0].index, 2);
+  EXPECT_EQ(alloc[0].gpus[1].index, 3);
 }
 
 }  // namespace

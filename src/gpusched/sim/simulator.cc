@@ -1,20 +1,22 @@
 #include "gpusched/sim/simulator.h"
 
-#include <unordered_map>
-
-#include "gpusched/policy/topology.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
+#include <utility>
 
 #include "gpusched/common/rng.h"
 #include "gpusched/core/cluster_state.h"
 #include "gpusched/policy/registry.h"
+#include "gpusched/policy/topology.h"
 #include "gpusched/sched/cycle_runner.h"
+#include "gpusched/sim/gpu_allocator_baseline.h"
 
 namespace gpusched::sim {
 
@@ -56,19 +58,83 @@ void RecordTopology(const core::Node& node, const core::Allocation& a, TopologyS
 
 }  // namespace
 
+std::string_view GpuChoiceName(GpuChoice choice) {
+  switch (choice) {
+    case GpuChoice::kTopology:
+      return "";
+    case GpuChoice::kFirstFit:
+      return "first-fit";
+    case GpuChoice::kGoGpuAllocator:
+      return "go-gpuallocator";
+  }
+  return "";
+}
+
+common::Result<std::vector<std::pair<std::string, double>>> ParsePolicyMix(std::string_view spec) {
+  std::vector<std::pair<std::string, double>> out;
+  if (spec.find('+') == std::string_view::npos && spec.find(':') == std::string_view::npos) {
+    out.emplace_back(std::string(spec), 1.0);
+    return out;
+  }
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t end = std::min(spec.find('+', start), spec.size());
+    const std::string_view part = spec.substr(start, end - start);
+    const size_t colon = part.find(':');
+    std::string name(part.substr(0, colon));
+    double weight = 1;
+    if (colon != std::string_view::npos) {
+      const std::string w(part.substr(colon + 1));
+      char* stop = nullptr;
+      weight = std::strtod(w.c_str(), &stop);
+      if (w.empty() || stop != w.c_str() + w.size() || !(weight > 0) || weight > 1e6) {
+        return common::InvalidArgument("policy mix '" + std::string(spec) + "': weight '" + w +
+                                       "' is not a number in (0, 1000000]");
+      }
+    }
+    if (name.empty()) {
+      return common::InvalidArgument("policy mix '" + std::string(spec) + "': an empty policy name");
+    }
+    out.emplace_back(std::move(name), weight);
+    start = end + 1;
+  }
+  return out;
+}
+
+common::Result<PolicySet> MakePolicySet(std::string_view spec, const Workload& workload) {
+  GPUSCHED_ASSIGN_OR_RETURN(mix, ParsePolicyMix(spec));
+  PolicySet out;
+  for (const auto& [name, weight] : mix) {
+    GPUSCHED_ASSIGN_OR_RETURN(made,
+                              policy::MakePolicy(name, policy::PolicyOptions{.target_workload = workload.target}));
+    out.members.push_back(std::move(made));
+    out.mix.emplace_back(out.members.back().get(), weight);
+  }
+  if (out.members.size() == 1) {
+    out.mix.clear();  // one policy: its own scores, no mixing
+  }
+  return out;
+}
+
 common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& workload, const RunSpec& spec) {
   const auto start = std::chrono::steady_clock::now();
   if (spec.tune < 0) {
     return common::InvalidArgument("tune ratio must be >= 0, got " + std::to_string(spec.tune));
   }
-  auto policy_or = policy::MakePolicy(spec.policy, policy::PolicyOptions{.target_workload = workload.target});
-  if (!policy_or.ok()) {
-    return policy_or.status();
+  GPUSCHED_ASSIGN_OR_RETURN(policies, MakePolicySet(spec.policy, workload));
+  std::unordered_map<std::string, const core::Node*> real_nodes;
+  for (const core::Node& n : cluster.nodes) {
+    real_nodes.emplace(n.name.str(), &n);
   }
-  const policy::PlacementPolicy& pol = *policy_or.value();
+  std::optional<GoGpuAllocatorPlacement> go_allocator;
+  if (spec.gpu_choice == GpuChoice::kGoGpuAllocator) {
+    go_allocator.emplace(policies.primary(), std::move(real_nodes));
+  }
+  const policy::PlacementPolicy& pol =
+      go_allocator.has_value() ? static_cast<const policy::PlacementPolicy&>(*go_allocator) : policies.primary();
 
   std::vector<core::Node> seen = cluster.nodes;  // what the scheduler sees
-  if (spec.topology_blind) {
+  if (spec.gpu_choice != GpuChoice::kTopology) {
     for (core::Node& n : seen) {
       for (core::Gpu& g : n.gpus) {
         g.links.clear();
@@ -130,7 +196,7 @@ common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& worklo
     rank[i] = i;
   }
   std::shuffle(rank.begin(), rank.end(), rng.engine());
-  sched::CycleRunner runner(pol, sched::CycleOptions{.collect_reasons = false, .tie_rank = rank});
+  sched::CycleRunner runner(pol, sched::CycleOptions{.collect_reasons = false, .tie_rank = rank}, policies.mix);
   const policy::Snapshot snapshot;
   int64_t arrived = 0;
   int clone_index = 0;

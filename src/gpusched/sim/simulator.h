@@ -18,11 +18,14 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "gpusched/common/status.h"
 #include "gpusched/core/gpu_request.h"
 #include "gpusched/core/node.h"
+#include "gpusched/policy/placement_policy.h"
 #include "gpusched/policy/target_workload.h"
 #include "gpusched/ports/binder.h"
 #include "gpusched/ports/cluster_source.h"
@@ -41,15 +44,39 @@ struct Workload {
   std::shared_ptr<const policy::TargetWorkload> target;
 };
 
+enum class GpuChoice {
+  kTopology,        // the policy's own choice, topology-aware (policy/topology.h)
+  kFirstFit,        // topology-blind: the scheduler sees no links; the lowest-numbered free GPUs
+  kGoGpuAllocator,  // topology-blind node choice, then NVIDIA go-gpuallocator's choice (gpu_allocator_baseline.h)
+};
+
+// The name a report gives a choice: "" for kTopology, "first-fit", "go-gpuallocator".
+[[nodiscard]] std::string_view GpuChoiceName(GpuChoice choice);
+
+// "fgd:3+topology:1" -> {{"fgd", 3}, {"topology", 1}}; a name without ':' weighs 1; a plain name is itself.
+// Errors name the bad part (an empty name, a weight that is not a number in (0, 1e6]). Names are checked when the
+// policies are made.
+[[nodiscard]] common::Result<std::vector<std::pair<std::string, double>>> ParsePolicyMix(std::string_view spec);
+
+// The policies of a spec ("fgd" or "fgd:3+topology:1"), made with the workload's target: the first filters and
+// chooses GPUs; `mix` is what sched::CycleRunner takes as its score mix (empty for a single policy).
+struct PolicySet {
+  std::vector<std::unique_ptr<policy::PlacementPolicy>> members;
+  std::vector<std::pair<const policy::PlacementPolicy*, double>> mix;
+  [[nodiscard]] const policy::PlacementPolicy& primary() const { return *members.front(); }
+};
+[[nodiscard]] common::Result<PolicySet> MakePolicySet(std::string_view spec, const Workload& workload);
+
 struct RunSpec {
   std::string policy;
   uint64_t seed = 42;
   double tune = 1.3;
   bool keep_allocations = false;  // return every bound allocation (tests, what-if analysis)
-  // The scheduler does not see the nodes' GPU topology (links and nvlink_peers are dropped from what it is given);
-  // the topology metrics below still judge its placements by the cluster's real topology. The baseline of
-  // `simulate --topology`: how a topology-blind scheduler (lowest-index GPUs) places multi-GPU pods.
-  bool topology_blind = false;
+  // How the GPUs inside the chosen node are picked for whole-GPU containers (`simulate --topology` compares them;
+  // the topology metrics below judge every placement by the cluster's real topology):
+  GpuChoice gpu_choice = GpuChoice::kTopology;
+  // Several policies scoring together: "fgd:3+topology:1" is score = (3 · fgd + 1 · topology) / 4, the first
+  // policy filtering and choosing the GPUs (the scheduler's and extender's `weights`). A plain name: that policy.
 };
 
 // How multi-GPU pods (a container with 2 or more whole GPUs) were placed, judged by the cluster's topology

@@ -85,7 +85,7 @@ TEST(TopologyTemplatesTest, AwareSchedulerPutsEveryPairPodOnAPair) {
   int64_t blind_split = 0;
   for (uint64_t seed = 1; seed <= 5; ++seed) {
     auto aware = RunOne(cluster, w, RunSpec{.policy = "bestfit", .seed = seed});
-    auto blind = RunOne(cluster, w, RunSpec{.policy = "bestfit", .seed = seed, .topology_blind = true});
+    auto blind = RunOne(cluster, w, RunSpec{.policy = "bestfit", .seed = seed, .gpu_choice = GpuChoice::kFirstFit});
     ASSERT_TRUE(aware.ok()) << aware.status();
     ASSERT_TRUE(blind.ok()) << blind.status();
     ASSERT_GT(aware->topology.multi_gpu_pods, 0);

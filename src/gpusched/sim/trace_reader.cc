@@ -202,6 +202,7 @@ common::Result<std::vector<TracePod>> ParsePodList(std::string_view text, std::s
   };
   const std::optional<size_t> c_created = optional_column("creation_time");
   const std::optional<size_t> c_deleted = optional_column("deletion_time");
+  const std::optional<size_t> c_qos = optional_column("qos");
   std::vector<TracePod> out;
   out.reserve(t.rows.size());
   for (size_t r = 0; r < t.rows.size(); ++r) {
@@ -229,6 +230,9 @@ common::Result<std::vector<TracePod>> ParsePodList(std::string_view text, std::s
         GPUSCHED_ASSIGN_OR_RETURN(v, IntCell(t, r, *column, source));
         p.*field = v;
       }
+    }
+    if (c_qos.has_value() && *c_qos < t.rows[r].size()) {
+      p.qos = t.rows[r][*c_qos];
     }
     out.push_back(std::move(p));
   }

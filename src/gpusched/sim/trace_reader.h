@@ -36,6 +36,7 @@ struct TracePod {
   // creation_time and deletion_time (seconds) where the list has them; -1 otherwise.
   int64_t creation_s = -1;
   int64_t deletion_s = -1;
+  std::string qos;  // LS, BE, Burstable, Guaranteed where the list has it; empty otherwise
 };
 
 // Parse from text; `source` names the input in errors.

@@ -1,0 +1,380 @@
+#include "gpusched/sim/replay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <queue>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "gpusched/common/rng.h"
+#include "gpusched/core/cluster_state.h"
+#include "gpusched/plot/line_chart.h"
+#include "gpusched/sched/cycle_runner.h"
+
+namespace gpusched::sim {
+namespace {
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) {
+    return 0;
+  }
+  std::sort(v.begin(), v.end());
+  const double rank = p * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(rank));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
+}
+
+// The pod's shape for the retry pass: pods of one shape fit the same nodes.
+std::string ShapeKey(const core::PodRequest& pod) {
+  std::string key = std::to_string(pod.cpu.value()) + "/" + std::to_string(pod.memory.value());
+  for (const auto& c : pod.containers) {
+    key += "|" + std::to_string(c.count) + "x" + std::to_string(c.milli_per_gpu.value()) + "m" +
+           std::to_string(c.memory_per_gpu.value()) + (c.exclusive ? "e" : "s");
+    for (const auto& m : c.models) {
+      key += ":" + m;
+    }
+  }
+  return key;
+}
+
+class Replayer {
+ public:
+  Replayer(const Cluster& cluster, const std::vector<ReplayPod>& pods, const ReplaySpec& spec,
+           const PolicySet& policies)
+      : cluster_(cluster), pods_(pods), spec_(spec), policies_(policies), rng_(spec.seed) {}
+
+  common::Result<ReplayOutcome> Run() {
+    const auto started = std::chrono::steady_clock::now();
+    for (const core::Node& n : cluster_.nodes) {
+      GPUSCHED_RETURN_IF_ERROR(state_.AddNode(n));
+    }
+    // Ties between equal nodes: a fixed random rank per node, as the FGD protocol's runs break them.
+    rank_.resize(state_.SlotCount());
+    for (uint32_t i = 0; i < rank_.size(); ++i) {
+      rank_[i] = i;
+    }
+    std::shuffle(rank_.begin(), rank_.end(), rng_.engine());
+    runner_.emplace(policies_.primary(), sched::CycleOptions{.collect_reasons = false, .tie_rank = rank_},
+                    policies_.mix);
+    capacity_ = static_cast<double>(std::max<int64_t>(1, state_.CapacityMilli().value()));
+    out_.cluster_gpus = state_.CapacityMilli().value() / common::kGpuMilli.value();
+
+    std::unordered_map<std::string, uint32_t> shape_ids;
+    runs_.resize(pods_.size());
+    for (size_t i = 0; i < pods_.size(); ++i) {
+      PodRun& r = runs_[i];
+      r.pod = pods_[i].pod;
+      r.pod.uid = common::PodUid("r-" + std::to_string(i));
+      r.duration_s = std::max<int64_t>(1, pods_[i].deletion_s - pods_[i].creation_s);
+      r.arrival_s = static_cast<int64_t>(
+          std::llround(static_cast<double>(pods_[i].creation_s) / std::max(1.0, spec_.arrival_speedup)));
+      r.shape = shape_ids.try_emplace(ShapeKey(r.pod), static_cast<uint32_t>(shape_ids.size())).first->second;
+      events_.push({r.arrival_s, 1, i});
+      out_.last_arrival_s = std::max(out_.last_arrival_s, r.arrival_s);
+      ++out_.pods;
+      out_.gpu_pods += r.pod.RequestsGpu() ? 1 : 0;
+    }
+    // The busy window: from the arrival of the pod at the 10th percentile of arrivals to that at the 90th.
+    std::vector<int64_t> arrivals_sorted;
+    for (const PodRun& r : runs_) {
+      arrivals_sorted.push_back(r.arrival_s);
+    }
+    std::sort(arrivals_sorted.begin(), arrivals_sorted.end());
+    if (!arrivals_sorted.empty()) {
+      out_.window_start_s = arrivals_sorted[arrivals_sorted.size() / 10];
+      out_.window_end_s = arrivals_sorted[arrivals_sorted.size() * 9 / 10];
+    }
+    std::vector<double> waits;
+    double last_t = 0, weighted = 0;
+    bool first = true;
+    while (!events_.empty()) {
+      const int64_t t = events_.top().time;
+      if (!first) {  // the allocation since the last event time, clipped to the window
+        const double lo = std::max(last_t, static_cast<double>(out_.window_start_s));
+        const double hi = std::min(static_cast<double>(t), static_cast<double>(out_.window_end_s));
+        if (hi > lo) {
+          weighted += (hi - lo) * out_.allocation.back();
+        }
+      }
+      first = false;
+      last_t = static_cast<double>(t);
+      freed_.clear();
+      std::vector<size_t> arrivals;
+      while (!events_.empty() && events_.top().time == t) {
+        const Event e = events_.top();
+        events_.pop();
+        if (e.kind == 0) {
+          const core::Allocation* a = state_.FindAllocation(runs_[e.pod].pod.uid);
+          if (a != nullptr) {
+            freed_.insert(*state_.SlotOf(a->node));
+          }
+          GPUSCHED_RETURN_IF_ERROR(state_.Release(runs_[e.pod].pod.uid));
+        } else {
+          arrivals.push_back(e.pod);
+        }
+      }
+      if (!freed_.empty()) {
+        GPUSCHED_RETURN_IF_ERROR(RetryWaiting(t, waits));
+      }
+      for (size_t i : arrivals) {
+        GPUSCHED_ASSIGN_OR_RETURN(placed, TryPlace(i, t, waits));
+        if (!placed) {
+          waiting_.insert({-runs_[i].pod.priority, runs_[i].arrival_s, i});
+        }
+      }
+      const double alloc = static_cast<double>(state_.AllocatedMilli().value()) / capacity_;
+      out_.times_s.push_back(static_cast<double>(t));
+      out_.allocation.push_back(alloc);
+      out_.peak_allocation = std::max(out_.peak_allocation, alloc);
+      ++out_.events;
+    }
+    const auto span = static_cast<double>(out_.window_end_s - out_.window_start_s);
+    out_.mean_allocation = span > 0 ? weighted / span : 0;
+    out_.never_placed = static_cast<int64_t>(waiting_.size());
+    for (const auto& [priority, arrival, i] : waiting_) {
+      out_.gpu_pods_never_placed += runs_[i].pod.RequestsGpu() ? 1 : 0;
+    }
+    double sum = 0;
+    for (double w : waits) {
+      sum += w;
+      out_.max_wait_s = std::max(out_.max_wait_s, w);
+      out_.waited += w > 0 ? 1 : 0;
+    }
+    out_.mean_wait_s = waits.empty() ? 0 : sum / static_cast<double>(waits.size());
+    out_.p95_wait_s = Percentile(std::move(waits), 0.95);
+    out_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return std::move(out_);
+  }
+
+ private:
+  struct PodRun {
+    core::PodRequest pod;
+    int64_t arrival_s = 0;
+    int64_t duration_s = 1;
+    uint32_t shape = 0;
+  };
+  struct Event {
+    int64_t time;
+    int kind;  // 0 departure, 1 arrival: departures first at equal times
+    size_t pod;
+    bool operator>(const Event& o) const { return std::tie(time, kind, pod) > std::tie(o.time, o.kind, o.pod); }
+  };
+
+  // Schedules pod i now; true when placed (its departure is then queued).
+  common::Result<bool> TryPlace(size_t i, int64_t t, std::vector<double>& waits) {
+    PodRun& r = runs_[i];
+    GPUSCHED_ASSIGN_OR_RETURN(cycle, runner_->Schedule(r.pod, state_, snapshot_, rng_));
+    if (!cycle.allocation.has_value()) {
+      return false;
+    }
+    GPUSCHED_RETURN_IF_ERROR(state_.Confirm(r.pod.uid));
+    ++out_.placed;
+    waits.push_back(static_cast<double>(t - r.arrival_s));
+    events_.push({t + r.duration_s, 0, i});
+    return true;
+  }
+
+  // The waiting pods, in order, against the nodes freed at t. Placements only take capacity, so a shape that fits
+  // none of those nodes stays unfit for the rest of the pass.
+  common::Status RetryWaiting(int64_t t, std::vector<double>& waits) {
+    std::set<uint32_t> unfit;
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      const size_t i = std::get<2>(*it);
+      const PodRun& r = runs_[i];
+      if (unfit.contains(r.shape)) {
+        ++it;
+        continue;
+      }
+      const bool fits_somewhere = std::any_of(freed_.begin(), freed_.end(), [&](size_t slot) {
+        return runner_->Filter(r.pod, state_.View(slot), snapshot_).fits();
+      });
+      if (!fits_somewhere) {
+        unfit.insert(r.shape);
+        ++it;
+        continue;
+      }
+      GPUSCHED_ASSIGN_OR_RETURN(placed, TryPlace(i, t, waits));
+      if (placed) {
+        it = waiting_.erase(it);
+      } else {
+        unfit.insert(r.shape);
+        ++it;
+      }
+    }
+    return common::Status::Ok();
+  }
+
+  const Cluster& cluster_;
+  const std::vector<ReplayPod>& pods_;
+  const ReplaySpec& spec_;
+  const PolicySet& policies_;
+  common::Rng rng_;
+  std::vector<uint32_t> rank_;  // the runner's tie rank (it keeps a view of it)
+  std::optional<sched::CycleRunner> runner_;
+  const policy::Snapshot snapshot_;
+  core::ClusterState state_;
+  std::vector<PodRun> runs_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  std::set<std::tuple<int32_t, int64_t, size_t>> waiting_;  // (−priority, arrival, pod): the queue's order
+  std::set<size_t> freed_;                                  // slots freed at the current time
+  ReplayOutcome out_;
+  double capacity_ = 1;
+};
+
+}  // namespace
+
+void InflateReplay(std::vector<ReplayPod>& pods, int64_t target_milli, uint64_t seed) {
+  int64_t total = 0;
+  bool any_gpu = false;
+  for (const ReplayPod& p : pods) {
+    total += p.pod.TotalGpuMilli().value();
+    any_gpu = any_gpu || p.pod.RequestsGpu();
+  }
+  if (!any_gpu) {
+    return;
+  }
+  common::Rng rng(seed);
+  const size_t originals = pods.size();
+  size_t n = 0;
+  while (total < target_milli) {
+    ReplayPod clone = pods[rng.Uniform(originals)];
+    clone.pod.name += "-clone-" + std::to_string(n++);
+    total += clone.pod.TotalGpuMilli().value();
+    pods.push_back(std::move(clone));
+  }
+}
+
+int32_t PriorityOfQos(const std::string& qos) {
+  if (qos == "LS" || qos == "Guaranteed") {
+    return 2;
+  }
+  if (qos == "Burstable") {
+    return 1;
+  }
+  return 0;
+}
+
+common::Result<ReplayOutcome> Replay(const Cluster& cluster, const Workload& workload,
+                                     const std::vector<ReplayPod>& pods, const ReplaySpec& spec) {
+  if (!(spec.arrival_speedup >= 1)) {
+    return common::InvalidArgument("replay: arrival speedup must be >= 1, got " + std::to_string(spec.arrival_speedup));
+  }
+  for (const ReplayPod& p : pods) {
+    if (p.creation_s < 0 || p.deletion_s < p.creation_s) {
+      return common::InvalidArgument("replay: pod " + p.pod.name + " has creation " + std::to_string(p.creation_s) +
+                                     " s and deletion " + std::to_string(p.deletion_s) +
+                                     " s; replay needs 0 <= creation <= deletion");
+    }
+  }
+  GPUSCHED_ASSIGN_OR_RETURN(policies, MakePolicySet(spec.policy, workload));
+  Replayer replayer(cluster, pods, spec, policies);
+  GPUSCHED_ASSIGN_OR_RETURN(out, replayer.Run());
+  out.workload = workload.name;
+  out.spec = spec;
+  return out;
+}
+
+void PrintReplayTable(std::ostream& out, const std::vector<ReplayOutcome>& runs) {
+  std::map<std::pair<std::string, std::string>, std::vector<const ReplayOutcome*>> groups;
+  std::vector<std::pair<std::string, std::string>> order;
+  for (const ReplayOutcome& r : runs) {
+    auto key = std::make_pair(r.workload, r.spec.policy);
+    if (!groups.contains(key)) {
+      order.push_back(key);
+    }
+    groups[key].push_back(&r);
+  }
+  out << fmt::format("{:<44} {:>5} {:>7} {:>7} {:>7} {:>8} {:>10} {:>10} {:>10} {:>8} {:>7} {:>7}\n",
+                     "workload / policy", "seeds", "pods", "placed", "never", "waited", "wait mean", "wait p95",
+                     "wait max", "alloc", "peak", "wall s");
+  for (const auto& key : order) {
+    const auto& g = groups[key];
+    const double n = static_cast<double>(g.size());
+    double pods = 0, placed = 0, never = 0, waited = 0, mean = 0, p95 = 0, max = 0, alloc = 0, peak = 0, wall = 0;
+    for (const ReplayOutcome* r : g) {
+      pods += static_cast<double>(r->pods);
+      placed += static_cast<double>(r->placed);
+      never += static_cast<double>(r->never_placed);
+      waited += static_cast<double>(r->waited);
+      mean += r->mean_wait_s;
+      p95 += r->p95_wait_s;
+      max += r->max_wait_s;
+      alloc += r->mean_allocation;
+      peak += r->peak_allocation;
+      wall += r->wall_seconds;
+    }
+    out << fmt::format(
+        "{:<44} {:>5} {:>7.0f} {:>7.1f} {:>7.1f} {:>8.1f} {:>9.0f}s {:>9.0f}s {:>9.0f}s {:>7.2f}% {:>6.2f}% "
+        "{:>7.3f}\n",
+        key.first + " " + key.second, g.size(), pods / n, placed / n, never / n, waited / n, mean / n, p95 / n, max / n,
+        100 * alloc / n, 100 * peak / n, wall / n);
+  }
+}
+
+common::Status WriteReplayReport(const std::string& dir, const std::vector<ReplayOutcome>& runs) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return common::InvalidArgument("cannot create " + dir + ": " + ec.message());
+  }
+  std::ofstream summary(dir + "/replay.csv");
+  summary << "workload,policy,seed,arrival_speedup,pods,placed,never_placed,gpu_pods,gpu_pods_never_placed,waited,"
+             "mean_wait_s,p95_wait_s,max_wait_s,mean_allocation,peak_allocation,wall_s\n";
+  for (const ReplayOutcome& r : runs) {
+    summary << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.1f},{:.1f},{:.1f},{:.5f},{:.5f},{:.3f}\n", r.workload,
+                           r.spec.policy, r.spec.seed, r.spec.arrival_speedup, r.pods, r.placed, r.never_placed,
+                           r.gpu_pods, r.gpu_pods_never_placed, r.waited, r.mean_wait_s, r.p95_wait_s, r.max_wait_s,
+                           r.mean_allocation, r.peak_allocation, r.wall_seconds);
+  }
+  if (!summary) {
+    return common::InvalidArgument("cannot write " + dir + "/replay.csv");
+  }
+  // The first run of each (workload, policy), up to its last arrival plus as long again, at most 2000 points.
+  std::vector<const ReplayOutcome*> shown;
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const ReplayOutcome& r : runs) {
+    if (seen.insert({r.workload, r.spec.policy}).second) {
+      shown.push_back(&r);
+    }
+  }
+  const bool several_workloads = std::any_of(shown.begin(), shown.end(),
+                                             [&](const ReplayOutcome* r) { return r->workload != shown[0]->workload; });
+  plot::LineChart chart{.title = "GPU allocation over time (trace replay with departures)",
+                        .x_label = "trace time (hours)",
+                        .y_label = "GPU compute allocated (%)"};
+  std::ofstream csv(dir + "/replay-allocation.csv");
+  csv << "workload,policy,seed,time_h,allocation\n";
+  for (const ReplayOutcome* r : shown) {
+    plot::Series s{.name = several_workloads ? r->workload + " " + r->spec.policy : r->spec.policy};
+    const double end = 2.0 * static_cast<double>(std::max<int64_t>(1, r->last_arrival_s));
+    size_t n = 0;
+    while (n < r->times_s.size() && r->times_s[n] <= end) {
+      ++n;
+    }
+    const size_t step = std::max<size_t>(1, n / 2000);
+    for (size_t e = 0; e < n; e += step) {
+      const double h = r->times_s[e] / 3600.0;
+      s.xs.push_back(h);
+      s.ys.push_back(100 * r->allocation[e]);
+      csv << fmt::format("{},{},{},{:.4f},{:.5f}\n", r->workload, r->spec.policy, r->spec.seed, h, r->allocation[e]);
+    }
+    chart.series.push_back(std::move(s));
+  }
+  if (!csv) {
+    return common::InvalidArgument("cannot write " + dir + "/replay-allocation.csv");
+  }
+  chart.y_min = 0;
+  GPUSCHED_RETURN_IF_ERROR(plot::WriteSvg(chart, dir + "/replay-allocation.svg"));
+  return plot::WritePng(chart, dir + "/replay-allocation.png");
+}
+
+}  // namespace gpusched::sim
