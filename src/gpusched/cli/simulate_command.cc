@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "gpusched/cli/whatif_mode.h"
 #include "gpusched/policy/registry.h"
 #include "gpusched/sim/builtin_workload.h"
 #include "gpusched/sim/replay.h"
@@ -295,6 +296,13 @@ int RunSimulate(const SimulateFlags& f) {
   if (!f.replay.empty()) {
     return RunReplayMode(f, seeds);
   }
+  if (f.from_cluster) {
+    return RunWhatIfMode(WhatIfFlags{.kubeconfig = f.kubeconfig,
+                                     .context = f.context,
+                                     .files = f.files,
+                                     .policies = f.policies,
+                                     .seed = seeds.front()});
+  }
   std::vector<std::string> policies = f.policies.empty() ? policy::BenchmarkPolicyNames() : f.policies;
 
   sim::Cluster cluster;
@@ -433,6 +441,14 @@ void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code) {
                   "real lifetimes; pods that do not fit wait (priority, then arrival) and are retried when others "
                   "leave; per policy: waits, pods never placed, GPU allocation over time")
       ->check(CLI::IsMember({"time"}));
+  cmd->add_flag("--from-cluster", flags.from_cluster,
+                "What-if on the live cluster (read-only: lists nodes and pods): would the pods of -f fit, where, and "
+                "under which policy would more fit (default policies binpack, spread, bestfit, fgd)");
+  cmd->add_option("-f,--filename", flags.files,
+                  "--from-cluster: a YAML file or directory of pods to place; repeatable");
+  cmd->add_option("--kubeconfig", flags.kubeconfig,
+                  "--from-cluster: kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config)");
+  cmd->add_option("--context", flags.context, "--from-cluster: kubeconfig context (default: its current-context)");
   cmd->add_option("--arrival-speedup", flags.arrival_speedup,
                   "Multi-tenant and replay modes: divide the trace's creation times by this (lifetimes stay real; "
                   "default 20000 multi-tenant, 1 replay)")

@@ -26,8 +26,11 @@ struct SimulateFlags {
   bool tenants = false;        // the multi-tenant mode: GPU queues sharing the trace's cluster
   double arrival_speedup = 0;  // 0: the mode's default (multi-tenant 20000, replay 1)
   std::string replay;          // "time": trace replay with departures
-  bool topology = false;       // GPU topology templates on the nodes; every policy also run with go-gpuallocator's and
-                               // first-fit GPU choice
+  bool from_cluster = false;   // what-if on the live cluster (whatif_mode.h)
+  std::string kubeconfig, context;
+  std::vector<std::string> files;  // -f: the pods to place
+  bool topology = false;  // GPU topology templates on the nodes; every policy also run with go-gpuallocator's and
+                          // first-fit GPU choice
   std::string gangs;  // the multi-tenant mode: "MIN-MAX" groups the multi-GPU pods into gangs of that size; empty: none
 };
 

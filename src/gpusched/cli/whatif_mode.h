@@ -1,0 +1,38 @@
+#pragma once
+
+// `gpusched simulate --from-cluster`: the live cluster, read-only, and the pods of -f files placed on a copy of it
+// under each policy (sim/whatif.h). Wiring only: reading the API and the files, printing.
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gpusched/common/status.h"
+#include "gpusched/sim/whatif.h"
+
+namespace gpusched::cli {
+
+struct WhatIfFlags {
+  std::string kubeconfig;
+  std::string context;
+  std::vector<std::string> files;
+  std::vector<std::string> policies;  // empty: binpack, spread, bestfit, fgd
+  unsigned long long seed = 42;
+};
+
+// The pods a set of Kubernetes objects would make, in order: a Pod itself; a Deployment, ReplicaSet or StatefulSet
+// spec.replicas (default 1) copies of its template, named <name>-0, -1, ...; a Job spec.parallelism (default 1).
+// Other kinds make no pods now and are listed in `ignored` ("file:line Kind name"). `source` of each object is
+// file:line. Errors (a request that cannot be read, replicas that are not a count) name the object.
+struct ManifestPods {
+  std::vector<sim::WhatIfPod> pods;
+  std::vector<std::string> ignored;
+};
+[[nodiscard]] common::Result<ManifestPods> PodsFromObjects(
+    const std::vector<std::pair<std::string, nlohmann::json>>& objects);
+
+// Exit status: 0 done, 2 usage error (bad files, unknown policy), 1 the cluster could not be read.
+int RunWhatIfMode(const WhatIfFlags& flags);
+
+}  // namespace gpusched::cli

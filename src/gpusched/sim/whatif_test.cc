@@ -1,0 +1,106 @@
+#include "gpusched/sim/whatif.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace gpusched::sim {
+namespace {
+
+core::Node GpuNode(const std::string& name, int32_t gpus) {
+  core::Node n{
+      .name = common::NodeName(name), .cpu = common::MilliCpu{32000}, .memory = common::MiB{131072}, .max_pods = 110};
+  for (int32_t i = 0; i < gpus; ++i) {
+    n.gpus.push_back(core::Gpu{.index = i,
+                               .uuid = common::GpuUuid("GPU-" + name + "-" + std::to_string(i)),
+                               .model = "A100",
+                               .memory = common::MiB{40960}});
+  }
+  return n;
+}
+
+core::PodRequest Whole(int32_t count) {
+  core::PodRequest p{.cpu = common::MilliCpu{1000}, .memory = common::MiB{1024}};
+  p.containers.push_back(core::GpuRequest{
+      .container = "main", .count = count, .milli_per_gpu = common::MilliGpu{1000}, .exclusive = true});
+  return p;
+}
+
+core::PodUpdate Running(const std::string& uid, const std::string& node, int32_t gpu) {
+  core::PodUpdate p{.uid = common::PodUid(uid), .key = "default/" + uid, .node_name = node};
+  p.annotated = true;
+  p.allocation =
+      core::Allocation{.pod = common::PodUid(uid),
+                       .node = common::NodeName(node),
+                       .cpu = common::MilliCpu{1000},
+                       .memory = common::MiB{1024},
+                       .containers = {core::ContainerAllocation{
+                           .container = "main",
+                           .gpus = {core::GpuShare{.index = gpu,
+                                                   .uuid = common::GpuUuid("GPU-" + node + "-" + std::to_string(gpu)),
+                                                   .milli = common::MilliGpu{1000},
+                                                   .memory = common::MiB{40960},
+                                                   .exclusive = true}}}},
+                       .id = 7};
+  return p;
+}
+
+// node-a (4 GPUs) and node-b (2 GPUs) each run a pod on GPU 0. "one" (1 GPU) then "three" (3 GPUs): binpack puts
+// "one" on the fuller node-b (100 % after, against 50 %) and "three" fits on node-a; spread puts "one" on node-a and
+// "three" then fits nowhere.
+WhatIfCluster Cluster() {
+  WhatIfCluster c;
+  c.nodes = {GpuNode("node-a", 4), GpuNode("node-b", 2)};
+  c.pods = {Running("u-1", "node-a", 0), Running("u-2", "node-b", 0)};
+  return c;
+}
+
+TEST(WhatIfTest, PoliciesDifferByHand) {
+  const WhatIfCluster cluster = Cluster();
+  const std::vector<WhatIfPod> pods = {{.name = "one", .source = "f.yaml:1", .request = Whole(1)},
+                                       {.name = "three", .source = "f.yaml:12", .request = Whole(3)}};
+  const WhatIfSummary summary = SummarizeCluster(cluster);
+  EXPECT_EQ(summary.nodes, 2);
+  EXPECT_EQ(summary.gpus, 6);
+  EXPECT_EQ(summary.allocated_milli, 2000);
+  EXPECT_EQ(summary.pods_charged, 2);
+  auto out = WhatIf(cluster, pods, {"spread", "binpack"}, 1);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 2U);
+  const WhatIfOutcome& spread = (*out)[0];
+  const WhatIfOutcome& binpack = (*out)[1];
+  EXPECT_EQ(spread.placed, 1);
+  EXPECT_EQ(spread.placements[0].allocation->node.str(), "node-a");
+  EXPECT_FALSE(spread.placements[1].allocation.has_value());
+  EXPECT_NE(spread.placements[1].reason.find("0/2 nodes are available"), std::string::npos)
+      << spread.placements[1].reason;
+  EXPECT_EQ(binpack.placed, 2);
+  EXPECT_EQ(binpack.placements[0].allocation->node.str(), "node-b");
+  EXPECT_EQ(binpack.placements[1].allocation->node.str(), "node-a");
+  // GPU 0 is held: "three" gets 1, 2 and 3.
+  const auto& gpus = binpack.placements[1].allocation->containers[0].gpus;
+  ASSERT_EQ(gpus.size(), 3U);
+  EXPECT_EQ(gpus[0].index, 1);
+  std::ostringstream text;
+  PrintWhatIf(text, summary, pods, *out);
+  EXPECT_NE(text.str().find("under binpack (places the most)"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("nothing was written"), std::string::npos);
+  EXPECT_NE(text.str().find("f.yaml:12"), std::string::npos);
+  // Each policy starts from the live state: the outcomes do not depend on the order of the policies.
+  auto reversed = WhatIf(cluster, pods, {"binpack", "spread"}, 1);
+  ASSERT_TRUE(reversed.ok());
+  EXPECT_EQ((*reversed)[0].placed, 2);
+  EXPECT_EQ((*reversed)[1].placed, 1);
+}
+
+TEST(WhatIfTest, BadInput) {
+  const WhatIfCluster cluster = Cluster();
+  EXPECT_FALSE(WhatIf(cluster, {}, {"binpack"}, 1).ok());
+  const std::vector<WhatIfPod> pods = {{.name = "one", .request = Whole(1)}};
+  auto unknown = WhatIf(cluster, pods, {"nosuch"}, 1);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("nosuch"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpusched::sim

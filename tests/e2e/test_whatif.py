@@ -1,0 +1,149 @@
+"""End-to-end: `gpusched simulate --from-cluster` against a real kube-apiserver (control_plane.py, no
+kube-scheduler), as a user whose RBAC allows only get, list and watch on nodes and pods.
+
+The cluster: node-a with 4 fake GPUs and node-b with 2, each running a pod that holds its GPU 0 (bound with a
+gpusched.io/allocation annotation, as gpusched's scheduler binds). The files ask for a 1-GPU pod, then a Deployment of
+one 3-GPU replica, and hold a Service (ignored). binpack puts the 1-GPU pod on the fuller node-b and the 3-GPU one on
+node-a; spread puts the first on node-a and the second then fits nowhere. Checks: both outcomes, the reason, that
+the command made only get/list requests (the audit log) and changed nothing (the same pods, the same
+resourceVersions), and that the same user cannot write (the RBAC is real). A file that does not parse exits 2.
+Environment: as test_extender.py (GPUSCHED_BIN, GPUSCHED_K8S_BIN, GPUSCHED_ETCD, GPUSCHED_E2E_KEEP).
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rbac_audit  # noqa: E402
+from control_plane import ControlPlane, suite_skip_reason, write_kubeconfig  # noqa: E402
+from kube import ALLOCATION_ANNOTATION, Kube, KubeError, gpu_pod  # noqa: E402
+
+READER = "whatif-reader"
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+
+FILES = """apiVersion: v1
+kind: Pod
+metadata: {name: small}
+spec:
+  containers:
+  - name: main
+    image: registry.invalid/cuda:12
+    resources: {limits: {nvidia.com/gpu: 1}, requests: {cpu: 100m, memory: 128Mi}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: big}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: big}}
+  template:
+    metadata: {labels: {app: big}}
+    spec:
+      containers:
+      - name: main
+        image: registry.invalid/cuda:12
+        resources: {limits: {nvidia.com/gpu: 3}, requests: {cpu: 100m, memory: 128Mi}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {ports: [{port: 80}]}
+"""
+
+
+def log(msg):
+    sys.stderr.write(f"[e2e-whatif {time.strftime('%H:%M:%S')}] {msg}\n")
+    sys.stderr.flush()
+
+
+@unittest.skipIf(suite_skip_reason("simulate"), suite_skip_reason("simulate") or "")
+class WhatIfTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.cp = ControlPlane(kube_scheduler=False, log=log)
+        cls.addClassCleanup(cls.cp.stop)
+        cls.cp.start()
+        cls.kube = cls.cp.kube()
+        cls.kube.ensure_service_account("default")
+        for name, gpus in (("node-a", 4), ("node-b", 2)):
+            inventory = cls.kube.create_gpu_node(name, gpus=gpus)
+            pod = gpu_pod(f"running-{name}", {"nvidia.com/gpu": 1})
+            cls.kube.create("pods", pod)
+            g = inventory[0]
+            allocation = {"node": name, "id": 1, "containers": [{"name": "main", "gpus": [
+                {"index": 0, "uuid": g["uuid"], "milli": 1000, "memory_mib": g["memory_mib"], "exclusive": True}]}]}
+            cls.kube.bind(pod["metadata"]["name"], name,
+                          annotations={ALLOCATION_ANNOTATION: json.dumps(allocation, separators=(",", ":"))})
+        # The reader: get, list and watch on nodes and pods, nothing else.
+        cls.kube.call("POST", f"{RBAC}/clusterroles", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": READER},
+            "rules": [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]}]})
+        cls.kube.call("POST", f"{RBAC}/clusterrolebindings", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": READER},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": READER},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": READER}]})
+        crt, key = cls.cp.pki.client_cert(READER, f"/CN={READER}")
+        cls.kubeconfig = write_kubeconfig(os.path.join(cls.cp.dir, "reader.kubeconfig"), cls.cp.server,
+                                          cls.cp.pki.ca_crt, crt, key)
+        cls.files = os.path.join(cls.cp.dir, "pods.yaml")
+        with open(cls.files, "w") as f:
+            f.write(FILES)
+
+    def whatif(self, *extra):
+        argv = [os.environ["GPUSCHED_BIN"], "simulate", "--from-cluster", "--kubeconfig", self.kubeconfig,
+                "-f", self.files, *extra]
+        log("$ " + " ".join(argv))
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        log(r.stdout + r.stderr)
+        return r
+
+    def snapshot(self):
+        return sorted((p["metadata"]["name"], p["metadata"]["resourceVersion"], p["spec"].get("nodeName", ""))
+                      for p in self.kube.list("pods"))
+
+    def test_1_policies_differ_and_nothing_is_written(self):
+        before = self.snapshot()
+        nodes_before = sorted(n["metadata"]["resourceVersion"] for n in self.kube.list("nodes"))
+        r = self.whatif("--policies", "spread,binpack")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout
+        self.assertIn("cluster: 2 nodes, 6 GPUs, 2.0 GPUs of compute allocated to 2 pods; nothing was written", out)
+        self.assertRegex(out, r"spread\s+1/2")
+        self.assertRegex(out, r"binpack\s+2/2")
+        self.assertIn("under binpack (places the most)", out)
+        self.assertRegex(out, r"small\s+node-b\s+1\s")
+        self.assertRegex(out, r"big-0\s+node-a\s+1,2,3\s")
+        self.assertIn("ignored (makes no pods to place now)", r.stderr)
+        self.assertIn("Service web", r.stderr)
+        # Nothing changed.
+        self.assertEqual(self.snapshot(), before)
+        self.assertEqual(sorted(n["metadata"]["resourceVersion"] for n in self.kube.list("nodes")), nodes_before)
+        # The reader only read (the audit log), and could not have written (the RBAC is enforced).
+        requests = [q for q in rbac_audit.requests_of(rbac_audit.read_audit_log(self.cp.audit_log), READER)]
+        self.assertTrue(requests, "the audit log has no request of the reader")
+        self.assertEqual({q.verb for q in requests}, {"list"}, requests)
+        self.assertTrue(all(q.code == 200 for q in requests), requests)
+
+    def test_2_the_reader_cannot_write(self):
+        crt, key = self.cp.pki.client_cert(READER + "-writer", f"/CN={READER}")
+        reader = Kube("127.0.0.1", self.cp.port, self.cp.pki.ca_crt, crt, key)
+        with self.assertRaises(KubeError) as refused:
+            reader.create("pods", gpu_pod("sneaky", {"nvidia.com/gpu": 1}))
+        self.assertEqual(refused.exception.status, 403)
+        self.assertEqual(len(reader.list("pods")), 2)  # while it may read
+
+    def test_3_a_bad_file_is_a_usage_error(self):
+        bad = os.path.join(self.cp.dir, "bad.yaml")
+        with open(bad, "w") as f:
+            f.write("apiVersion: v1\nkind: Pod\nmetadata: {name: x\n")
+        r = subprocess.run([os.environ["GPUSCHED_BIN"], "simulate", "--from-cluster", "--kubeconfig", self.kubeconfig,
+                            "-f", bad], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("bad.yaml", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
