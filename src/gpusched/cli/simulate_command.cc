@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -15,6 +16,7 @@
 
 #include "gpusched/cli/whatif_mode.h"
 #include "gpusched/policy/registry.h"
+#include "gpusched/sim/bound.h"
 #include "gpusched/sim/builtin_workload.h"
 #include "gpusched/sim/replay.h"
 #include "gpusched/sim/report.h"
@@ -390,6 +392,24 @@ int RunSimulate(const SimulateFlags& f) {
     std::cout << "\nmulti-GPU pods on the nodes' topology (templates by GPU model; docs/configuration.md):\n";
     sim::PrintTopologySummary(std::cout, runs.value());
   }
+  if (f.bound) {
+    const int64_t capacity = runs->front().total_gpus * common::kGpuMilli.value();
+    std::cout << "\nupper bound on GPU allocation at 100 % arrived, for the same arrivals (GPU-only packing "
+                 "relaxation: no placement can allocate more; docs/configuration.md)\n";
+    std::cout << fmt::format("{:<34} {:>5} {:>22}\n", "workload", "seeds", "bound % mean (min-max)");
+    for (const auto& w : workloads) {
+      double sum = 0, lo = 100, hi = 0;
+      for (auto s : seeds) {
+        const sim::PackingBound b = sim::BoundAtArrived(w, capacity, s, f.tune);
+        const double v = 100.0 * static_cast<double>(b.bound_milli) / static_cast<double>(capacity);
+        sum += v;
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      std::cout << fmt::format("{:<34} {:>5} {:>8.2f} ({:.2f}-{:.2f})\n", w.name, seeds.size(),
+                               sum / static_cast<double>(seeds.size()), lo, hi);
+    }
+  }
   std::cout << "total wall time " << wall << " s\n";
   if (!f.out.empty()) {
     common::Status written = sim::WriteReport(f.out, runs.value());
@@ -441,6 +461,9 @@ void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code) {
                   "real lifetimes; pods that do not fit wait (priority, then arrival) and are retried when others "
                   "leave; per policy: waits, pods never placed, GPU allocation over time")
       ->check(CLI::IsMember({"time"}));
+  cmd->add_flag("--bound", flags.bound,
+                "Also print, per workload, an upper bound on the GPU allocation any policy could reach at 100 % "
+                "arrived with the same arrivals (a GPU-only packing relaxation)");
   cmd->add_flag("--from-cluster", flags.from_cluster,
                 "What-if on the live cluster (read-only: lists nodes and pods): would the pods of -f fit, where, and "
                 "under which policy would more fit (default policies binpack, spread, bestfit, fgd)");

@@ -26,6 +26,7 @@ struct SimulateFlags {
   bool tenants = false;        // the multi-tenant mode: GPU queues sharing the trace's cluster
   double arrival_speedup = 0;  // 0: the mode's default (multi-tenant 20000, replay 1)
   std::string replay;          // "time": trace replay with departures
+  bool bound = false;          // also print an upper bound on the allocation at 100 % arrived (sim/bound.h)
   bool from_cluster = false;   // what-if on the live cluster (whatif_mode.h)
   std::string kubeconfig, context;
   std::vector<std::string> files;  // -f: the pods to place

@@ -101,6 +101,29 @@ common::Result<std::vector<std::pair<std::string, double>>> ParsePolicyMix(std::
   return out;
 }
 
+std::vector<const core::PodRequest*> ArrivalOrder(const Workload& workload, int64_t capacity_milli, double tune,
+                                                  common::Rng& rng) {
+  // 1. shuffle, 2. tune (see header).
+  std::vector<const core::PodRequest*> order;
+  order.reserve(workload.pods.size() * 2);
+  for (const auto& p : workload.pods) {
+    order.push_back(&p);
+  }
+  std::shuffle(order.begin(), order.end(), rng.engine());
+  const double target = tune * static_cast<double>(capacity_milli);
+  int64_t requested = 0;
+  for (const auto& p : workload.pods) {
+    requested += p.TotalGpuMilli().value();
+  }
+  while (!workload.pods.empty() && static_cast<double>(requested) <= target) {
+    const core::PodRequest& clone = workload.pods[rng.Uniform(workload.pods.size())];
+    order.push_back(&clone);
+    const core::PodShape s = core::ShapeOf(clone);
+    requested += s.gpu_count > 0 ? s.gpu_milli.value() : 0;
+  }
+  return order;
+}
+
 common::Result<PolicySet> MakePolicySet(std::string_view spec, const Workload& workload) {
   GPUSCHED_ASSIGN_OR_RETURN(mix, ParsePolicyMix(spec));
   PolicySet out;
@@ -157,24 +180,8 @@ common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& worklo
   }
 
   common::Rng rng(spec.seed);
-  // 1. shuffle, 2. tune (see header).
-  std::vector<const core::PodRequest*> order;
-  order.reserve(workload.pods.size() * 2);
-  for (const auto& p : workload.pods) {
-    order.push_back(&p);
-  }
-  std::shuffle(order.begin(), order.end(), rng.engine());
-  const double target = spec.tune * static_cast<double>(state.CapacityMilli().value());
-  int64_t requested = 0;
-  for (const auto& p : workload.pods) {
-    requested += p.TotalGpuMilli().value();
-  }
-  while (!workload.pods.empty() && static_cast<double>(requested) <= target) {
-    const core::PodRequest& clone = workload.pods[rng.Uniform(workload.pods.size())];
-    order.push_back(&clone);
-    const core::PodShape s = core::ShapeOf(clone);
-    requested += s.gpu_count > 0 ? s.gpu_milli.value() : 0;
-  }
+  const std::vector<const core::PodRequest*> order =
+      ArrivalOrder(workload, state.CapacityMilli().value(), spec.tune, rng);
 
   RunOutcome out{.workload = workload.name, .spec = spec};
   out.total_gpus = state.CapacityMilli().value() / common::kGpuMilli.value();

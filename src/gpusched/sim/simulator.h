@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpusched/common/rng.h"
 #include "gpusched/common/status.h"
 #include "gpusched/core/gpu_request.h"
 #include "gpusched/core/node.h"
@@ -124,6 +125,11 @@ class InMemoryCluster : public ports::ClusterSource, public ports::Binder {
   std::vector<core::Node> nodes_;
   std::vector<core::Allocation> bound_;
 };
+
+// Steps 1 and 2 of a run: the workload's pods shuffled with `rng`, then clones appended while the requested GPU
+// total is <= tune × capacity. Pointers into workload.pods. RunOne goes on with the same generator.
+[[nodiscard]] std::vector<const core::PodRequest*> ArrivalOrder(const Workload& workload, int64_t capacity_milli,
+                                                                double tune, common::Rng& rng);
 
 [[nodiscard]] common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& workload, const RunSpec& spec);
 

@@ -1,0 +1,84 @@
+#include "gpusched/sim/bound.h"
+
+#include <algorithm>
+#include <functional>
+
+namespace gpusched::sim {
+
+PackingBound GpuPackingBound(std::span<const core::PodRequest* const> pods, int64_t capacity_milli) {
+  constexpr int64_t kGpu = 1000;
+  std::vector<int64_t> big;    // sizes above 500
+  std::vector<int64_t> small;  // sizes of 500 or less
+  PackingBound b{.capacity_milli = capacity_milli};
+  for (const core::PodRequest* p : pods) {
+    for (const core::GpuRequest& c : p->containers) {
+      const bool whole = c.exclusive || c.milli_per_gpu.value() >= kGpu;
+      const int64_t size = whole ? kGpu : c.milli_per_gpu.value();
+      for (int32_t i = 0; i < c.count; ++i) {
+        b.demand_milli += size;
+        if (whole) {
+          continue;
+        }
+        (size > kGpu / 2 ? big : small).push_back(size);
+      }
+    }
+  }
+  b.big_items = static_cast<int64_t>(big.size());
+  // F: leftovers 1000 − s of every big item, filled by small items largest first, each into the leftovers at least
+  // its size (nested sets: the leftovers open to an item are open to every smaller one).
+  std::vector<int64_t> leftovers;
+  for (int64_t s : big) {
+    leftovers.push_back(kGpu - s);
+    b.big_leftover_milli += kGpu - s;
+  }
+  std::sort(leftovers.begin(), leftovers.end(), std::greater<>());
+  std::sort(small.begin(), small.end(), std::greater<>());
+  int64_t pool = 0;
+  size_t next = 0;
+  for (int64_t x : small) {
+    while (next < leftovers.size() && leftovers[next] >= x) {
+      pool += leftovers[next++];
+    }
+    const int64_t put = std::min(pool, x);
+    pool -= put;
+    b.fill_milli += put;
+  }
+  // Leave out the k smallest big items, k = 0 .. all: the best minimum of the two terms.
+  std::sort(big.begin(), big.end());
+  int64_t dropped_volume = 0;
+  int64_t waste = b.big_leftover_milli;
+  b.bound_milli = -1;
+  for (size_t k = 0; k <= big.size(); ++k) {
+    if (k > 0) {
+      dropped_volume += big[k - 1];
+      waste -= kGpu - big[k - 1];
+    }
+    const int64_t first = b.demand_milli - dropped_volume;
+    const int64_t second = capacity_milli - waste + b.fill_milli;
+    const int64_t v = std::min({first, second, capacity_milli});
+    if (v > b.bound_milli) {
+      b.bound_milli = v;
+      b.dropped_big = static_cast<int64_t>(k);
+    }
+  }
+  return b;
+}
+
+PackingBound BoundAtArrived(const Workload& workload, int64_t capacity_milli, uint64_t seed, double tune,
+                            double arrived) {
+  common::Rng rng(seed);
+  const std::vector<const core::PodRequest*> order = ArrivalOrder(workload, capacity_milli, tune, rng);
+  const auto limit = static_cast<int64_t>(arrived * static_cast<double>(capacity_milli));
+  std::vector<const core::PodRequest*> prefix;
+  int64_t total = 0;
+  for (const core::PodRequest* p : order) {
+    total += p->TotalGpuMilli().value();
+    if (total > limit) {
+      break;
+    }
+    prefix.push_back(p);
+  }
+  return GpuPackingBound(prefix, capacity_milli);
+}
+
+}  // namespace gpusched::sim
