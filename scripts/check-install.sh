@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The install tree of a build: `cmake --install` into a staging prefix, then the installed binary runs
-# (`gpusched --version`), the docs and deploy manifests are where docs/install.md says, and the Dockerfile's
+# (`gpusched --version`), so does the kubectl plugin link (kubectl-gpusched), the docs and deploy manifests are where docs/install.md says, and the Dockerfile's
 # runtime packages match what the binary links (scripts/check-image-deps.py).
 # Usage: scripts/check-install.sh BUILD_DIR   (e.g. build/release or build/ci)
 set -euo pipefail
@@ -13,6 +13,11 @@ version=$(sed -n 's/^project(gpusched VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt
 got=$("$stage/bin/gpusched" --version)
 if [ "$got" != "gpusched $version" ]; then
   echo "check-install: the installed gpusched --version says '$got', not 'gpusched $version'" >&2
+  exit 1
+fi
+# The kubectl plugin: a link named kubectl-gpusched that answers as `kubectl gpusched`.
+if [ ! -L "$stage/bin/kubectl-gpusched" ] || ! "$stage/bin/kubectl-gpusched" --help | grep -q "kubectl gpusched"; then
+  echo "check-install: bin/kubectl-gpusched is missing or does not answer as the kubectl plugin" >&2
   exit 1
 fi
 for f in share/doc/gpusched/README.md share/doc/gpusched/install.md share/gpusched/deploy/base/extender/rbac.yaml share/gpusched/deploy/scheduler/kustomization.yaml share/gpusched/examples/shared-pod.yaml; do

@@ -1,4 +1,5 @@
-"""End-to-end: `gpusched simulate --from-cluster` against a real kube-apiserver (control_plane.py, no
+"""End-to-end: `gpusched simulate --from-cluster` and `gpusched status` (also as the kubectl plugin
+kubectl-gpusched) against a real kube-apiserver (control_plane.py, no
 kube-scheduler), as a user whose RBAC allows only get, list and watch on nodes and pods.
 
 The cluster: node-a with 4 fake GPUs and node-b with 2, each running a pod that holds its GPU 0 (bound with a
@@ -7,6 +8,8 @@ one 3-GPU replica, and hold a Service (ignored). binpack puts the 1-GPU pod on t
 node-a; spread puts the first on node-a and the second then fits nowhere. Checks: both outcomes, the reason, that
 the command made only get/list requests (the audit log) and changed nothing (the same pods, the same
 resourceVersions), and that the same user cannot write (the RBAC is real). A file that does not parse exits 2.
+`status` as the same reader: the node table, the GPU rows with the pods holding them, the totals, JSON, and the same
+output through a link named kubectl-gpusched.
 Environment: as test_extender.py (GPUSCHED_BIN, GPUSCHED_K8S_BIN, GPUSCHED_ETCD, GPUSCHED_E2E_KEEP).
 """
 import json
@@ -144,6 +147,42 @@ class WhatIfTest(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("bad.yaml", r.stderr)
 
+
+    def status(self, *args, binary=None):
+        argv = [binary or os.environ["GPUSCHED_BIN"], "status", "--kubeconfig", self.kubeconfig, *args]
+        log("$ " + " ".join(argv))
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        log(r.stdout + r.stderr)
+        return r
+
+    def test_4_status(self):
+        r = self.status()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"(?m)^NODE\s+MODEL\s+GPUS\s+HEALTHY\s+GPU COMPUTE\s+GPU MEMORY \(MiB\)\s+CPU\s+PODS$")
+        self.assertRegex(r.stdout, r"(?m)^node-a\s+\S+\s+4\s+4\s+1\.00/4 \(25%\)")
+        self.assertRegex(r.stdout, r"(?m)^node-b\s+\S+\s+2\s+2\s+1\.00/2 \(50%\)")
+        self.assertIn("cluster: 2 nodes, 6 GPUs (6 healthy), 2.00 GPUs of compute allocated (33%), 4.00 free", r.stdout)
+        wide = self.status("-o", "wide", "node-a")
+        self.assertEqual(wide.returncode, 0, wide.stderr)
+        self.assertRegex(wide.stdout, r"(?m)^  gpu 0\s+\S+\s+yes\s+\[##########\] 100%\s+\S+\s+default/running-node-a$")
+        self.assertRegex(wide.stdout, r"(?m)^  gpu 3\s+\S+\s+yes\s+\[\.\.\.\.\.\.\.\.\.\.\]   0%\s+\S+\s+-$")
+        self.assertNotIn("node-b", wide.stdout)
+        j = json.loads(self.status("-o", "json").stdout)
+        self.assertEqual(j["totals"]["allocated_milli"], 2000)
+        self.assertEqual([g["pods"] for g in j["nodes"][1]["gpus"]], [["default/running-node-b"], []])
+        # The kubectl plugin: the same binary through a link named kubectl-gpusched.
+        link = os.path.join(self.cp.dir, "bin", "kubectl-gpusched")
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        if not os.path.exists(link):
+            os.symlink(os.environ["GPUSCHED_BIN"], link)
+        plugin = self.status(binary=link)
+        self.assertEqual(plugin.returncode, 0, plugin.stderr)
+        self.assertEqual(plugin.stdout, r.stdout)
+        helped = subprocess.run([link, "--help"], capture_output=True, text=True, timeout=30)
+        self.assertIn("kubectl gpusched", helped.stdout)
+        missing = self.status("no-such-node")
+        self.assertEqual(missing.returncode, 1)
+        self.assertIn('node "no-such-node" not found', missing.stderr)
 
 if __name__ == "__main__":
     unittest.main()

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <string>
 
 #include "gpusched/cli/agent_command.h"
@@ -10,6 +11,7 @@
 #include "gpusched/cli/monitor_command.h"
 #include "gpusched/cli/scheduler_command.h"
 #include "gpusched/cli/simulate_command.h"
+#include "gpusched/cli/status_command.h"
 #include "gpusched/cli/webhook_command.h"
 #include "gpusched/interference/slowdown_models.h"
 #include "gpusched/policy/registry.h"
@@ -17,6 +19,14 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "gpusched: a Kubernetes GPU scheduler (scheduler, extender, agent, webhook, monitor, simulate, interference)"};
+  // Installed as kubectl-gpusched (a link to this binary), it answers `kubectl gpusched ...` as a kubectl plugin.
+  const std::string self = argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "";
+  if (self == "kubectl-gpusched") {
+    app.name("kubectl gpusched");
+    app.description(
+        "gpusched as a kubectl plugin: status of the cluster's GPUs, what-if placement (simulate "
+        "--from-cluster), and every other gpusched subcommand");
+  }
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("gpusched ") + GPUSCHED_VERSION);
   int exit_code = 0;
@@ -105,6 +115,9 @@ int main(int argc, char** argv) {
 
   gpusched::cli::WebhookFlags webhook;
   gpusched::cli::AddWebhookCommand(app, webhook, exit_code);
+
+  gpusched::cli::StatusFlags status;
+  gpusched::cli::AddStatusCommand(app, status, exit_code);
 
   try {
     app.parse(argc, argv);

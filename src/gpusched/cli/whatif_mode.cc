@@ -87,6 +87,39 @@ common::Result<ManifestPods> PodsFromObjects(const std::vector<std::pair<std::st
   return out;
 }
 
+common::Result<sim::WhatIfCluster> ReadLiveCluster(const std::string& kubeconfig, const std::string& context,
+                                                   std::ostream& warnings) {
+  GPUSCHED_ASSIGN_OR_RETURN(config, k8s::ResolveClientConfig(kubeconfig, context));
+  GPUSCHED_ASSIGN_OR_RETURN(api, k8s::ApiClient::Create(config));
+  // Read-only: two lists, nothing else.
+  auto nodes = api->List("/api/v1/nodes");
+  if (!nodes.ok()) {
+    return common::Status(nodes.status().code(), "listing nodes: " + nodes.status().message());
+  }
+  auto listed = api->List("/api/v1/pods");
+  if (!listed.ok()) {
+    return common::Status(listed.status().code(), "listing pods: " + listed.status().message());
+  }
+  sim::WhatIfCluster cluster;
+  for (const json& n : nodes->items) {
+    auto node = kube::DecodeNode(n);
+    if (!node.ok()) {
+      warnings << "a node is left out: " << node.status().message() << "\n";
+      continue;
+    }
+    cluster.nodes.push_back(std::move(node.value()));
+  }
+  for (const json& p : listed->items) {
+    auto pod = kube::DecodePodUpdate(p, "", /*with_requests=*/true);
+    if (!pod.ok()) {
+      warnings << "a pod is left out: " << pod.status().message() << "\n";
+      continue;
+    }
+    cluster.pods.push_back(std::move(pod.value()));
+  }
+  return cluster;
+}
+
 int RunWhatIfMode(const WhatIfFlags& flags) {
   if (flags.files.empty()) {
     std::cerr << "gpusched simulate: --from-cluster needs -f FILE (the pods to place)\n";
@@ -117,50 +150,17 @@ int RunWhatIfMode(const WhatIfFlags& flags) {
     std::cerr << "gpusched simulate: the files make no pods to place\n";
     return 2;
   }
-  auto config = k8s::ResolveClientConfig(flags.kubeconfig, flags.context);
-  if (!config.ok()) {
-    std::cerr << "gpusched simulate: " << config.status().message() << "\n";
+  auto cluster = ReadLiveCluster(flags.kubeconfig, flags.context, std::cerr);
+  if (!cluster.ok()) {
+    std::cerr << "gpusched simulate: " << cluster.status().message() << "\n";
     return 1;
   }
-  auto api = k8s::ApiClient::Create(*config);
-  if (!api.ok()) {
-    std::cerr << "gpusched simulate: " << api.status().message() << "\n";
-    return 1;
-  }
-  // Read-only: two lists, nothing else.
-  auto nodes = (*api)->List("/api/v1/nodes");
-  if (!nodes.ok()) {
-    std::cerr << "gpusched simulate: listing nodes: " << nodes.status().message() << "\n";
-    return 1;
-  }
-  auto listed = (*api)->List("/api/v1/pods");
-  if (!listed.ok()) {
-    std::cerr << "gpusched simulate: listing pods: " << listed.status().message() << "\n";
-    return 1;
-  }
-  sim::WhatIfCluster cluster;
-  for (const json& n : nodes->items) {
-    auto node = kube::DecodeNode(n);
-    if (!node.ok()) {
-      std::cerr << "gpusched simulate: a node is left out: " << node.status().message() << "\n";
-      continue;
-    }
-    cluster.nodes.push_back(std::move(node.value()));
-  }
-  for (const json& p : listed->items) {
-    auto pod = kube::DecodePodUpdate(p, "", /*with_requests=*/true);
-    if (!pod.ok()) {
-      std::cerr << "gpusched simulate: a pod is left out: " << pod.status().message() << "\n";
-      continue;
-    }
-    cluster.pods.push_back(std::move(pod.value()));
-  }
-  auto outcomes = sim::WhatIf(cluster, pods->pods, policies, flags.seed);
+  auto outcomes = sim::WhatIf(*cluster, pods->pods, policies, flags.seed);
   if (!outcomes.ok()) {
     std::cerr << "gpusched simulate: " << outcomes.status().message() << "\n";
     return 2;
   }
-  sim::PrintWhatIf(std::cout, sim::SummarizeCluster(cluster), pods->pods, outcomes.value());
+  sim::PrintWhatIf(std::cout, sim::SummarizeCluster(*cluster), pods->pods, outcomes.value());
   return 0;
 }
 

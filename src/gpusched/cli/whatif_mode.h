@@ -3,6 +3,7 @@
 // `gpusched simulate --from-cluster`: the live cluster, read-only, and the pods of -f files placed on a copy of it
 // under each policy (sim/whatif.h). Wiring only: reading the API and the files, printing.
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,11 @@ struct ManifestPods {
 };
 [[nodiscard]] common::Result<ManifestPods> PodsFromObjects(
     const std::vector<std::pair<std::string, nlohmann::json>>& objects);
+
+// The live cluster's nodes and pods, decoded as the scheduler's watches decode them; read-only (two lists). An object
+// that cannot be decoded is left out, with a line on `warnings`.
+[[nodiscard]] common::Result<sim::WhatIfCluster> ReadLiveCluster(const std::string& kubeconfig,
+                                                                 const std::string& context, std::ostream& warnings);
 
 // Exit status: 0 done, 2 usage error (bad files, unknown policy), 1 the cluster could not be read.
 int RunWhatIfMode(const WhatIfFlags& flags);

@@ -2,21 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include "gpusched/testing/builders.h"
+
 #include <sstream>
 
 namespace gpusched::sim {
 namespace {
 
 core::Node GpuNode(const std::string& name, int32_t gpus) {
-  core::Node n{
-      .name = common::NodeName(name), .cpu = common::MilliCpu{32000}, .memory = common::MiB{131072}, .max_pods = 110};
-  for (int32_t i = 0; i < gpus; ++i) {
-    n.gpus.push_back(core::Gpu{.index = i,
-                               .uuid = common::GpuUuid("GPU-" + name + "-" + std::to_string(i)),
-                               .model = "A100",
-                               .memory = common::MiB{40960}});
-  }
-  return n;
+  return testing::NodeBuilder(name).Gpus(gpus, "A100", 40960).Cpu(32000).Memory(131072).Build();
 }
 
 core::PodRequest Whole(int32_t count) {
