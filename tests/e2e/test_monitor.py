@@ -26,7 +26,7 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from control_plane import (ControlPlane, Process, free_port, suite_skip_reason, wait_until)  # noqa: E402
-from kube import GPUS_ANNOTATION  # noqa: E402
+from kube import ALLOCATION_ANNOTATION, GPUS_ANNOTATION, gpu_pod  # noqa: E402
 from test_scheduler import SCHEDULER_NAME, scheduler_config  # noqa: E402
 
 NODE = "monitor-node-0"
@@ -345,6 +345,28 @@ class MonitorE2E(unittest.TestCase):
         return uuid
 
     # -- tests ------------------------------------------------------------------------------------------------
+
+    def test_0_top(self):
+        """`gpusched top`: the pinned utilisation and memory per GPU from Prometheus (and from InfluxDB), and the
+        row of a pod bound to GPU 1 with an allocation annotation."""
+        pod = gpu_pod("top-holder", {"nvidia.com/gpu": 1})
+        self.kube.create("pods", pod)
+        allocation = {"node": NODE, "id": 1, "containers": [{"name": "main", "gpus": [
+            {"index": 1, "uuid": self.uuids[1], "milli": 1000, "memory_mib": 0, "exclusive": True}]}]}
+        self.kube.bind("top-holder", NODE, annotations={ALLOCATION_ANNOTATION: json.dumps(allocation)})
+        try:
+            for source in (["--prometheus", self.prom_url], ["--influxdb", self.influx_url]):
+                argv = [os.environ["GPUSCHED_BIN"], "top", *source, "--kubeconfig", self.cp.kubeconfig]
+                r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+                log("$ " + " ".join(argv) + "\n" + r.stdout + r.stderr)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertRegex(r.stdout, rf"(?m)^{NODE}\s+0\s+\S+\s+{PINNED_UTIL[0]}%\s+{PINNED_MEM[0]}/\d+\s+\S+\s+-$")
+                self.assertRegex(r.stdout,
+                                 rf"(?m)^{NODE}\s+1\s+\S+\s+{PINNED_UTIL[1]}%\s+{PINNED_MEM[1]}/\d+\s+\S+\s+default/top-holder$")
+                self.assertRegex(r.stdout, rf"(?m)^default/top-holder\s+{NODE}\s+1\s+{PINNED_UTIL[1]}%\s+{PINNED_MEM[1]}\s")
+        finally:
+            self.kube.delete("pods", "top-holder")
+            wait_until(lambda: self.kube.get("pods", "top-holder") is None, 30, what="top-holder deleted")
 
     def test_1_pod_succeeds_with_prometheus(self):
         f = self.write("train.yaml", pod_yaml("train") + CONFIGMAP.format(name="train"))

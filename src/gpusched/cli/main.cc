@@ -12,6 +12,7 @@
 #include "gpusched/cli/scheduler_command.h"
 #include "gpusched/cli/simulate_command.h"
 #include "gpusched/cli/status_command.h"
+#include "gpusched/cli/top_command.h"
 #include "gpusched/cli/webhook_command.h"
 #include "gpusched/interference/slowdown_models.h"
 #include "gpusched/policy/registry.h"
@@ -118,6 +119,9 @@ int main(int argc, char** argv) {
 
   gpusched::cli::StatusFlags status;
   gpusched::cli::AddStatusCommand(app, status, exit_code);
+
+  gpusched::cli::TopFlags top;
+  gpusched::cli::AddTopCommand(app, top, exit_code);
 
   try {
     app.parse(argc, argv);

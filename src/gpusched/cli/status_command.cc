@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpusched/cli/text_table.h"
 #include "gpusched/cli/whatif_mode.h"
 
 namespace gpusched::cli {
@@ -19,32 +20,6 @@ std::string Gpus(int64_t milli) { return fmt::format("{:.2f}", static_cast<doubl
 std::string Bar(int64_t milli) {
   const auto filled = static_cast<size_t>(std::clamp<int64_t>((milli + 50) / 100, 0, 10));
   return "[" + std::string(filled, '#') + std::string(10 - filled, '.') + "]";
-}
-
-// Columns padded to their widest cell, two spaces apart, as kubectl prints them.
-std::string Table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (const auto& r : rows) {
-    width.resize(std::max(width.size(), r.size()), 0);
-    for (size_t c = 0; c < r.size(); ++c) {
-      width[c] = std::max(width[c], r[c].size());
-    }
-  }
-  std::string out;
-  for (const auto& r : rows) {
-    std::string line;
-    for (size_t c = 0; c < r.size(); ++c) {
-      line += r[c];
-      if (c + 1 < r.size()) {
-        line += std::string(width[c] - r[c].size() + 2, ' ');
-      }
-    }
-    while (!line.empty() && line.back() == ' ') {
-      line.pop_back();
-    }
-    out += line + "\n";
-  }
-  return out;
 }
 
 std::string Models(const sim::NodeStatus& n) {
@@ -135,7 +110,7 @@ std::string FormatStatus(const sim::ClusterStatus& st, const StatusFlags& flags)
                       fmt::format("{}/{}", g.memory_used_mib, g.memory_mib), "", pods.empty() ? "-" : pods});
     }
   }
-  std::string out = Table(rows);
+  std::string out = FormatColumns(rows);
   if (!flags.no_headers) {
     const double frag = st.free_milli > 0 ? 100.0 * st.frag_milli / static_cast<double>(st.free_milli) : 0.0;
     out += fmt::format(

@@ -1,4 +1,5 @@
 #include "gpusched/cli/status_command.h"
+#include "gpusched/cli/top_command.h"
 
 #include <gtest/gtest.h>
 
@@ -80,6 +81,29 @@ TEST(StatusCommandTest, JsonAndNodeFilter) {
   EXPECT_EQ(j["nodes"][1]["gpus"][1]["healthy"], false);
   EXPECT_EQ(j["totals"]["gpus"], 2);
   EXPECT_EQ(j["totals"]["free_milli"], 1000);  // the unhealthy GPU is not free
+}
+
+// Golden: `top` with samples for some GPUs; a GPU without a sample shows "-"; a pod's row sums its GPUs.
+TEST(TopCommandTest, TablesGolden) {
+  const sim::ClusterStatus st = sim::BuildStatus(Cluster(), {"node-a"});
+  const TopSamples samples = {{"GPU-node-a-0", {{"util", 37}, {"fb_used", 2048}, {"power", 100}}},
+                              {"GPU-node-a-1", {{"util", 41}, {"fb_used", 1024}, {"power", 120}}},
+                              {"GPU-node-a-2", {{"util", 71}, {"fb_used", 4096}}}};
+  EXPECT_EQ(FormatTop(st, samples, TopFlags{}),
+            "NODE    GPU  MODEL  UTIL  MEMORY USED (MiB)  POWER (W)  PODS\n"
+            "node-a  0    A100   37%   2048/40960         100        ml/train\n"
+            "node-a  1    A100   41%   1024/40960         120        ml/train\n"
+            "node-a  2    A100   71%   4096/40960         -          ml/infer-1,ml/infer-2\n"
+            "node-a  3    A100   -     -/40960            -          -\n"
+            "\n"
+            "POD         NODE    GPUS        UTIL  MEMORY USED (MiB)  POWER (W)\n"
+            "ml/infer-1  node-a  2 (shared)  71%   4096               -\n"
+            "ml/infer-2  node-a  2 (shared)  71%   4096               -\n"
+            "ml/train    node-a  0,1         39%   3072               220\n");
+  const auto j = nlohmann::json::parse(FormatTop(st, samples, TopFlags{.output = "json"}));
+  EXPECT_EQ(j["gpus"][3]["util"], nullptr);
+  EXPECT_EQ(j["pods"][2]["pod"], "ml/train");
+  EXPECT_EQ(j["pods"][2]["power"], 220);
 }
 
 }  // namespace
