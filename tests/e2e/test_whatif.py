@@ -9,7 +9,9 @@ node-a; spread puts the first on node-a and the second then fits nowhere. Checks
 the command made only get/list requests (the audit log) and changed nothing (the same pods, the same
 resourceVersions), and that the same user cannot write (the RBAC is real). A file that does not parse exits 2.
 `status` as the same reader: the node table, the GPU rows with the pods holding them, the totals, JSON, and the same
-output through a link named kubectl-gpusched.
+output through a link named kubectl-gpusched. `why` as the same reader: a bound pod's node and GPUs; a pending pod
+of high priority asking 4 GPUs: its node classes, the closest node, and the lower-priority pod whose eviction would
+make room.
 Environment: as test_extender.py (GPUSCHED_BIN, GPUSCHED_K8S_BIN, GPUSCHED_ETCD, GPUSCHED_E2E_KEEP).
 """
 import json
@@ -183,6 +185,31 @@ class WhatIfTest(unittest.TestCase):
         missing = self.status("no-such-node")
         self.assertEqual(missing.returncode, 1)
         self.assertIn('node "no-such-node" not found', missing.stderr)
+
+    def test_5_why(self):
+        bound = subprocess.run([os.environ["GPUSCHED_BIN"], "why", "running-node-a", "--kubeconfig", self.kubeconfig],
+                               capture_output=True, text=True, timeout=60)
+        log(bound.stdout + bound.stderr)
+        self.assertEqual(bound.returncode, 0, bound.stderr)
+        self.assertIn("pod default/running-node-a: Pending, placed on node-a", bound.stdout)
+        self.assertIn("container main: GPU 0 (GPU-node-a-0, whole)", bound.stdout)
+        self.kube.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "whatif-high"},
+            "value": 1000})
+        self.kube.create("pods", gpu_pod("needs-four", {"nvidia.com/gpu": 4}, priority_class="whatif-high"))
+        r = subprocess.run([os.environ["GPUSCHED_BIN"], "why", "needs-four", "-n", "default", "--kubeconfig",
+                            self.kubeconfig], capture_output=True, text=True, timeout=60)
+        log(r.stdout + r.stderr)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("pod default/needs-four: Pending", r.stdout)
+        self.assertIn("needs: 4 whole GPUs", r.stdout)
+        self.assertRegex(r.stdout, r"4x \S+: 1 node, ")
+        self.assertIn("closest node-a: 3 of 4 GPUs wholly free", r.stdout)
+        self.assertIn("what would make it fit: on node-a, evicting default/running-node-a (priority 0)", r.stdout)
+        missing = subprocess.run([os.environ["GPUSCHED_BIN"], "why", "no-such-pod", "--kubeconfig", self.kubeconfig],
+                                 capture_output=True, text=True, timeout=60)
+        self.assertEqual(missing.returncode, 1)
+        self.assertIn("pod default/no-such-pod", missing.stderr)
 
 if __name__ == "__main__":
     unittest.main()

@@ -14,6 +14,7 @@
 #include "gpusched/cli/status_command.h"
 #include "gpusched/cli/top_command.h"
 #include "gpusched/cli/webhook_command.h"
+#include "gpusched/cli/why_command.h"
 #include "gpusched/interference/slowdown_models.h"
 #include "gpusched/policy/registry.h"
 
@@ -122,6 +123,9 @@ int main(int argc, char** argv) {
 
   gpusched::cli::TopFlags top;
   gpusched::cli::AddTopCommand(app, top, exit_code);
+
+  gpusched::cli::WhyFlags why;
+  gpusched::cli::AddWhyCommand(app, why, exit_code);
 
   try {
     app.parse(argc, argv);

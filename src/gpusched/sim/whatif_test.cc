@@ -1,4 +1,5 @@
 #include "gpusched/sim/whatif.h"
+#include "gpusched/sim/why.h"
 
 #include <gtest/gtest.h>
 
@@ -94,6 +95,34 @@ TEST(WhatIfTest, BadInput) {
   auto unknown = WhatIf(cluster, pods, {"nosuch"}, 1);
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.status().message().find("nosuch"), std::string::npos);
+}
+
+// why: 4 whole GPUs fit nowhere (node-a has 3 free, node-b 1); at priority 100 evicting node-a's pod (priority 0)
+// would make room, at priority 0 nothing would.
+TEST(WhyTest, PendingPodByHand) {
+  const WhatIfCluster cluster = Cluster();
+  core::PodRequest pod = Whole(4);
+  pod.uid = common::PodUid("pending");
+  pod.priority = 100;
+  const WhyReport r = ExplainPod(cluster, pod);
+  EXPECT_EQ(r.need, "4 whole GPUs, 1.0 CPU, 1024 MiB memory");
+  EXPECT_TRUE(r.fits_on.empty());
+  ASSERT_EQ(r.classes.size(), 2U);
+  EXPECT_EQ(r.classes[0].name, "2x A100");
+  EXPECT_EQ(r.classes[1].name, "4x A100");
+  EXPECT_EQ(r.classes[1].best, "node-a: 3 of 4 GPUs wholly free; GPU 1 has 100% and 40960 MiB free; 31.0 CPU free");
+  EXPECT_FALSE(r.classes[1].reason.empty());
+  EXPECT_EQ(r.preempt_node, "node-a");
+  EXPECT_EQ(r.victims, std::vector<std::string>{"default/u-1 (priority 0)"});
+  const std::string text = FormatWhy(r);
+  EXPECT_NE(text.find("what would make it fit: on node-a, evicting default/u-1 (priority 0)"), std::string::npos)
+      << text;
+  pod.priority = 0;
+  const WhyReport none = ExplainPod(cluster, pod);
+  EXPECT_TRUE(none.preempt_node.empty());
+  EXPECT_NE(FormatWhy(none).find("no eviction of lower-priority pods would"), std::string::npos);
+  // One GPU fits now.
+  EXPECT_FALSE(ExplainPod(cluster, Whole(1)).fits_on.empty());
 }
 
 }  // namespace
