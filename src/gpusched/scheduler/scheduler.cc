@@ -1685,6 +1685,21 @@ void Scheduler::Bind(BindTask task) {
                                      std::to_string(task.allocation.GpuCount()) + " GPU share(s), allocation " +
                                      std::to_string(task.allocation.id) + ")");
     std::string message = "Successfully assigned " + key + " to " + task.allocation.node.str();
+    // Which GPUs, so that `kubectl describe pod` answers it: ", GPUs 0,1" (whole) or ", GPU 2 (30%)" (a share).
+    std::string gpus;
+    int32_t count = 0;
+    for (const core::ContainerAllocation& c : task.allocation.containers) {
+      for (const core::GpuShare& g : c.gpus) {
+        gpus += (gpus.empty() ? "" : ",") + std::to_string(g.index);
+        if (!g.exclusive && g.milli < common::kGpuMilli) {
+          gpus += " (" + std::to_string(g.milli.value() / 10) + "%)";
+        }
+        ++count;
+      }
+    }
+    if (count > 0) {
+      message += (count == 1 ? ", GPU " : ", GPUs ") + gpus;
+    }
     if (!task.soft_fields.empty()) {
       message += " (not evaluated: " + Join(task.soft_fields) + ")";
     }

@@ -152,7 +152,7 @@ TEST_F(SchedulerTest, BindsAGpuShareWithAFreshAllocationIdAndSaysSo) {
   EXPECT_NE(a.id, 0U);
   EXPECT_EQ(a.id & 0xffff, 7U) << "the id carries the process nonce";
   ASSERT_EQ(EventsFor("p", "Scheduled").size(), 1U);
-  EXPECT_EQ(EventsFor("p", "Scheduled")[0].message, "Successfully assigned default/p to a");
+  EXPECT_EQ(EventsFor("p", "Scheduled")[0].message, "Successfully assigned default/p to a, GPU 0 (30%)");
   auto lock = mirror_->ReadLock();
   EXPECT_TRUE(mirror_->state().IsConfirmed(common::PodUid("uid-p")));
   EXPECT_EQ(scheduler_->stats().binds_ok, 1U);
