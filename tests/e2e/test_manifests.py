@@ -46,9 +46,10 @@ OVERLAYS = ["scheduler", "extender", "agent", "monitoring", "quickstart"]
 EXPECTED = {
     "scheduler": {("Deployment", "gpusched-scheduler"), ("Deployment", "gpusched-webhook"),
                   ("DaemonSet", "gpusched-agent"), ("PodDisruptionBudget", "gpusched-scheduler"),
-                  ("ValidatingWebhookConfiguration", "gpusched-webhook")},
+                  ("ValidatingWebhookConfiguration", "gpusched-webhook"), ("ClusterRole", "gpusched-viewer")},
     "extender": {("Deployment", "gpusched-kube-scheduler"), ("Deployment", "gpusched-webhook"),
-                 ("DaemonSet", "gpusched-agent"), ("ClusterRole", "gpusched-extender")},
+                 ("DaemonSet", "gpusched-agent"), ("ClusterRole", "gpusched-extender"),
+                 ("ClusterRole", "gpusched-viewer")},
     "agent": {("DaemonSet", "gpusched-agent"), ("ClusterRole", "gpusched-agent")},
     "monitoring": {("PrometheusRule", "gpusched"), ("ConfigMap", "gpusched-dashboard")},
     "quickstart": {("Deployment", "gpusched-scheduler"), ("DaemonSet", "gpusched-agent")},

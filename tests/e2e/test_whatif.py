@@ -1,6 +1,6 @@
 """End-to-end: `gpusched simulate --from-cluster` and `gpusched status` (also as the kubectl plugin
 kubectl-gpusched) against a real kube-apiserver (control_plane.py, no
-kube-scheduler), as a user whose RBAC allows only get, list and watch on nodes and pods.
+kube-scheduler), as a user bound to deploy/base/viewer's ClusterRole: get, list and watch on nodes and pods only.
 
 The cluster: node-a with 4 fake GPUs and node-b with 2, each running a pod that holds its GPU 0 (bound with a
 gpusched.io/allocation annotation, as gpusched's scheduler binds). The files ask for a 1-GPU pod, then a Deployment of
@@ -82,13 +82,11 @@ class WhatIfTest(unittest.TestCase):
                 {"index": 0, "uuid": g["uuid"], "milli": 1000, "memory_mib": g["memory_mib"], "exclusive": True}]}]}
             cls.kube.bind(pod["metadata"]["name"], name,
                           annotations={ALLOCATION_ANNOTATION: json.dumps(allocation, separators=(",", ":"))})
-        # The reader: get, list and watch on nodes and pods, nothing else.
-        cls.kube.call("POST", f"{RBAC}/clusterroles", {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": READER},
-            "rules": [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]}]})
+        # The reader: bound to deploy/base/viewer's ClusterRole (get, list and watch on nodes and pods), nothing else.
+        rbac_audit.apply_rbac(cls.kube, "deploy/base/viewer/viewer.yaml")
         cls.kube.call("POST", f"{RBAC}/clusterrolebindings", {
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": READER},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": READER},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gpusched-viewer"},
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": READER}]})
         crt, key = cls.cp.pki.client_cert(READER, f"/CN={READER}")
         cls.kubeconfig = write_kubeconfig(os.path.join(cls.cp.dir, "reader.kubeconfig"), cls.cp.server,
