@@ -5,14 +5,12 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <sstream>
-#include <thread>
 
 #include "gpusched/cli/whatif_mode.h"
 #include "gpusched/policy/registry.h"
@@ -223,27 +221,16 @@ int RunReplayMode(const SimulateFlags& f, const std::vector<unsigned long long>&
     }
   }
   std::vector<std::optional<common::Result<sim::ReplayOutcome>>> results(jobs.size());
-  std::atomic<size_t> next{0};
   int64_t capacity_milli = 0;
   for (const core::Node& n : cluster.nodes) {
     capacity_milli += static_cast<int64_t>(n.gpus.size()) * common::kGpuMilli.value();
   }
   const auto target_milli = static_cast<int64_t>(f.tune * static_cast<double>(capacity_milli));
-  auto worker = [&] {
-    for (size_t i = next++; i < jobs.size(); i = next++) {
-      std::vector<sim::ReplayPod> pods = jobs[i].data->pods;
-      sim::InflateReplay(pods, target_milli, jobs[i].spec.seed);
-      results[i] = sim::Replay(cluster, jobs[i].data->workload, pods, jobs[i].spec);
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 1; t < std::min<int>(f.jobs, static_cast<int>(jobs.size())); ++t) {
-    threads.emplace_back(worker);
-  }
-  worker();
-  for (auto& t : threads) {
-    t.join();
-  }
+  sim::ParallelFor(jobs.size(), f.jobs, [&](size_t i) {
+    std::vector<sim::ReplayPod> pods = jobs[i].data->pods;
+    sim::InflateReplay(pods, target_milli, jobs[i].spec.seed);
+    results[i] = sim::Replay(cluster, jobs[i].data->workload, pods, jobs[i].spec);
+  });
   std::vector<sim::ReplayOutcome> runs;
   for (auto& r : results) {
     if (!r->ok()) {

@@ -18,6 +18,7 @@
 namespace gpusched::cli {
 namespace {
 
+// The metrics `top` shows (monitor::KnownMetrics names).
 constexpr const char* kMetrics[] = {"util", "fb_used", "power"};
 
 const double* Sample(const TopSamples& samples, const std::string& uuid, const char* metric) {
@@ -157,8 +158,10 @@ void AddTopCommand(CLI::App& app, TopFlags& flags, int& exit_code) {
     }
     TopSamples samples;
     if (!uuids.empty()) {
-      auto metrics = monitor::ParseMetricList("util,fb_used,power");
-      for (const monitor::MetricInfo& m : metrics.value()) {
+      for (const monitor::MetricInfo& m : monitor::KnownMetrics()) {
+        if (std::find(std::begin(kMetrics), std::end(kMetrics), m.name) == std::end(kMetrics)) {
+          continue;
+        }
         auto latest = (*source)->Latest(m, uuids);
         if (!latest.ok()) {
           std::cerr << "gpusched top: " << (*source)->Describe() << ": " << latest.status().message() << "\n";

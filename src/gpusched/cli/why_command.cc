@@ -13,6 +13,7 @@
 #include "gpusched/cli/whatif_mode.h"
 #include "gpusched/kube/annotations.h"
 #include "gpusched/kube/resources.h"
+#include "gpusched/policy/gpu_fit.h"
 #include "gpusched/sim/why.h"
 
 namespace gpusched::cli {
@@ -52,7 +53,7 @@ int Run(const WhyFlags& flags) {
           std::cout << "  container " << c.container << ":";
           for (const core::GpuShare& g : c.gpus) {
             std::cout << fmt::format(" GPU {} ({}, {})", g.index, g.uuid.str(),
-                                     g.exclusive || g.milli >= common::kGpuMilli
+                                     policy::HoldsWhole(g)
                                          ? std::string("whole")
                                          : fmt::format("{}%, {} MiB", g.milli.value() / 10, g.memory.value()));
           }

@@ -73,7 +73,7 @@ FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::Nod
     }
     std::stable_sort(candidates.begin(), candidates.end(),
                      [&](size_t a, size_t b) { return gpus[a].free < gpus[b].free; });
-    const bool whole = c.exclusive || c.milli_per_gpu >= common::kGpuMilli;
+    const bool whole = WantsWhole(c);
     for (size_t k = 0; k < candidates.size() && k < static_cast<size_t>(c.count); ++k) {
       core::GpuState& g = gpus[candidates[k]];
       g.free -= whole ? common::kGpuMilli : c.milli_per_gpu;

@@ -13,8 +13,6 @@ using common::kGpuMilli;
 
 namespace {
 
-bool WantsWhole(const core::GpuRequest& c) { return c.exclusive || c.milli_per_gpu >= kGpuMilli; }
-
 std::string GpuName(const core::NodeView& node, size_t i) {
   return "GPU " + std::to_string(i) + " (" + node.node->gpus[i].model + ")";
 }

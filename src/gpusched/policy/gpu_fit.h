@@ -21,6 +21,13 @@
 
 namespace gpusched::policy {
 
+// Whether the container asks for whole GPUs (exclusive, or 1000 milli each) rather than shares of them.
+[[nodiscard]] inline bool WantsWhole(const core::GpuRequest& c) {
+  return c.exclusive || c.milli_per_gpu >= common::kGpuMilli;
+}
+// Whether an allocated GPU is held whole.
+[[nodiscard]] inline bool HoldsWhole(const core::GpuShare& g) { return g.exclusive || g.milli >= common::kGpuMilli; }
+
 // Whether GPU i of the node can host one GPU of the container, given the GPU states (which may be a hypothetical
 // copy of node.gpus).
 [[nodiscard]] bool GpuCanHost(const core::GpuRequest& c, const core::NodeView& node,

@@ -19,8 +19,6 @@ constexpr double kTermEpsilon = 1e-9;
 // SelectGpusRanked's rank of an unusable GPU: after every usable one (ranks of usable GPUs are −T(g) >= −100).
 constexpr double kUnusableRank = 1e9;
 
-bool WantsWhole(const core::GpuRequest& c) { return c.exclusive || c.milli_per_gpu >= common::kGpuMilli; }
-
 double Weighted(int64_t wi, double interference, int64_t wp, double packing) {
   const auto i = static_cast<double>(wi);
   const auto p = static_cast<double>(wp);

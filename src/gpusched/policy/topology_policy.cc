@@ -30,9 +30,8 @@ common::Result<std::unique_ptr<PlacementPolicy>> TopologyPolicy::Create(const Po
 }
 
 int64_t TopologyPolicy::Score(const core::PodRequest& pod, const core::NodeView& node, const Snapshot&) const {
-  const bool multi = std::any_of(pod.containers.begin(), pod.containers.end(), [](const core::GpuRequest& c) {
-    return c.count >= 2 && (c.exclusive || c.milli_per_gpu >= common::kGpuMilli);
-  });
+  const bool multi = std::any_of(pod.containers.begin(), pod.containers.end(),
+                                 [](const core::GpuRequest& c) { return c.count >= 2 && WantsWhole(c); });
   if (!multi || !HasTopology(*node.node)) {
     return kTopologyNeutralScore;
   }
@@ -42,7 +41,7 @@ int64_t TopologyPolicy::Score(const core::PodRequest& pod, const core::NodeView&
     bool whole = true;
     for (const core::GpuShare& g : c.gpus) {
       set.push_back(static_cast<size_t>(g.index));
-      whole = whole && (g.exclusive || g.milli >= common::kGpuMilli);
+      whole = whole && HoldsWhole(g);
     }
     if (set.size() < 2 || !whole) {
       continue;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "gpusched/policy/gpu_fit.h"
+
 namespace gpusched::sim {
 
 PackingBound GpuPackingBound(std::span<const core::PodRequest* const> pods, int64_t capacity_milli) {
@@ -12,7 +14,7 @@ PackingBound GpuPackingBound(std::span<const core::PodRequest* const> pods, int6
   PackingBound b{.capacity_milli = capacity_milli};
   for (const core::PodRequest* p : pods) {
     for (const core::GpuRequest& c : p->containers) {
-      const bool whole = c.exclusive || c.milli_per_gpu.value() >= kGpu;
+      const bool whole = policy::WantsWhole(c);
       const int64_t size = whole ? kGpu : c.milli_per_gpu.value();
       for (int32_t i = 0; i < c.count; ++i) {
         b.demand_milli += size;

@@ -4,20 +4,15 @@
 #include <map>
 
 #include "gpusched/policy/target_workload.h"
-#include "gpusched/sched/cluster_cache.h"
 
 namespace gpusched::sim {
 
 ClusterStatus BuildStatus(const WhatIfCluster& cluster, const std::vector<std::string>& only,
                           std::vector<std::string>* missing) {
-  sched::ClusterCache cache(sched::CacheOptions{.charge_every_pod = true});
-  for (const core::Node& n : cluster.nodes) {
-    cache.ApplyNode(n);
-  }
+  const auto cache = BuildCache(cluster);
   // Who holds which GPU: node -> GPU index -> pods.
   std::map<std::string, std::map<int32_t, std::vector<std::string>>> holders;
   for (const core::PodUpdate& p : cluster.pods) {
-    cache.ApplyPod(core::EventType::kAdded, p);
     if (p.terminal || p.node_name.empty() || !p.allocation.has_value() || p.allocation->node.str() != p.node_name) {
       continue;
     }
@@ -31,8 +26,8 @@ ClusterStatus BuildStatus(const WhatIfCluster& cluster, const std::vector<std::s
     }
   }
   const auto target = policy::DefaultTargetWorkload();
-  auto lock = cache.ReadLock();
-  const core::ClusterState& state = cache.state();
+  auto lock = cache->ReadLock();
+  const core::ClusterState& state = cache->state();
   ClusterStatus out;
   std::vector<std::string> names;
   for (const core::Node& n : cluster.nodes) {

@@ -95,8 +95,6 @@ class Divisions {
   std::vector<std::vector<int64_t>> best_;
 };
 
-bool WholeContainer(const core::GpuRequest& c) { return c.exclusive || c.milli_per_gpu >= common::kGpuMilli; }
-
 }  // namespace
 
 std::vector<size_t> GoGpuAllocatorChoice(const core::Node& node, std::span<const size_t> available, size_t size) {
@@ -170,7 +168,7 @@ std::vector<core::ContainerAllocation> GoGpuAllocatorPlacement::Rechoose(
   for (size_t ci = 0; ci < pod.containers.size(); ++ci) {
     const core::GpuRequest& req = pod.containers[ci];
     core::ContainerAllocation& c = chosen[ci];
-    if (!WholeContainer(req) || c.gpus.empty()) {
+    if (!policy::WantsWhole(req) || c.gpus.empty()) {
       continue;
     }
     for (const core::GpuShare& g : c.gpus) {  // give this container's GPUs back while it chooses

@@ -18,20 +18,10 @@
 #include "gpusched/core/cluster_state.h"
 #include "gpusched/plot/line_chart.h"
 #include "gpusched/sched/cycle_runner.h"
+#include "gpusched/sim/percentile.h"
 
 namespace gpusched::sim {
 namespace {
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) {
-    return 0;
-  }
-  std::sort(v.begin(), v.end());
-  const double rank = p * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(std::floor(rank));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
-}
 
 // The pod's shape for the retry pass: pods of one shape fit the same nodes.
 std::string ShapeKey(const core::PodRequest& pod) {
@@ -58,11 +48,7 @@ class Replayer {
       GPUSCHED_RETURN_IF_ERROR(state_.AddNode(n));
     }
     // Ties between equal nodes: a fixed random rank per node, as the FGD protocol's runs break them.
-    rank_.resize(state_.SlotCount());
-    for (uint32_t i = 0; i < rank_.size(); ++i) {
-      rank_[i] = i;
-    }
-    std::shuffle(rank_.begin(), rank_.end(), rng_.engine());
+    rank_ = TieRank(state_.SlotCount(), rng_);
     runner_.emplace(policies_.primary(), sched::CycleOptions{.collect_reasons = false, .tie_rank = rank_},
                     policies_.mix);
     capacity_ = static_cast<double>(std::max<int64_t>(1, state_.CapacityMilli().value()));

@@ -124,6 +124,33 @@ std::vector<const core::PodRequest*> ArrivalOrder(const Workload& workload, int6
   return order;
 }
 
+std::vector<uint32_t> TieRank(size_t slots, common::Rng& rng) {
+  std::vector<uint32_t> rank(slots);
+  for (uint32_t i = 0; i < rank.size(); ++i) {
+    rank[i] = i;
+  }
+  std::shuffle(rank.begin(), rank.end(), rng.engine());
+  return rank;
+}
+
+void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& work) {
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      work(i);
+    }
+  };
+  const size_t threads_wanted = std::clamp<size_t>(static_cast<size_t>(std::max(jobs, 1)), 1, std::max<size_t>(n, 1));
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < threads_wanted; ++t) {
+    threads.emplace_back(worker);
+  }
+  worker();
+  for (auto& t : threads) {
+    t.join();
+  }
+}
+
 common::Result<PolicySet> MakePolicySet(std::string_view spec, const Workload& workload) {
   GPUSCHED_ASSIGN_OR_RETURN(mix, ParsePolicyMix(spec));
   PolicySet out;
@@ -196,13 +223,7 @@ common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& worklo
     frag_sum += frag[i];
   }
 
-  // KSS breaks score ties by the smallest node name, and node names carry a random prefix: a fixed random rank
-  // per node for the whole run.
-  std::vector<uint32_t> rank(state.SlotCount());
-  for (uint32_t i = 0; i < rank.size(); ++i) {
-    rank[i] = i;
-  }
-  std::shuffle(rank.begin(), rank.end(), rng.engine());
+  const std::vector<uint32_t> rank = TieRank(state.SlotCount(), rng);
   sched::CycleRunner runner(pol, sched::CycleOptions{.collect_reasons = false, .tie_rank = rank}, policies.mix);
   const policy::Snapshot snapshot;
   int64_t arrived = 0;
@@ -253,34 +274,22 @@ common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& worklo
 common::Result<std::vector<RunOutcome>> RunMany(const Cluster& cluster, const std::vector<RunRequest>& requests,
                                                 int jobs, const std::function<void(size_t, size_t)>& on_done) {
   std::vector<std::optional<RunOutcome>> results(requests.size());
-  std::atomic<size_t> next{0};
   std::mutex mu;
   size_t done = 0;
   common::Status first_error;
-  auto worker = [&] {
-    for (size_t i = next++; i < requests.size(); i = next++) {
-      auto r = RunOne(cluster, *requests[i].workload, requests[i].spec);
-      std::lock_guard<std::mutex> lock(mu);
-      if (r.ok()) {
-        results[i] = std::move(r.value());
-      } else if (first_error.ok()) {
-        first_error = r.status();
-      }
-      ++done;
-      if (on_done) {
-        on_done(done, requests.size());
-      }
+  ParallelFor(requests.size(), jobs, [&](size_t i) {
+    auto r = RunOne(cluster, *requests[i].workload, requests[i].spec);
+    std::lock_guard<std::mutex> lock(mu);
+    if (r.ok()) {
+      results[i] = std::move(r.value());
+    } else if (first_error.ok()) {
+      first_error = r.status();
     }
-  };
-  const size_t n = std::clamp<size_t>(static_cast<size_t>(std::max(jobs, 1)), 1, std::max<size_t>(requests.size(), 1));
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < n; ++t) {
-    threads.emplace_back(worker);
-  }
-  worker();
-  for (auto& t : threads) {
-    t.join();
-  }
+    ++done;
+    if (on_done) {
+      on_done(done, requests.size());
+    }
+  });
   if (!first_error.ok()) {
     return first_error;
   }

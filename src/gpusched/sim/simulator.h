@@ -131,6 +131,13 @@ class InMemoryCluster : public ports::ClusterSource, public ports::Binder {
 [[nodiscard]] std::vector<const core::PodRequest*> ArrivalOrder(const Workload& workload, int64_t capacity_milli,
                                                                 double tune, common::Rng& rng);
 
+// KSS breaks score ties by the smallest node name, and node names carry a random prefix: a fixed random rank per
+// node slot for a whole run (sched::CycleOptions::tie_rank), drawn from `rng`.
+[[nodiscard]] std::vector<uint32_t> TieRank(size_t slots, common::Rng& rng);
+
+// Calls work(i) for every i in [0, n) on up to `jobs` threads (the caller's among them); returns when all are done.
+void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& work);
+
 [[nodiscard]] common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& workload, const RunSpec& spec);
 
 struct RunRequest {

@@ -23,6 +23,7 @@
 #include "gpusched/sched/gpu_queues.h"
 #include "gpusched/sched/preemption.h"
 #include "gpusched/sched/scheduling_queue.h"
+#include "gpusched/sim/percentile.h"
 
 namespace gpusched::sim {
 namespace {
@@ -32,15 +33,6 @@ class SimClock final : public common::Clock {
   [[nodiscard]] int64_t NowMs() const override { return now_ms; }
   int64_t now_ms = 0;
 };
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double rank = p * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(std::floor(rank));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
-}
 
 class TenantSimulation {
  public:

@@ -14,18 +14,6 @@
 namespace gpusched::sim {
 namespace {
 
-// A fresh cache fed with the cluster's nodes and pods, as the scheduler's watches would feed it.
-std::unique_ptr<sched::ClusterCache> BuildCache(const WhatIfCluster& cluster) {
-  auto cache = std::make_unique<sched::ClusterCache>(sched::CacheOptions{.charge_every_pod = true});
-  for (const core::Node& n : cluster.nodes) {
-    cache->ApplyNode(n);
-  }
-  for (const core::PodUpdate& p : cluster.pods) {
-    cache->ApplyPod(core::EventType::kAdded, p);
-  }
-  return cache;
-}
-
 std::string GpuText(const core::Allocation& a) {
   std::string s;
   for (const core::ContainerAllocation& c : a.containers) {
@@ -43,6 +31,19 @@ std::string GpuText(const core::Allocation& a) {
 }
 
 }  // namespace
+
+std::unique_ptr<sched::ClusterCache> BuildCache(const WhatIfCluster& cluster, const common::PodUid* skip) {
+  auto cache = std::make_unique<sched::ClusterCache>(sched::CacheOptions{.charge_every_pod = true});
+  for (const core::Node& n : cluster.nodes) {
+    cache->ApplyNode(n);
+  }
+  for (const core::PodUpdate& p : cluster.pods) {
+    if (skip == nullptr || p.uid != *skip) {
+      cache->ApplyPod(core::EventType::kAdded, p);
+    }
+  }
+  return cache;
+}
 
 WhatIfSummary SummarizeCluster(const WhatIfCluster& cluster) {
   auto cache = BuildCache(cluster);

@@ -9,6 +9,7 @@
 // live scheduler's default target workload (policy::DefaultTargetWorkload).
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -19,6 +20,7 @@
 #include "gpusched/core/cluster_events.h"
 #include "gpusched/core/gpu_request.h"
 #include "gpusched/core/node.h"
+#include "gpusched/sched/cluster_cache.h"
 
 namespace gpusched::sim {
 
@@ -52,6 +54,11 @@ struct WhatIfSummary {
 };
 
 [[nodiscard]] WhatIfSummary SummarizeCluster(const WhatIfCluster& cluster);
+
+// A fresh cache fed with the cluster's nodes and pods, as the scheduler's watches would feed it (every bound pod
+// charged). `skip`: a pod left out (`why` judges a pod as if it held nothing yet).
+[[nodiscard]] std::unique_ptr<sched::ClusterCache> BuildCache(const WhatIfCluster& cluster,
+                                                              const common::PodUid* skip = nullptr);
 
 // InvalidArgument for an unknown policy (or a bad mix) or no pods; every policy is run.
 [[nodiscard]] common::Result<std::vector<WhatIfOutcome>> WhatIf(const WhatIfCluster& cluster,

@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "gpusched/policy/gpu_fit.h"
 #include "gpusched/policy/registry.h"
 #include "gpusched/policy/target_workload.h"
-#include "gpusched/sched/cluster_cache.h"
 #include "gpusched/sched/cycle_runner.h"
 #include "gpusched/sched/preemption.h"
 
@@ -25,7 +26,7 @@ std::string ClassOf(const core::Node& n) {
 std::string Need(const core::PodRequest& pod) {
   std::string s;
   for (const core::GpuRequest& c : pod.containers) {
-    const bool whole = c.exclusive || c.milli_per_gpu >= common::kGpuMilli;
+    const bool whole = policy::WantsWhole(c);
     std::string part =
         whole ? fmt::format("{} whole GPU{}", c.count, c.count == 1 ? "" : "s")
               : fmt::format("{}% of {} GPU{}", c.milli_per_gpu.value() / 10, c.count, c.count == 1 ? "" : "s");
@@ -39,67 +40,62 @@ std::string Need(const core::PodRequest& pod) {
   return s;
 }
 
-// The node's numbers for the pod's GPUs: fully free GPUs, and the GPU with the most compute free (and its memory).
+// How close a node comes to hosting the pod's GPUs: GPUs wholly free, and the healthy GPU with the most compute free
+// (then memory). Compared by (whole, compute, memory): higher is closer.
+struct Closeness {
+  int64_t whole = 0;
+  size_t gpu = 0;  // the GPU with the most free
+  int64_t compute = -1, memory = -1;
+  auto Key() const { return std::tie(whole, compute, memory); }
+};
+
+Closeness ClosenessOf(const core::NodeView& v) {
+  Closeness c;
+  for (size_t i = 0; i < v.gpus.size(); ++i) {
+    if (!v.node->gpus[i].healthy) {
+      continue;
+    }
+    c.whole += v.gpus[i].FullyFree() ? 1 : 0;
+    const std::tuple<int64_t, int64_t> here{v.gpus[i].free.value(), v.gpus[i].memory_free.value()};
+    if (here > std::tie(c.compute, c.memory)) {
+      std::tie(c.compute, c.memory) = here;
+      c.gpu = i;
+    }
+  }
+  return c;
+}
+
+// The node's numbers for the pod's GPUs, in words.
 std::string Numbers(const core::NodeView& v) {
   if (v.gpus.empty()) {
     return fmt::format("{}: no GPUs, {:.1f} CPU free", v.name().str(),
                        static_cast<double>(v.cpu_free.value()) / 1000.0);
   }
-  int64_t whole = 0;
-  size_t most = 0;
-  for (size_t i = 0; i < v.gpus.size(); ++i) {
-    if (!v.node->gpus[i].healthy) {
-      continue;
-    }
-    whole += v.gpus[i].FullyFree() ? 1 : 0;
-    if (v.gpus[i].free > v.gpus[most].free ||
-        (v.gpus[i].free == v.gpus[most].free && v.gpus[i].memory_free > v.gpus[most].memory_free)) {
-      most = i;
-    }
-  }
+  const Closeness c = ClosenessOf(v);
   return fmt::format("{}: {} of {} GPUs wholly free; GPU {} has {}% and {} MiB free; {:.1f} CPU free", v.name().str(),
-                     whole, v.gpus.size(), most, v.gpus[most].free.value() / 10, v.gpus[most].memory_free.value(),
-                     static_cast<double>(v.cpu_free.value()) / 1000.0);
-}
-
-// How close a node comes (higher is closer): whole GPUs free, then the most compute on one GPU, then its memory.
-std::tuple<int64_t, int64_t, int64_t> Closeness(const core::NodeView& v) {
-  int64_t whole = 0, compute = 0, memory = 0;
-  for (size_t i = 0; i < v.gpus.size(); ++i) {
-    if (!v.node->gpus[i].healthy) {
-      continue;
-    }
-    whole += v.gpus[i].FullyFree() ? 1 : 0;
-    if (v.gpus[i].free.value() > compute ||
-        (v.gpus[i].free.value() == compute && v.gpus[i].memory_free.value() > memory)) {
-      compute = v.gpus[i].free.value();
-      memory = v.gpus[i].memory_free.value();
-    }
-  }
-  return {whole, compute, memory};
+                     c.whole, v.gpus.size(), c.gpu, std::max<int64_t>(c.compute, 0) / 10,
+                     std::max<int64_t>(c.memory, 0), static_cast<double>(v.cpu_free.value()) / 1000.0);
 }
 
 }  // namespace
 
 WhyReport ExplainPod(const WhatIfCluster& cluster, const core::PodRequest& pod) {
-  sched::ClusterCache cache(sched::CacheOptions{.charge_every_pod = true});
-  for (const core::Node& n : cluster.nodes) {
-    cache.ApplyNode(n);
-  }
+  // The pod itself, should it be bound already, is judged as if it were not.
+  const auto cache = BuildCache(cluster, &pod.uid);
   std::unordered_map<std::string, const core::PodUpdate*> by_uid;
+  std::unordered_map<std::string, std::vector<const core::PodUpdate*>> by_node;
   for (const core::PodUpdate& p : cluster.pods) {
-    if (p.uid == pod.uid) {
-      continue;  // the pod itself, should it be bound already: judge it as if it were not
+    if (p.uid != pod.uid) {
+      by_uid[p.uid.str()] = &p;
+      by_node[p.node_name].push_back(&p);
     }
-    cache.ApplyPod(core::EventType::kAdded, p);
-    by_uid[p.uid.str()] = &p;
   }
   auto made = policy::MakePolicy("binpack", policy::PolicyOptions{.target_workload = policy::DefaultTargetWorkload()});
   const policy::PlacementPolicy& filter_policy = *made.value();
   sched::CycleRunner runner(filter_policy,
                             sched::CycleOptions{.check_node_resources = true, .check_node_constraints = true});
-  auto lock = cache.ReadLock();
-  const core::ClusterState& state = cache.state();
+  auto lock = cache->ReadLock();
+  const core::ClusterState& state = cache->state();
   WhyReport out{.need = Need(pod)};
   struct ClassAcc {
     int64_t nodes = 0, fit = 0;
@@ -124,19 +120,16 @@ WhyReport ExplainPod(const WhatIfCluster& cluster, const core::PodRequest& pod) 
       continue;
     }
     acc.reasons[std::string(sched::ReasonGroup(fit.reason))] += 1;
-    if (acc.best == nullptr || Closeness(*v) > Closeness(*acc.best)) {
+    if (acc.best == nullptr || ClosenessOf(*v).Key() > ClosenessOf(*acc.best).Key()) {
       acc.best = v;
     }
     if (fit.code != policy::Fit::Code::kUnschedulable) {
       continue;  // nothing on the node could make it fit
     }
     std::vector<sched::PotentialVictim> potential;
-    for (const core::PodUpdate& p : cluster.pods) {
-      if (p.node_name != n.name.str() || p.uid == pod.uid) {
-        continue;
-      }
-      const core::Allocation* a = state.FindAllocation(p.uid);
-      const int32_t priority = p.priority.value_or(0);
+    for (const core::PodUpdate* p : by_node[n.name.str()]) {
+      const core::Allocation* a = state.FindAllocation(p->uid);
+      const int32_t priority = p->priority.value_or(0);
       if (a != nullptr && priority < pod.priority) {
         potential.push_back(sched::PotentialVictim{.allocation = a, .priority = priority});
       }
