@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <CLI/CLI.hpp>
+#include <algorithm>
+
 #include "gpusched/testing/builders.h"
 
 #include <nlohmann/json.hpp>
@@ -104,6 +107,22 @@ TEST(TopCommandTest, TablesGolden) {
   EXPECT_EQ(j["gpus"][3]["util"], nullptr);
   EXPECT_EQ(j["pods"][2]["pod"], "ml/train");
   EXPECT_EQ(j["pods"][2]["power"], 220);
+}
+
+// top needs exactly one metrics source; neither or both is a usage error, before the cluster is read.
+TEST(TopCommandTest, ExactlyOneSourceIsAUsageError) {
+  auto run = [](std::vector<std::string> args) {
+    CLI::App app;
+    TopFlags flags;
+    int exit_code = -1;
+    AddTopCommand(app, flags, exit_code);
+    args.insert(args.begin(), "top");
+    std::reverse(args.begin(), args.end());  // CLI11 takes them last first
+    app.parse(args);
+    return exit_code;
+  };
+  EXPECT_EQ(run({}), 2);
+  EXPECT_EQ(run({"--prometheus", "http://127.0.0.1:1", "--influxdb", "http://127.0.0.1:2"}), 2);
 }
 
 }  // namespace
