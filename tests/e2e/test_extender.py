@@ -782,7 +782,8 @@ class ExtenderE2E(AllocationChecks, unittest.TestCase):
                           name="extender-b", leader_election=True)
         type(self).second = second
         second.start(ready=False)
-        body = second.wait_readyz(503, timeout=20, text="standby")
+        # Until its first look at the Lease the standby says "leader: none yet"; wait for it to name the holder.
+        body = second.wait_readyz(503, timeout=20, text=f"standby (leader: {leader})")
         self.assertIn(leader, body)
 
         # A bind sent to the standby: refused before anything happens.
