@@ -44,6 +44,12 @@ SCHEDULER = Component("gpusched-scheduler", "kube-system", "deploy/base/schedule
 
 # Grants a suite may leave unused: (ServiceAccount, apiGroup, resource, verb) -> why the suite cannot use it.
 ALLOWED_UNUSED = {
+    ("gpusched-agent", "", "events", "create"):
+        "the agent's only Events are refused GPU handoffs (GPUHandoffRefused), which need a kubelet calling Allocate "
+        "or PreStartContainer; tests/e2e runs none. tests/integration/device_plugin_test.cc covers them.",
+    ("gpusched-agent", "", "events", "patch"):
+        "a repeated GPUHandoffRefused raises the first Event's count: as above, it needs a kubelet; the aggregation "
+        "itself is tested in tests/integration/k8s_client_test.cc (EventWriter*).",
     ("gpusched-agent", "", "pods", "get"):
         "the device plugin reads one pod alone (ApiPodSource::GetPod) only when the kubelet's PodResources lists a "
         "pod that the quorum list of the node's pods missed, a race with a fresh binding; it needs a kubelet calling "

@@ -513,6 +513,21 @@ class ExtenderE2E(AllocationChecks, unittest.TestCase):
             self.check_share_allocation(pod, SHARE)
         log(f"6 shared pods bound in {time.monotonic() - t0:.1f}s")
         self.log_usage(pool)
+        # Each pod is told which GPU it got, where, and which allocation: the GPU its annotation names.
+        for name in names:
+            pod = self.kube.get("pods", name)
+            alloc = json.loads(pod["metadata"]["annotations"][ALLOCATION_ANNOTATION])
+            gpu = alloc["containers"][0]["gpus"][0]
+            events = Kube.wait_for(lambda n=name: self.kube.events_for(n, reason="GPUsAssigned"), 10,
+                                   what=f"the GPUsAssigned event of {name}")
+            self.assertEqual(len(events), 1, events)
+            e = events[0]
+            self.assertEqual(e["type"], "Normal")
+            self.assertEqual(e["source"]["component"], "gpusched-extender")
+            self.assertEqual(e["involvedObject"]["uid"], pod["metadata"]["uid"])
+            self.assertEqual(e["message"], f"gpusched assigned GPU {gpu['index']} (30%) on node "
+                                           f"{pod['spec']['nodeName']} (allocation {alloc['id']})")
+        log(f"share-0 event: {self.kube.events_for('share-0', reason='GPUsAssigned')[0]['message']}")
 
     @dump_logs_on_failure
     def test_2_capacity_exhaustion(self):
@@ -757,6 +772,28 @@ class ExtenderE2E(AllocationChecks, unittest.TestCase):
                 error = json.loads(answer).get("Error", "")
                 self.assertIn(text, error, f"{what}: {answer}")
                 self.assertIn(f"pod default/{b['PodName']} to node {b['Node']} refused", error, what)
+
+        # The pods gpusched could identify hear why their binds were refused; the pod-less refusals (a, b, c) tell
+        # nobody. The same refusal again is no new Event: it raises the first one's count.
+        self.post_bind(cases[4][2], as_scheduler)
+
+        def refusals(name, want_count=1):
+            got = self.kube.events_for(name, reason="GPUBindRefused")
+            return got if got and max(e.get("count", 1) for e in got) >= want_count else None
+        pending_events = Kube.wait_for(lambda: refusals("attack-pending", 2), 15,
+                                       what="attack-pending's GPUBindRefused events, one counted twice")
+        by_message = {e["message"]: e for e in pending_events}
+        self.assertEqual(len(by_message), len(pending_events), "a repeat was written as a new Event")
+        twice = [e for e in pending_events if e.get("count", 1) == 2]
+        self.assertEqual(len(twice), 1, pending_events)
+        self.assertIn("did not pass gpusched's filter for this pod", twice[0]["message"])
+        self.assertEqual(twice[0]["type"], "Warning")
+        for e in pending_events:
+            self.assertNotIn("PodUID is required", e["message"])  # c named no uid: not the pod's to hear
+        for name, text in (("attack-bound", "already bound to node"), ("attack-foreign", "schedulerName is")):
+            got = Kube.wait_for(lambda n=name: refusals(n), 15, what=f"{name}'s GPUBindRefused event")
+            self.assertIn(text, got[0]["message"])
+        log(f"attack-pending events: {[(e['count'], e['message'][:90]) for e in pending_events]}")
 
         # Nothing moved: the pending pods are unbound without an allocation, the bound one where it was.
         time.sleep(1)  # a bind that went through would show by now

@@ -83,8 +83,8 @@ SCHED = rbac_audit.SCHEDULER.user
 
 
 def extender_run():
-    """What the extender does in a suite: informers on pods and nodes, a bind (one binding), its leader-election
-    Lease (get, create, renew), requests of others around it, a watch still open (RequestReceived and ResponseStarted only)."""
+    """What the extender does in a suite: informers on pods and nodes, a bind (one binding), events on the pod (one
+    created, one's count patched), its leader-election Lease (get, create, renew), requests of others around it, a watch still open (RequestReceived and ResponseStarted only)."""
     return [
         event(EXT, "list", "pods", uri="/api/v1/pods?limit=500"),
         event(EXT, "list", "nodes", uri="/api/v1/nodes?limit=500"),
@@ -92,6 +92,8 @@ def extender_run():
         event(EXT, "watch", "nodes", uri="/api/v1/nodes?watch=1", stage="RequestReceived", audit_id="w1"),
         event(EXT, "watch", "nodes", uri="/api/v1/nodes?watch=1", stage="ResponseStarted", audit_id="w1"),
         event(EXT, "create", "pods", sub="binding", ns="default", name="p", code=201),
+        event(EXT, "create", "events", ns="default", code=201),
+        event(EXT, "patch", "events", ns="default", name="p.e1"),
         event(EXT, "get", "leases", group="coordination.k8s.io", ns="kube-system", name="gpusched-extender", code=404),
         event(EXT, "create", "leases", group="coordination.k8s.io", ns="kube-system", code=201),
         event(EXT, "update", "leases", group="coordination.k8s.io", ns="kube-system", name="gpusched-extender"),
@@ -126,6 +128,7 @@ def scheduler_run():
         event(SCHED, "create", "pods", sub="binding", ns="default", name="p", code=201),
         event(SCHED, "patch", "pods", sub="status", ns="default", name="q"),
         event(SCHED, "create", "events", ns="default", code=201),
+        event(SCHED, "patch", "events", ns="default", name="q.e1"),
         event(SCHED, "get", "leases", name="gpusched-scheduler", code=404, **lease),
         event(SCHED, "create", "leases", code=201, **lease),
         event(SCHED, "update", "leases", name="gpusched-scheduler", **lease),
@@ -194,6 +197,7 @@ class CompareTest(unittest.TestCase):
         self.assertEqual(problems, [])
         self.assertEqual(set(used), {("", "pods", "list"), ("", "pods", "watch"),
                                      ("", "pods/binding", "create"), ("", "nodes", "list"), ("", "nodes", "watch"),
+                                     ("", "events", "create"), ("", "events", "patch"),
                                      ("coordination.k8s.io", "leases", "get"),
                                      ("coordination.k8s.io", "leases", "create"),
                                      ("coordination.k8s.io", "leases", "update")})
@@ -204,7 +208,7 @@ class CompareTest(unittest.TestCase):
         roles = roles_from(deploy_docs("scheduler.yaml"), rbac_audit.SCHEDULER)
         problems, _, used = self.compare(scheduler_run(), roles, rbac_audit.SCHEDULER)
         self.assertEqual(problems, [])
-        self.assertEqual(len(used), 20)
+        self.assertEqual(len(used), 21)
         # Its Lease only; nothing of pods but the status and bindings written; no events of other API groups.
         for bad in (event(SCHED, "update", "leases", group="coordination.k8s.io", ns="kube-system",
                           name="gpusched-extender"),
@@ -240,11 +244,11 @@ class CompareTest(unittest.TestCase):
 
     def test_a_request_allowed_by_another_binding_fails(self):
         roles = roles_from(deploy_docs("rbac.yaml"), rbac_audit.EXTENDER)
-        events = extender_run() + [event(EXT, "create", "events", ns="default", code=201,
+        events = extender_run() + [event(EXT, "delete", "pods", ns="default", name="p",
                                          reason='RBAC: allowed by ClusterRoleBinding "oops" of ClusterRole "edit"')]
         problems, _, _ = self.compare(events, roles)
         self.assertEqual(len(problems), 1, problems)
-        self.assertIn("not granted by its own role: create events", problems[0])
+        self.assertIn("not granted by its own role: delete pods", problems[0])
         self.assertIn('ClusterRole "edit"', problems[0])
 
     def test_allow_listed_grant_is_a_note_and_stale_entries_fail(self):
@@ -264,7 +268,7 @@ class CompareTest(unittest.TestCase):
         roles = roles_from(deploy_docs("rbac.yaml"), rbac_audit.EXTENDER)
         problems, _, _ = self.compare([event("someone-else", "list", "pods")], roles)
         self.assertIn("did it run as its ServiceAccount?", problems[0])
-        self.assertEqual(len(problems), 1 + 8)  # and each of the eight grants is unused
+        self.assertEqual(len(problems), 1 + 10)  # and each of the ten grants is unused
 
     def test_namespaces_resource_names_and_subresources(self):
         component = rbac_audit.Component("sa", "ns", "x.yaml")

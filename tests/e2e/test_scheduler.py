@@ -804,6 +804,19 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         msg = self.wait_failed("prio-low", nodes=nodes)
         self.assertIn("nodes are available", msg)
         self.assertFalse(self.kube.get("pods", "prio-low")["spec"].get("nodeName"))
+        # A node changes in a way that frees nothing: prio-low is tried again and gets the same verdict, which is no
+        # new Event but the first one's count going up (as kube-scheduler aggregates).
+        self.kube.patch("nodes", f"{pool}-node-0", {"metadata": {"labels": {"gpusched-e2e/touched": "1"}}},
+                        namespace=None)
+
+        def repeated():
+            return [e for e in self.kube.events_for("prio-low", reason="FailedScheduling")
+                    if e["message"] == msg and e.get("count", 1) >= 2]
+        again = Kube.wait_for(repeated, 30, what="prio-low's FailedScheduling event counted twice")
+        self.assertEqual(len(again), 1, again)
+        same = [e for e in self.kube.events_for("prio-low", reason="FailedScheduling") if e["message"] == msg]
+        self.assertEqual(len(same), 1, f"a repeat was written as a new Event: {same}")
+        log(f"prio-low: {again[0]['count']} x {msg!r}")
         self.audit(pool)
 
     def priority_classes(self):

@@ -852,6 +852,39 @@ TEST_F(DevicePluginTest, SharedContainersAreRefusedWhileTheMpsDaemonDoesNotAnswe
   EXPECT_EQ(plugin_->allocations(), 2u);
 }
 
+// A refused handoff is told to the pod it was for (GPUHandoffRefused, with the reason the kubelet gets), so that
+// `kubectl describe pod` shows why its container did not start; an admitted one tells nothing.
+TEST_F(DevicePluginTest, ARefusedHandoffIsToldToThePod) {
+  struct Recorder final : ports::EventRecorder {
+    void Record(ports::PodEvent e) override {
+      std::lock_guard lock(mu);
+      events.push_back(std::move(e));
+    }
+    std::mutex mu;
+    std::vector<ports::PodEvent> events;
+  } recorder;
+  DevicePluginOptions o = Options();
+  o.events = &recorder;
+  o.mps_daemon = [] { return common::Unavailable("nvidia-cuda-mps-control exited with 1"); };
+  StartBothWith(o);
+  const TestPod shared{.name = "shared", .containers = {{.gpus = {1}, .milli = 300, .mib = 20000, .exclusive = false}}};
+  const TestPod whole{.name = "whole", .containers = {{.resource = kNvidia, .gpus = {6}}}};
+  pods_.Put(shared.Json());
+  pods_.Put(whole.Json());
+  ASSERT_FALSE(kubelet_->AdmitPod(shared.Spec()).ok());
+  ASSERT_TRUE(kubelet_->AdmitPod(whole.Spec()).ok());
+  std::lock_guard lock(recorder.mu);
+  ASSERT_EQ(recorder.events.size(), 1U);
+  const ports::PodEvent& e = recorder.events[0];
+  EXPECT_EQ(e.namespace_, "default");
+  EXPECT_EQ(e.name, "shared");
+  EXPECT_FALSE(e.uid.empty());
+  EXPECT_EQ(e.type, "Warning");
+  EXPECT_EQ(e.reason, "GPUHandoffRefused");
+  EXPECT_THAT(e.message, HasSubstr("gpusched agent refused to hand GPUs to container main (gpusched.io/gpu ["));
+  EXPECT_THAT(e.message, HasSubstr("the MPS control daemon of node " + std::string(kNode) + " does not answer"));
+}
+
 // --mps off: no MPS on the node; shared containers get their GPUs without caps (time slicing), and no pipe mount.
 TEST_F(DevicePluginTest, WithoutMpsSharedContainersGetTheirGpusAndNoLimits) {
   DevicePluginOptions o = Options();

@@ -20,6 +20,7 @@
 
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/client_config.h"
+#include "gpusched/adapters/k8s/event_writer.h"
 #include "gpusched/adapters/k8s/informer.h"
 #include "gpusched/adapters/k8s/lease_lock.h"
 #include "gpusched/sched/leader_elector.h"
@@ -782,6 +783,99 @@ TEST_F(K8sClientTest, PatchAnnotations) {
                                   "application/strategic-merge-patch+json");
   ASSERT_TRUE(patched.ok()) << patched.status();
   EXPECT_EQ((*patched)["status"]["conditions"][0]["type"], "PodScheduled");
+}
+
+ports::PodEvent Failed(const std::string& pod, const std::string& message) {
+  return ports::PodEvent{.namespace_ = "ml",
+                         .name = pod,
+                         .uid = "uid-" + pod,
+                         .type = "Warning",
+                         .reason = "FailedScheduling",
+                         .message = message};
+}
+
+TEST_F(K8sClientTest, EventWriterAggregatesRepeatsIntoTheFirstEventsCount) {
+  testing::FakeClock clock;
+  EventWriter writer(Client(), "gpusched-test", EventWriterOptions{}, &clock);
+  writer.Record(Failed("p", "0/3 nodes are available"));
+  ASSERT_TRUE(WaitFor([&] { return writer.stats().written == 1; }));
+  // The first repeat is patched at once.
+  writer.Record(Failed("p", "0/3 nodes are available"));
+  ASSERT_TRUE(WaitFor([&] { return writer.stats().patched == 1; }));
+  // Within the patch interval: counted, not written.
+  writer.Record(Failed("p", "0/3 nodes are available"));
+  writer.Record(Failed("p", "0/3 nodes are available"));
+  EXPECT_EQ(writer.stats().patched, 1U);
+  // Past it, the next repeat writes the whole count.
+  clock.AdvanceMs(10000);
+  writer.Record(Failed("p", "0/3 nodes are available"));
+  // Another message for the same pod is an Event of its own.
+  writer.Record(Failed("p", "0/4 nodes are available"));
+  writer.Stop();
+  const EventWriter::Stats st = writer.stats();
+  EXPECT_EQ(st.written, 2U);
+  EXPECT_EQ(st.aggregated, 4U);
+  EXPECT_EQ(st.patched, 2U);
+  EXPECT_EQ(st.failed, 0U);
+  const std::vector<json> events = server_->Events();
+  ASSERT_EQ(events.size(), 2U);
+  EXPECT_EQ(events[0]["message"], "0/3 nodes are available");
+  EXPECT_EQ(events[0]["count"], 5);
+  EXPECT_EQ(events[0]["source"]["component"], "gpusched-test");
+  EXPECT_EQ(events[1]["message"], "0/4 nodes are available");
+  EXPECT_EQ(events[1]["count"], 1);
+  EXPECT_THAT(writer.RenderMetrics("gpusched_x_events_total"),
+              HasSubstr("gpusched_x_events_total{result=\"aggregated\"} 4\n"));
+}
+
+TEST_F(K8sClientTest, EventWriterRepeatsAfterTheWindowAreNewEvents) {
+  testing::FakeClock clock;
+  EventWriter writer(Client(), "gpusched-test", EventWriterOptions{.repeat_window = std::chrono::minutes(10)}, &clock);
+  writer.Record(Failed("p", "same"));
+  ASSERT_TRUE(WaitFor([&] { return writer.stats().written == 1; }));
+  clock.AdvanceMs(10 * 60 * 1000);
+  writer.Record(Failed("p", "same"));
+  writer.Stop();
+  EXPECT_EQ(writer.stats().written, 2U);
+  EXPECT_EQ(writer.stats().aggregated, 0U);
+  EXPECT_EQ(server_->Events().size(), 2U);
+}
+
+TEST_F(K8sClientTest, EventWriterRateLimitsNewEventsPerPod) {
+  testing::FakeClock clock;
+  EventWriter writer(Client(), "gpusched-test", EventWriterOptions{.burst = 2, .refill = std::chrono::minutes(1)},
+                     &clock);
+  for (int i = 0; i < 5; ++i) {
+    writer.Record(Failed("noisy", "message " + std::to_string(i)));
+  }
+  writer.Record(Failed("quiet", "message"));  // another pod has its own bucket
+  clock.AdvanceMs(60 * 1000);                 // one token back
+  writer.Record(Failed("noisy", "message 5"));
+  writer.Record(Failed("noisy", "message 6"));
+  writer.Stop();
+  const EventWriter::Stats st = writer.stats();
+  EXPECT_EQ(st.written, 4U);  // noisy 0, 1, 5 and quiet
+  EXPECT_EQ(st.rate_limited, 4U);
+  std::vector<std::string> messages;
+  for (const json& e : server_->Events()) {
+    messages.push_back(e["involvedObject"]["name"].get<std::string>() + ": " + e["message"].get<std::string>());
+  }
+  EXPECT_EQ(messages,
+            (std::vector<std::string>{"noisy: message 0", "noisy: message 1", "quiet: message", "noisy: message 5"}));
+}
+
+TEST_F(K8sClientTest, EventWriterDropsPastItsQueueAndAfterStop) {
+  testing::FakeClock clock;
+  EventWriter writer(Client(), "gpusched-test", EventWriterOptions{.max_queued = 1}, &clock);
+  for (int i = 0; i < 200; ++i) {
+    writer.Record(Failed("p" + std::to_string(i), "m"));
+  }
+  writer.Stop();
+  writer.Record(Failed("late", "m"));
+  const EventWriter::Stats st = writer.stats();
+  EXPECT_GT(st.dropped, 0U);
+  EXPECT_EQ(st.written + st.dropped, 201U);
+  EXPECT_EQ(server_->Events().size(), st.written);
 }
 
 TEST_F(K8sClientTest, CreateEvent) {

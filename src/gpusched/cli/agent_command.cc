@@ -24,6 +24,7 @@
 #include "gpusched/adapters/influxdb/line_protocol.h"
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/client_config.h"
+#include "gpusched/adapters/k8s/event_writer.h"
 #include "gpusched/adapters/k8s/informer.h"
 #include "gpusched/adapters/nvml/fake_inventory.h"
 #include "gpusched/adapters/nvml/nvml_inventory.h"
@@ -228,6 +229,7 @@ int RunAgent(const AgentFlags& flags) {
   std::unique_ptr<agent::InventoryPublisher> publisher;
   std::unique_ptr<ApiPodSource> pod_source;
   std::unique_ptr<dp::PodResourcesSource> pod_resources;
+  std::unique_ptr<k8s::EventWriter> events;
   std::unique_ptr<dp::DevicePlugin> plugin;
   if (!flags.standalone) {
     auto config = k8s::ResolveClientConfig(flags.kubeconfig, flags.context);
@@ -239,6 +241,7 @@ int RunAgent(const AgentFlags& flags) {
       return Fail(c.status().message());
     }
     client = std::move(c).value();
+    events = std::make_unique<k8s::EventWriter>(*client, "gpusched-agent");
     // The node's inventory annotation as it is now: a restart with the same GPUs patches nothing.
     publisher = std::make_unique<agent::InventoryPublisher>(
         node,
@@ -264,6 +267,7 @@ int RunAgent(const AgentFlags& flags) {
     pod_resources = dp::NewKubeletPodResources(flags.pod_resources_socket, milliseconds(5000));
     dp::DevicePluginOptions options{.node_name = node, .plugin_dir = flags.device_plugin_dir};
     options.replicas = flags.replicas;
+    options.events = events.get();
     options.resources = {"gpusched.io/gpu", "keti.com/mpsgpu"};
     if (flags.device_plugin_mode == "nvidia" || flags.device_plugin_mode == "hami") {
       options.resources.insert(options.resources.begin() + 1, "nvidia.com/gpu");
@@ -326,6 +330,9 @@ int RunAgent(const AgentFlags& flags) {
     std::string body = collector.RenderMetrics(pod_refs, allocations, node);
     body += net::RenderStats(server->stats(), "gpusched_agent");
     body += DaemonMetrics(plugin.get(), mps.get());
+    if (events) {
+      body += events->RenderMetrics("gpusched_agent_events_total");
+    }
     return net::HttpResponse{.content_type = "text/plain; version=0.0.4; charset=utf-8", .body = std::move(body)};
   });
   // What keeps the node from handing out GPUs: a failed GPU sample, a device plugin the kubelet has not registered,
@@ -421,6 +428,9 @@ int RunAgent(const AgentFlags& flags) {
   collector.Stop();
   if (plugin) {
     plugin->Stop();
+  }
+  if (events) {
+    events->Stop();  // what the last refusals told is written
   }
   if (pods) {
     pods->Stop();

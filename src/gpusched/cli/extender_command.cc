@@ -18,6 +18,7 @@
 #include "gpusched/adapters/influxdb/influx_source.h"
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/client_config.h"
+#include "gpusched/adapters/k8s/event_writer.h"
 #include "gpusched/adapters/k8s/informer.h"
 #include "gpusched/adapters/k8s/lease_lock.h"
 #include "gpusched/adapters/k8s/pod_binder.h"
@@ -223,8 +224,10 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
   };
 
   k8s::PodBinder binder(**client);
+  k8s::EventWriter events(**client, "gpusched-extender");
   ext::ExtenderMetrics metrics;
   metrics.SetMetricsCache(metrics_cache.get());
+  metrics.SetExtra([&events] { return events.RenderMetrics("gpusched_extender_events_total"); });
   auto service = ext::ExtenderService::Create(
       mirror, binder, [&pods](const std::string& ns, const std::string& name) { return pods.Get(ns + "/" + name); },
       ext::ServiceOptions{.policy = config.policy,
@@ -237,7 +240,8 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
                           .slowdown_model = slowdown_model,
                           .scheduler_names = config.scheduler_names,
                           .bind_filter_window_ms = int64_t{config.bind_filter_window_seconds} * 1000,
-                          .bind_gate = elector ? std::function<std::string()>(bind_gate) : nullptr},
+                          .bind_gate = elector ? std::function<std::string()>(bind_gate) : nullptr,
+                          .events = &events},
       &metrics);
   if (!service.ok()) {
     return Fail(service.status().message());
@@ -305,6 +309,7 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
   if (metrics_cache) {
     metrics_cache->Stop();
   }
+  events.Stop();  // what the last binds told is written
   pods.Stop();
   nodes.Stop();
   return 0;

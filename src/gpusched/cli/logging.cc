@@ -5,11 +5,20 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
+#include <string>
 
 #include "gpusched/common/log.h"
+#include "gpusched/common/log_fields.h"
 
 namespace gpusched::cli {
 namespace {
+
+// A JSON string of any bytes: invalid UTF-8 (a pod name is checked, a message may quote anything) is replaced,
+// never thrown about.
+std::string JsonString(std::string_view s) {
+  return nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 spdlog::level::level_enum ToSpdlog(common::LogLevel level) {
   switch (level) {
@@ -47,11 +56,24 @@ void SetUpLogging(const LogFlags& flags, bool verbose, std::string_view componen
   logger->flush_on(spdlog::level::trace);   // a daemon's log is read as it happens (and kill -9 loses nothing)
   common::SetLogSink([logger, json](common::LogLevel level, std::string_view message) {
     if (json) {
-      logger->log(ToSpdlog(level), "{}", nlohmann::json(std::string(message)).dump());
+      logger->log(ToSpdlog(level), "{}", JsonString(message));
     } else {
       logger->log(ToSpdlog(level), "{}", message);
     }
   });
+  common::SetStructuredLogSink(
+      [logger, json](common::LogLevel level, std::string_view message, std::span<const common::LogField> fields) {
+        if (!json) {
+          logger->log(ToSpdlog(level), "{}", common::FormatLogFields(message, fields));
+          return;
+        }
+        // The pattern closes the object after %v: the message, then each field as a key of its own.
+        std::string encoded = JsonString(message);
+        for (const common::LogField& f : fields) {
+          encoded += "," + JsonString(f.key) + ":" + JsonString(f.value);
+        }
+        logger->log(ToSpdlog(level), "{}", encoded);
+      });
   common::SetLogLevel(verbose || flags.v >= 4 ? common::LogLevel::kDebug : common::LogLevel::kInfo);
 }
 

@@ -2,7 +2,9 @@
 
 // How every daemon (agent, extender, scheduler, webhook) logs: through spdlog to stderr, one line per message with
 // an RFC 3339 UTC timestamp and the level, or one JSON object per line (--log-format json: ts, level, component,
-// msg) for log pipelines. Verbosity as kube users type it: --v=N (0-3 info, 4 and above debug; -v/--verbose is
+// msg) for log pipelines. A decision's structured fields (common/log_fields.h: pod, node, gpus, reason, ...) follow
+// the message as key=value pairs, or are keys of the JSON object. Verbosity as kube users type it: --v=N (0-3 info, 4
+// and above debug; -v/--verbose is
 // --v=4).
 
 #include <CLI/CLI.hpp>

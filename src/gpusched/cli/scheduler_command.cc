@@ -21,6 +21,7 @@
 #include "gpusched/adapters/extender/config.h"
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/client_config.h"
+#include "gpusched/adapters/k8s/event_writer.h"
 #include "gpusched/adapters/k8s/informer.h"
 #include "gpusched/adapters/k8s/lease_lock.h"
 #include "gpusched/adapters/k8s/pod_binder.h"
@@ -35,7 +36,6 @@
 #include "gpusched/sched/cluster_cache.h"
 #include "gpusched/sched/leader_elector.h"
 #include "gpusched/scheduler/config.h"
-#include "gpusched/scheduler/event_writer.h"
 #include "gpusched/scheduler/scheduler.h"
 
 namespace gpusched::cli {
@@ -172,9 +172,9 @@ int RunScheduler(const SchedulerFlags& flags) {
   sched::ClusterCache mirror(sched::CacheOptions{.charge_every_pod = true, .component = "scheduler"});
   std::atomic<bool> caches_synced{false};
   k8s::PodBinder binder(**client);
-  scheduler::EventWriter events(**client, "gpusched");
+  k8s::EventWriter events(**client, "gpusched");
   auto made = scheduler::Scheduler::Create(
-      mirror, binder, [&events](scheduler::PodEvent e) { events.Push(std::move(e)); },
+      mirror, binder, [&events](scheduler::PodEvent e) { events.Record(std::move(e)); },
       scheduler::SchedulerOptions{
           .scheduler_names = config.scheduler_names,
           .policy = config.policy,
@@ -309,14 +309,7 @@ int RunScheduler(const SchedulerFlags& flags) {
         "# HELP gpusched_scheduler_leader 1 while this replica schedules (leads, or runs without election)\n"
         "# TYPE gpusched_scheduler_leader gauge\ngpusched_scheduler_leader " +
         std::string(leading.load() ? "1" : "0") + "\n";
-    const auto es = events.stats();
-    body +=
-        "# HELP gpusched_scheduler_events_total Pod events by outcome (dropped: the queue was full; repeat: the "
-        "same as the pod's last one, not written again)\n# TYPE gpusched_scheduler_events_total counter\n";
-    for (const auto& [result, n] : {std::pair{"written", es.written}, std::pair{"failed", es.failed},
-                                    std::pair{"dropped", es.dropped}, std::pair{"repeat", es.repeats}}) {
-      body += std::string("gpusched_scheduler_events_total{result=\"") + result + "\"} " + std::to_string(n) + "\n";
-    }
+    body += events.RenderMetrics("gpusched_scheduler_events_total");
     body += net::RenderStats(server->stats(), "gpusched_scheduler");
     return net::HttpResponse{.content_type = "text/plain; version=0.0.4; charset=utf-8", .body = std::move(body)};
   });

@@ -15,11 +15,13 @@
 
 #include "gpusched/adapters/k8s/lease_lock.h"
 #include "gpusched/common/log.h"
+#include "gpusched/common/log_fields.h"
 #include "gpusched/kube/cluster_events.h"
 #include "gpusched/kube/gpu_queue.h"
 #include "gpusched/kube/objects.h"
 #include "gpusched/policy/registry.h"
 #include "gpusched/policy/target_workload.h"
+#include "gpusched/sched/allocation_text.h"
 #include "gpusched/sched/node_predicates.h"
 #include "gpusched/sched/preemption.h"
 
@@ -47,6 +49,9 @@ struct Scheduler::Telemetry {
 namespace {
 
 void Log(common::LogLevel level, const std::string& message) { common::Log(level, "gpusched scheduler: " + message); }
+void Log(common::LogLevel level, const std::string& message, std::initializer_list<common::LogField> fields) {
+  common::Log(level, "gpusched scheduler: " + message, fields);
+}
 
 // What a summary's rejections were blocked by: the queue wakes the pod only for events that can free that.
 uint32_t BlockersOf(const sched::CycleResult& result, const core::PodRequest& pod, const core::ClusterState& state,
@@ -1153,6 +1158,8 @@ std::optional<std::string> Scheduler::EvictAll(const std::string& uid, const Pen
       return "evicting " + key + ": " + evicted.message();
     }
     Count(&SchedulerStats::victims);
+    Log(common::LogLevel::kInfo, "pod " + key + " evicted: preempted by " + by,
+        {{"pod", key}, {"reason", "preempted"}, {"by", by}});
     Emit(PodEvent{.namespace_ = v.namespace_,
                   .name = v.name,
                   .uid = v.uid.str(),
@@ -1181,7 +1188,8 @@ bool Scheduler::Preempt(const std::string& uid, const Pending& pod, const Nomina
     gpu_queues_.CountReclaim(from);
   }
   Log(common::LogLevel::kInfo,
-      "pod " + preemptor + " preempted " + std::to_string(plan.victims.size()) + " pod(s) on " + node);
+      "pod " + preemptor + " preempted " + std::to_string(plan.victims.size()) + " pod(s) on " + node,
+      {{"pod", preemptor}, {"node", node}, {"reason", "preempted"}, {"victims", std::to_string(plan.victims.size())}});
   return true;
 }
 
@@ -1349,7 +1357,8 @@ bool Scheduler::ScheduleOne() {
             backoff = true;  // tried again after the backoff, not at the next event (which could come at once)
           }
         }
-        Log(common::LogLevel::kDebug, "pod " + request.name + " is unschedulable: " + summary);
+        Log(common::LogLevel::kDebug, "pod " + pod.namespace_ + "/" + request.name + " is unschedulable: " + summary,
+            {{"pod", pod.namespace_ + "/" + request.name}, {"reason", "unschedulable"}});
         Unschedulable(uid, pod, std::move(summary), blockers, backoff);
         telemetry_->attempt.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         return true;
@@ -1681,24 +1690,17 @@ void Scheduler::Bind(BindTask task) {
       std::lock_guard lock(mu_);
       ++stats_.binds_ok;
     }
-    Log(common::LogLevel::kInfo, "pod " + key + " bound to " + task.allocation.node.str() + " (" +
-                                     std::to_string(task.allocation.GpuCount()) + " GPU share(s), allocation " +
-                                     std::to_string(task.allocation.id) + ")");
+    Log(common::LogLevel::kInfo,
+        "pod " + key + " bound to " + task.allocation.node.str() + " (" + std::to_string(task.allocation.GpuCount()) +
+            " GPU share(s), allocation " + std::to_string(task.allocation.id) + ")",
+        {{"pod", key},
+         {"node", task.allocation.node.str()},
+         {"gpus", sched::DescribeGpus(task.allocation)},
+         {"allocation", std::to_string(task.allocation.id)}});
     std::string message = "Successfully assigned " + key + " to " + task.allocation.node.str();
     // Which GPUs, so that `kubectl describe pod` answers it: ", GPUs 0,1" (whole) or ", GPU 2 (30%)" (a share).
-    std::string gpus;
-    int32_t count = 0;
-    for (const core::ContainerAllocation& c : task.allocation.containers) {
-      for (const core::GpuShare& g : c.gpus) {
-        gpus += (gpus.empty() ? "" : ",") + std::to_string(g.index);
-        if (!g.exclusive && g.milli < common::kGpuMilli) {
-          gpus += " (" + std::to_string(g.milli.value() / 10) + "%)";
-        }
-        ++count;
-      }
-    }
-    if (count > 0) {
-      message += (count == 1 ? ", GPU " : ", GPUs ") + gpus;
+    if (std::string gpus = sched::DescribeGpus(task.allocation); !gpus.empty()) {
+      message += ", " + gpus;
     }
     if (!task.soft_fields.empty()) {
       message += " (not evaluated: " + Join(task.soft_fields) + ")";
@@ -1716,9 +1718,13 @@ void Scheduler::Bind(BindTask task) {
     ++stats_.binds_failed;
     stats_.binds_unknown += unknown ? 1 : 0;
   }
-  Log(common::LogLevel::kWarn, "bind of " + key + " to " + task.allocation.node.str() + " failed" +
-                                   (unknown ? " (outcome unknown; its GPUs stay assumed until the watch tells)" : "") +
-                                   ": " + bound.message());
+  Log(common::LogLevel::kWarn,
+      "bind of " + key + " to " + task.allocation.node.str() + " failed" +
+          (unknown ? " (outcome unknown; its GPUs stay assumed until the watch tells)" : "") + ": " + bound.message(),
+      {{"pod", key},
+       {"node", task.allocation.node.str()},
+       {"gpus", sched::DescribeGpus(task.allocation)},
+       {"reason", unknown ? "bind_outcome_unknown" : "bind_failed"}});
   queue_.Requeue(uid.str(), sched::SchedulingQueue::Outcome::kError);
   if (!unknown) {
     (void)DropStaleAssumed();

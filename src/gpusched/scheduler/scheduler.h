@@ -86,6 +86,7 @@
 #include "gpusched/kube/resources.h"
 #include "gpusched/policy/placement_policy.h"
 #include "gpusched/ports/binder.h"
+#include "gpusched/ports/event_recorder.h"
 #include "gpusched/ports/preemptor.h"
 #include "gpusched/sched/cluster_cache.h"
 #include "gpusched/sched/cycle_runner.h"
@@ -101,13 +102,7 @@ using sched::ClusterCache;
 
 // What the scheduler tells about a pod: a core/v1 Event, and for FailedScheduling of a pod that fits nowhere also
 // the pod's PodScheduled=False condition (reason Unschedulable) with the same message.
-struct PodEvent {
-  std::string namespace_, name, uid;
-  std::string type;    // Normal | Warning
-  std::string reason;  // Scheduled | FailedScheduling
-  std::string message;
-  bool unschedulable_condition = false;
-};
+using ports::PodEvent;
 using EventSink = std::function<void(PodEvent)>;
 
 struct SchedulerOptions {

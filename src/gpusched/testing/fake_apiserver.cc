@@ -319,6 +319,8 @@ class FakeApiServer::Handlers {
             Wrap([this](const auto& req, auto& res) { ListEvents(req, res, req.matches[1]); }));
     svr.Post(R"(/api/v1/namespaces/([^/]+)/events)",
              Wrap([this](const auto& req, auto& res) { CreateEvent(req, res, req.matches[1]); }));
+    svr.Patch(R"(/api/v1/namespaces/([^/]+)/events/([^/]+))",
+              Wrap([this](const auto& req, auto& res) { PatchEvent(req, res, req.matches[1], req.matches[2]); }));
     const std::string leases = R"(/apis/coordination.k8s.io/v1/namespaces/([^/]+)/leases)";
     svr.Get(leases, Wrap([this](const auto& req, auto& res) { ListLeases(req, res, req.matches[1]); }));
     svr.Post(leases, Wrap([this](const auto& req, auto& res) { PutLease(req, res, req.matches[1], "", true); }));
@@ -716,6 +718,29 @@ class FakeApiServer::Handlers {
     meta["creationTimestamp"] = Now();
     s_.events_.push_back(*body);
     WriteJson(res, 201, *body);
+  }
+
+  void PatchEvent(const httplib::Request& req, httplib::Response& res, const std::string& ns, const std::string& name) {
+    if (req.get_header_value("Content-Type").rfind("application/merge-patch+json", 0) != 0) {
+      WriteStatus(res, 415, "the fake takes merge patches of events only");
+      return;
+    }
+    auto patch = Parse(req, res);
+    if (!patch.has_value()) {
+      return;
+    }
+    std::lock_guard<std::mutex> lock(s_.mu_);
+    for (json& e : s_.events_) {
+      if (Meta(e, "namespace") == ns && Meta(e, "name") == name) {
+        const json identity = e["metadata"];
+        e.merge_patch(*patch);
+        e["metadata"] = identity;
+        e["metadata"]["resourceVersion"] = std::to_string(s_.NextRvLocked());
+        WriteJson(res, 200, e);
+        return;
+      }
+    }
+    WriteStatus(res, 404, "events \"" + name + "\" not found");
   }
 
   void ListLeases(const httplib::Request& req, httplib::Response& res, const std::string& ns) {

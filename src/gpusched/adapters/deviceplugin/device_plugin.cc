@@ -19,6 +19,7 @@
 #include "gpusched/adapters/deviceplugin/device_ids.h"
 #include "gpusched/adapters/deviceplugin/handoff.h"
 #include "gpusched/common/log.h"
+#include "gpusched/common/log_fields.h"
 
 namespace gpusched::adapters::deviceplugin {
 namespace {
@@ -190,6 +191,19 @@ struct DevicePlugin::Impl {
   common::Result<ContainerEnv> AllocateOne(const std::string& resource, const std::vector<std::string>& ids);
   std::vector<std::string> Prefer(const std::string& resource, const pb::ContainerPreferredAllocationRequest& r);
   common::Status CheckPreStart(const std::string& resource, const std::vector<std::string>& ids);
+  // A Warning Event on the pod, through options.events (when set), and the decision's log fields.
+  void Tell(const PodView& pod, const std::string& reason, const std::string& message) const {
+    common::Log(LogLevel::kWarn, "device plugin: " + message,
+                {{"pod", pod.meta.Key()}, {"node", options.node_name}, {"reason", reason}});
+    if (options.events != nullptr) {
+      options.events->Record(ports::PodEvent{.namespace_ = pod.meta.namespace_,
+                                             .name = pod.meta.name,
+                                             .uid = pod.meta.uid.str(),
+                                             .type = "Warning",
+                                             .reason = reason,
+                                             .message = message});
+    }
+  }
 
   // Supervisor.
   void Run();
@@ -436,52 +450,61 @@ common::Result<ContainerEnv> DevicePlugin::Impl::AllocateOne(const std::string& 
   GPUSCHED_ASSIGN_OR_RETURN(target, FindTarget(request, state.pods, state.kubelet, ledger));
   const PodView& pod = *target.pod;
   const ContainerView& container = pod.containers[target.container];
-  GPUSCHED_ASSIGN_OR_RETURN(named, SharesFor(request, pod, container));
-  GPUSCHED_ASSIGN_OR_RETURN(shares, ResolveShares(options.node_name, pod, container, std::move(named), node_gpus));
-  // The annotation is anyone's to write: never hand out a GPU that another pod's allocation conflicts with.
-  GPUSCHED_RETURN_IF_ERROR(CheckGpuConflicts(ConflictCheck{.node = options.node_name,
-                                                           .stage = ConflictStage::kAllocate,
-                                                           .pod = &pod,
-                                                           .container = &container,
-                                                           .shares = &shares},
-                                             state.pods, state.kubelet, ledger, node_gpus));
-  std::string uuids;
-  for (const auto& share : shares.gpus) {
-    uuids += (uuids.empty() ? "" : ",") + share.uuid.str();
-  }
-  ContainerEnv env = BuildContainerEnv(shares.gpus, options.mps);
-  if (options.mps_daemon && env.envs.contains(std::string(kEnvMpsPipeDirectory))) {
-    // MPS limits without a control daemon are silently ignored by CUDA: refuse rather than hand out a whole GPU.
-    if (common::Status daemon = options.mps_daemon(); !daemon.ok()) {
-      std::string limits;
-      for (const auto& key : {kEnvMpsThreadPercentage, kEnvMpsMemLimit}) {
-        if (auto it = env.envs.find(std::string(key)); it != env.envs.end()) {
-          limits += (limits.empty() ? "" : ", ") + it->first + "=" + it->second;
-        }
-      }
-      return common::FailedPrecondition("container " + container.name + " of pod " + pod.meta.Key() +
-                                        " shares GPU(s) " + uuids + " with MPS limits (" + limits +
-                                        "), but the MPS control daemon of node " + options.node_name +
-                                        " does not answer: " + daemon.message() +
-                                        "; the limits would not be enforced (gpusched agent --mps run starts it)");
+  // From here on the pod is known: a refusal is told to it as an Event as well as to the kubelet.
+  auto handed = [&]() -> common::Result<ContainerEnv> {
+    GPUSCHED_ASSIGN_OR_RETURN(named, SharesFor(request, pod, container));
+    GPUSCHED_ASSIGN_OR_RETURN(shares, ResolveShares(options.node_name, pod, container, std::move(named), node_gpus));
+    // The annotation is anyone's to write: never hand out a GPU that another pod's allocation conflicts with.
+    GPUSCHED_RETURN_IF_ERROR(CheckGpuConflicts(ConflictCheck{.node = options.node_name,
+                                                             .stage = ConflictStage::kAllocate,
+                                                             .pod = &pod,
+                                                             .container = &container,
+                                                             .shares = &shares},
+                                               state.pods, state.kubelet, ledger, node_gpus));
+    std::string uuids;
+    for (const auto& share : shares.gpus) {
+      uuids += (uuids.empty() ? "" : ",") + share.uuid.str();
     }
+    ContainerEnv env = BuildContainerEnv(shares.gpus, options.mps);
+    if (options.mps_daemon && env.envs.contains(std::string(kEnvMpsPipeDirectory))) {
+      // MPS limits without a control daemon are silently ignored by CUDA: refuse rather than hand out a whole GPU.
+      if (common::Status daemon = options.mps_daemon(); !daemon.ok()) {
+        std::string limits;
+        for (const auto& key : {kEnvMpsThreadPercentage, kEnvMpsMemLimit}) {
+          if (auto it = env.envs.find(std::string(key)); it != env.envs.end()) {
+            limits += (limits.empty() ? "" : ", ") + it->first + "=" + it->second;
+          }
+        }
+        return common::FailedPrecondition("container " + container.name + " of pod " + pod.meta.Key() +
+                                          " shares GPU(s) " + uuids + " with MPS limits (" + limits +
+                                          "), but the MPS control daemon of node " + options.node_name +
+                                          " does not answer: " + daemon.message() +
+                                          "; the limits would not be enforced (gpusched agent --mps run starts it)");
+      }
+    }
+    ledger.Record(HandoffLedger::Entry{.uid = pod.meta.uid,
+                                       .pod_key = pod.meta.Key(),
+                                       .container = container.name,
+                                       .resource = resource,
+                                       .device_ids = ids,
+                                       .entry = shares.entry,
+                                       .gpus = shares.gpus});
+    std::set<common::PodUid> live;
+    for (const auto& p : state.pods) {
+      live.insert(p.meta.uid);
+    }
+    ledger.Retain(live);
+    common::Log(LogLevel::kInfo, "device plugin: Allocate " + resource + " [" + Join(ids) + "] -> pod " +
+                                     pod.meta.Key() + " container " + container.name + ": GPUs " + uuids + " (" +
+                                     HandoffRuleName(target.rule) + ")");
+    return env;
+  }();
+  if (!handed.ok()) {
+    Tell(pod, "GPUHandoffRefused",
+         "gpusched agent refused to hand GPUs to container " + container.name + " (" + resource + " [" + Join(ids) +
+             "]): " + handed.status().message());
   }
-  ledger.Record(HandoffLedger::Entry{.uid = pod.meta.uid,
-                                     .pod_key = pod.meta.Key(),
-                                     .container = container.name,
-                                     .resource = resource,
-                                     .device_ids = ids,
-                                     .entry = shares.entry,
-                                     .gpus = shares.gpus});
-  std::set<common::PodUid> live;
-  for (const auto& p : state.pods) {
-    live.insert(p.meta.uid);
-  }
-  ledger.Retain(live);
-  common::Log(LogLevel::kInfo, "device plugin: Allocate " + resource + " [" + Join(ids) + "] -> pod " + pod.meta.Key() +
-                                   " container " + container.name + ": GPUs " + uuids + " (" +
-                                   HandoffRuleName(target.rule) + ")");
-  return env;
+  return handed;
 }
 
 std::vector<std::string> DevicePlugin::Impl::Prefer(const std::string& resource,
@@ -632,12 +655,18 @@ common::Status DevicePlugin::Impl::CheckPreStart(const std::string& resource, co
     }
     shares = std::move(resolved).value();
   }
-  return CheckGpuConflicts(ConflictCheck{.node = options.node_name,
-                                         .stage = ConflictStage::kPreStart,
-                                         .pod = pod,
-                                         .container = container,
-                                         .shares = &shares},
-                           state->pods, state->kubelet, ledger, node_gpus);
+  common::Status conflict = CheckGpuConflicts(ConflictCheck{.node = options.node_name,
+                                                            .stage = ConflictStage::kPreStart,
+                                                            .pod = pod,
+                                                            .container = container,
+                                                            .shares = &shares},
+                                              state->pods, state->kubelet, ledger, node_gpus);
+  if (!conflict.ok()) {
+    Tell(*pod, "GPUHandoffRefused",
+         "gpusched agent refused to start container " + container->name + " (" + resource + " [" + Join(ids) +
+             "]): " + conflict.message());
+  }
+  return conflict;
 }
 
 bool DevicePlugin::Impl::OurSocketsExist() const {

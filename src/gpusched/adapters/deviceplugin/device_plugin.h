@@ -41,6 +41,7 @@
 #include "gpusched/adapters/deviceplugin/pod_source.h"
 #include "gpusched/common/status.h"
 #include "gpusched/ports/device_inventory.h"
+#include "gpusched/ports/event_recorder.h"
 
 namespace gpusched::adapters::deviceplugin {
 
@@ -72,6 +73,9 @@ struct DevicePluginOptions {
   std::chrono::milliseconds initial_backoff{1000};
   std::chrono::milliseconds max_backoff{30000};
   std::chrono::milliseconds rpc_timeout{10000};  // Register, and the reads an Allocate makes
+  // A refused handoff (Allocate or PreStartContainer) for a pod it could identify is told to that pod as a Warning
+  // Event, reason GPUHandoffRefused, with the reason the kubelet gets. Null = none.
+  ports::EventRecorder* events = nullptr;
 };
 
 [[nodiscard]] common::Status ValidateOptions(const DevicePluginOptions& options);

@@ -211,7 +211,11 @@ std::string ExtenderMetrics::Serialize(const ClusterMirror& mirror) const {
     families.push_back(std::move(gpus));
     families.push_back(std::move(errors));
   }
-  return prometheus::TextSerializer().Serialize(families);
+  std::string text = prometheus::TextSerializer().Serialize(families);
+  if (extra_) {
+    text += extra_();
+  }
+  return text;
 }
 
 }  // namespace gpusched::adapters::extender

@@ -18,9 +18,11 @@
 //   gpusched_extender_rebuilt_allocations_total, gpusched_metrics_source_* (SetMetricsCache),
 //   gpusched_extender_rejected_events_total                     from the mirror, at scrape time
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "gpusched/adapters/extender/state.h"
 #include "gpusched/sched/metrics_cache.h"
@@ -50,6 +52,8 @@ class ExtenderMetrics {
   // Adds gpusched_metrics_source_up{source}, ..._consecutive_failures{source}, ..._refresh_errors_total{source}
   // and ..._gpus{source} at scrape time.
   void SetMetricsCache(const sched::MetricsCache* cache) { cache_ = cache; }
+  // Appended to the exposition at scrape time (the event writer's counters); null = nothing. Set before serving.
+  void SetExtra(std::function<std::string()> extra) { extra_ = std::move(extra); }
 
   // The text exposition (format 0.0.4) of every metric, node gauges read from `mirror` under its read lock.
   [[nodiscard]] std::string Serialize(const ClusterMirror& mirror) const;
@@ -58,6 +62,7 @@ class ExtenderMetrics {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   const sched::MetricsCache* cache_ = nullptr;
+  std::function<std::string()> extra_;
 };
 
 }  // namespace gpusched::adapters::extender

@@ -9,10 +9,12 @@
 
 #include "gpusched/adapters/extender/wire.h"
 #include "gpusched/common/log.h"
+#include "gpusched/common/log_fields.h"
 #include "gpusched/kube/annotations.h"
 #include "gpusched/kube/objects.h"
 #include "gpusched/policy/registry.h"
 #include "gpusched/policy/target_workload.h"
+#include "gpusched/sched/allocation_text.h"
 #include "gpusched/sched/cycle_runner.h"
 #include "gpusched/sched/interference_forecast.h"
 #include "gpusched/sched/preemption.h"
@@ -431,11 +433,28 @@ Reply ExtenderService::Prioritize(std::string body) {
 }
 
 Reply ExtenderService::Bind(std::string body) {
+  // Set once the pod is known (the cache's pod has the uid kube-scheduler sent): refusals from then on are told to
+  // it as an Event too.
+  std::optional<ports::PodEvent> about;
+  auto tell = [&](std::string type, std::string reason, std::string message) {
+    if (about.has_value() && options_.events != nullptr) {
+      ports::PodEvent e = *about;
+      e.type = std::move(type);
+      e.reason = std::move(reason);
+      e.message = std::move(message);
+      options_.events->Record(std::move(e));
+    }
+  };
   auto refuse = [&](int status, std::string_view reason, const std::string& message) {
     if (metrics_ != nullptr) {
       metrics_->Bind(false);
       metrics_->BindRefused(reason);
     }
+    if (about.has_value()) {
+      common::Log(common::LogLevel::kInfo, message,
+                  {{"pod", about->namespace_ + "/" + about->name}, {"reason", std::string(reason)}});
+    }
+    tell("Warning", "GPUBindRefused", "gpusched extender: " + message);
     return Reply{.status = status, .body = EncodeBindingResult(message)};
   };
   auto args = DecodeBindingArgs(std::move(body));
@@ -483,6 +502,7 @@ Reply ExtenderService::Bind(std::string body) {
     return refuse(409, "uid_mismatch",
                   what + "PodUID " + args->pod_uid + " is not the uid of the pod of that name (recreated?)");
   }
+  about = ports::PodEvent{.namespace_ = args->pod_namespace, .name = args->pod_name, .uid = args->pod_uid};
   if (!meta.node_name.empty()) {
     return refuse(409, "already_bound", what + "the pod is already bound to node " + meta.node_name);
   }
@@ -576,17 +596,25 @@ Reply ExtenderService::Bind(std::string body) {
         metrics_->BindUnknown();
       }
     }
-    return Reply{.status = 200,
-                 .body = EncodeBindingResult("bind: pod " + key + " to " + args->node + ": " + s.message() +
-                                             (unknown ? " (outcome unknown: its GPUs stay assumed until the watch "
-                                                        "shows the pod, at most " +
-                                                            std::to_string(options_.assumed_ttl_ms / 1000) + " s)"
-                                                      : ""))};
+    const std::string failed =
+        "bind: pod " + key + " to " + args->node + ": " + s.message() +
+        (unknown ? " (outcome unknown: its GPUs stay assumed until the watch shows the pod, at most " +
+                       std::to_string(options_.assumed_ttl_ms / 1000) + " s)"
+                 : "");
+    common::Log(common::LogLevel::kWarn, failed,
+                {{"pod", key}, {"node", args->node}, {"reason", unknown ? "bind_outcome_unknown" : "bind_failed"}});
+    tell("Warning", "GPUBindFailed", "gpusched extender: " + failed);
+    return Reply{.status = 200, .body = EncodeBindingResult(failed)};
   }
   ConsumeFilter(args->pod_uid);
-  common::Log(common::LogLevel::kInfo,
-              "extender: pod " + key + " bound to " + args->node +
-                  (request.RequestsGpu() ? " (" + std::to_string(allocation.GpuCount()) + " GPU share(s))" : ""));
+  const std::string gpus = sched::DescribeGpus(allocation);
+  common::Log(common::LogLevel::kInfo, "extender: pod " + key + " bound to " + args->node,
+              {{"pod", key}, {"node", args->node}, {"gpus", gpus}, {"allocation", std::to_string(allocation.id)}});
+  if (!gpus.empty()) {
+    tell(
+        "Normal", "GPUsAssigned",
+        "gpusched assigned " + gpus + " on node " + args->node + " (allocation " + std::to_string(allocation.id) + ")");
+  }
   if (request.RequestsGpu()) {
     auto lock = mirror_.WriteLock();
     if (mirror_.state().FindAllocation(request.uid) != nullptr && !mirror_.state().IsConfirmed(request.uid)) {

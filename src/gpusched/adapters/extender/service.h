@@ -71,6 +71,7 @@
 #include "gpusched/policy/placement_policy.h"
 #include "gpusched/policy/policy_options.h"
 #include "gpusched/ports/binder.h"
+#include "gpusched/ports/event_recorder.h"
 #include "gpusched/ports/slowdown_model.h"
 #include "gpusched/sched/interference_forecast.h"
 #include "gpusched/sched/metrics_cache.h"
@@ -110,6 +111,11 @@ struct ServiceOptions {
   int64_t pod_cache_wait_ms = 2000;
   // Asked before each bind: "" = this replica may bind, else why not ("standby: the leader is x"). Null = always.
   std::function<std::string()> bind_gate;
+  // Events on the pod a bind was for, once the pod is known (null = none): GPUsAssigned (Normal: which GPUs on
+  // which node), GPUBindRefused (Warning: a refusal above, with its reason), GPUBindFailed (Warning: the API
+  // server did not take the Binding). Refusals before the pod is known (no uid, a standby, a pod not in the cache)
+  // have no pod to tell.
+  ports::EventRecorder* events = nullptr;
 };
 
 struct Reply {

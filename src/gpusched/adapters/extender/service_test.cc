@@ -5,7 +5,10 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -450,6 +453,68 @@ TEST_F(ServiceTest, BindAssumesBindsAndConfirms) {
   auto lock = mirror_.ReadLock();
   EXPECT_TRUE(mirror_.state().IsConfirmed(common::PodUid("uid-p")));
   EXPECT_EQ(mirror_.state().AllocatedMilli().value(), 300);
+}
+
+class RecordedEvents final : public ports::EventRecorder {
+ public:
+  void Record(ports::PodEvent e) override {
+    std::lock_guard lock(mu_);
+    events_.push_back(std::move(e));
+  }
+  std::vector<ports::PodEvent> Take() {
+    std::lock_guard lock(mu_);
+    return std::exchange(events_, {});
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<ports::PodEvent> events_;
+};
+
+// The pod hears what happened to its bind: which GPUs on which node, or why the bind was refused or failed. A bind
+// for a pod gpusched cannot identify tells nobody (there is no pod to tell, or it is not the one named).
+TEST_F(ServiceTest, BindsTellThePodWhichGpusOrWhyNot) {
+  RecordedEvents events;
+  MakeWith(ServiceOptions{.policy = "binpack", .seed = 7, .events = &events});
+  const json pod = Pod("p", Share(30));
+  Known(pod);
+
+  // Never filtered on a: refused, and the pod is told.
+  EXPECT_EQ(service_->Bind(BindArgs(pod, "a")).status, 403);
+  auto got = events.Take();
+  ASSERT_EQ(got.size(), 1U);
+  EXPECT_EQ(got[0].namespace_, "default");
+  EXPECT_EQ(got[0].name, "p");
+  EXPECT_EQ(got[0].uid, "uid-p");
+  EXPECT_EQ(got[0].type, "Warning");
+  EXPECT_EQ(got[0].reason, "GPUBindRefused");
+  EXPECT_THAT(got[0].message, ::testing::HasSubstr("did not pass gpusched's filter"));
+
+  // The API server refuses the Binding: GPUBindFailed with its answer.
+  ASSERT_EQ(service_->Filter(Args(pod, {"a", "b"})).status, 200);
+  binder_.Fail(common::PermissionDenied("apiserver said no"));
+  EXPECT_EQ(service_->Bind(BindArgs(pod, "b")).status, 200);
+  got = events.Take();
+  ASSERT_EQ(got.size(), 1U);
+  EXPECT_EQ(got[0].reason, "GPUBindFailed");
+  EXPECT_THAT(got[0].message, ::testing::HasSubstr("apiserver said no"));
+  binder_.Fail(common::Status::Ok());
+
+  // Bound: which GPU, how much of it, where.
+  ASSERT_EQ(json::parse(service_->Bind(BindArgs(pod, "b")).body)["Error"], "");
+  got = events.Take();
+  ASSERT_EQ(got.size(), 1U);
+  EXPECT_EQ(got[0].type, "Normal");
+  EXPECT_EQ(got[0].reason, "GPUsAssigned");
+  const core::Allocation a = binder_.bound().at(0).second;
+  EXPECT_EQ(got[0].message, "gpusched assigned GPU " + std::to_string(a.containers[0].gpus[0].index) +
+                                " (30%) on node b (allocation " + std::to_string(a.id) + ")");
+
+  // Nobody to tell: no uid, another pod's uid, a pod not in the cache.
+  EXPECT_EQ(service_->Bind(R"({"PodName":"p","PodNamespace":"default","Node":"a"})").status, 400);
+  EXPECT_EQ(service_->Bind(R"({"PodName":"p","PodNamespace":"default","PodUID":"uid-q","Node":"a"})").status, 409);
+  EXPECT_EQ(service_->Bind(R"({"PodName":"ghost","PodNamespace":"default","PodUID":"x","Node":"a"})").status, 404);
+  EXPECT_TRUE(events.Take().empty());
 }
 
 // Under leader election a standby refuses binds (503, naming the leader) before anything happens: no assumption,

@@ -527,7 +527,7 @@ Status ApiClient::PatchNodeAnnotations(const std::string& name,
       .status();
 }
 
-Status ApiClient::CreateEvent(const EventSpec& event) {
+Result<std::string> ApiClient::CreateEvent(const EventSpec& event) {
   const std::string ns = event.namespace_.empty() ? impl_->config.namespace_ : event.namespace_;
   const std::string now = Rfc3339Now();
   json involved = {{"kind", "Pod"}, {"apiVersion", "v1"}, {"namespace", ns}, {"name", event.pod_name}};
@@ -545,7 +545,26 @@ Status ApiClient::CreateEvent(const EventSpec& event) {
                      {"firstTimestamp", now},
                      {"lastTimestamp", now},
                      {"count", 1}};
-  return impl_->Call("POST", "/api/v1/namespaces/" + ns + "/events", body.dump()).status();
+  auto created = impl_->Call("POST", "/api/v1/namespaces/" + ns + "/events", body.dump());
+  if (!created.ok()) {
+    return created.status();
+  }
+  const json* name = nullptr;
+  if (created->is_object() && created->contains("metadata") && (*created)["metadata"].is_object() &&
+      (*created)["metadata"].contains("name") && (*created)["metadata"]["name"].is_string()) {
+    name = &(*created)["metadata"]["name"];
+  }
+  if (name == nullptr) {
+    return common::Internal("the API server's answer to an Event create has no metadata.name");
+  }
+  return name->get<std::string>();
+}
+
+Status ApiClient::PatchEventCount(const std::string& ns, const std::string& name, int64_t count) {
+  const json patch = {{"count", count}, {"lastTimestamp", Rfc3339Now()}};
+  return impl_
+      ->Call("PATCH", "/api/v1/namespaces/" + ns + "/events/" + name, patch.dump(), "application/merge-patch+json")
+      .status();
 }
 
 Result<json> ApiClient::GetLease(const std::string& ns, const std::string& name) {
