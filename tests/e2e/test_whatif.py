@@ -204,6 +204,22 @@ class WhatIfTest(unittest.TestCase):
         self.assertRegex(r.stdout, r"4x \S+: 1 node, ")
         self.assertIn("closest node-a: 3 of 4 GPUs wholly free", r.stdout)
         self.assertIn("what would make it fit: on node-a, evicting default/running-node-a (priority 0)", r.stdout)
+        # Pods of gpusched's own scheduler wait in a GPU queue (here the default one: no GpuQueue API is served):
+        # where the pod stands, what the queue holds, whether its quota admits the pod.
+        for name, pc in (("queued-old", None), ("queued-urgent", "whatif-high"), ("queued-me", None)):
+            pod = gpu_pod(name, {"nvidia.com/gpu": 1}, priority_class=pc)
+            pod["spec"]["schedulerName"] = "gpusched"
+            self.kube.create("pods", pod)
+            time.sleep(1.1)  # creationTimestamp has one-second resolution: the order is by age
+        q = subprocess.run([os.environ["GPUSCHED_BIN"], "why", "queued-me", "--kubeconfig", self.kubeconfig],
+                           capture_output=True, text=True, timeout=60)
+        log(q.stdout + q.stderr)
+        self.assertEqual(q.returncode, 0, q.stderr)
+        self.assertIn("GPU queue default: 3rd of 3 pending pod(s) (the scheduler takes them by priority, then age); "
+                      "ahead of it: default/queued-old (priority 0), default/queued-urgent (priority 1000)", q.stdout)
+        self.assertIn("the queue holds gpus=2 milli=2000 memory=0Mi (2 running)", q.stdout)
+        self.assertIn("quota: admitted", q.stdout)
+        self.assertNotIn("GPU queue", r.stdout)  # needs-four is kube-scheduler's: no GPU queue
         missing = subprocess.run([os.environ["GPUSCHED_BIN"], "why", "no-such-pod", "--kubeconfig", self.kubeconfig],
                                  capture_output=True, text=True, timeout=60)
         self.assertEqual(missing.returncode, 1)

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -11,9 +12,13 @@
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/client_config.h"
 #include "gpusched/cli/whatif_mode.h"
+#include "gpusched/core/gpu_queue.h"
 #include "gpusched/kube/annotations.h"
+#include "gpusched/kube/gpu_queue.h"
+#include "gpusched/kube/objects.h"
 #include "gpusched/kube/resources.h"
 #include "gpusched/policy/gpu_fit.h"
+#include "gpusched/sim/queue_why.h"
 #include "gpusched/sim/why.h"
 
 namespace gpusched::cli {
@@ -21,6 +26,71 @@ namespace {
 
 namespace k8s = adapters::k8s;
 using nlohmann::json;
+
+// The pod's standing in its GPU queue, from every pod and the GpuQueue objects (none when their API is not served).
+common::Result<sim::QueueWhy> ExplainPodQueue(k8s::ApiClient& api, const sim::WhatIfCluster& cluster, const json& pod) {
+  std::vector<core::QueueSpec> specs;
+  auto queues = api.List(kube::kGpuQueuesPath);
+  if (queues.ok()) {
+    for (const json& q : queues->items) {
+      if (auto spec = kube::DecodeGpuQueue(q); spec.ok()) {
+        specs.push_back(*std::move(spec));
+      }
+    }
+  } else if (queues.status().code() != common::StatusCode::kNotFound) {
+    return common::Status(queues.status().code(), "listing GpuQueues: " + queues.status().message());
+  }
+  auto pods = api.List("/api/v1/pods");
+  if (!pods.ok()) {
+    return common::Status(pods.status().code(), "listing pods: " + pods.status().message());
+  }
+  core::GpuAmount capacity;
+  for (const core::Node& n : cluster.nodes) {
+    for (const core::Gpu& g : n.gpus) {
+      capacity += core::GpuAmount{1, common::kGpuMilli.value(), g.memory.value()};
+    }
+  }
+  auto view = [](const json& object) -> std::optional<sim::QueuedPodView> {
+    auto meta = kube::DecodePodMeta(object);
+    if (!meta.ok() || meta->Terminal()) {
+      return std::nullopt;
+    }
+    auto request = kube::DecodePodRequest(object, kube::ResourceConfig{});
+    if (!request.ok() || !request->RequestsGpu()) {
+      return std::nullopt;
+    }
+    sim::QueuedPodView v{.uid = meta->uid.str(),
+                         .key = meta->Key(),
+                         .namespace_ = meta->namespace_,
+                         .queue_label = kube::QueueLabel(meta->labels),
+                         .scheduler_name = meta->scheduler_name,
+                         .priority = request->priority,
+                         .created = meta->creation_timestamp,
+                         .placed = !meta->node_name.empty(),
+                         .demand = core::DemandOf(*request)};
+    if (v.placed) {
+      // As the scheduler charges a bound pod: what its allocation holds (nothing without a readable one).
+      v.demand = {};
+      if (const std::string* a = meta->Annotation(kube::kAnnotationAllocation); a != nullptr) {
+        if (auto held = kube::DecodeAllocation(*a, meta->uid); held.ok()) {
+          v.demand = core::DemandOf(*held);
+        }
+      }
+    }
+    return v;
+  };
+  std::vector<sim::QueuedPodView> all;
+  for (const json& item : pods->items) {
+    if (auto v = view(item); v.has_value()) {
+      all.push_back(*std::move(v));
+    }
+  }
+  auto me = view(pod);
+  if (!me.has_value()) {
+    return common::InvalidArgument("the pod asks for no GPU, or has ended");
+  }
+  return sim::ExplainQueue(specs, capacity, all, *me);
+}
 
 int Run(const WhyFlags& flags) {
   auto config = k8s::ResolveClientConfig(flags.kubeconfig, flags.context);
@@ -86,6 +156,16 @@ int Run(const WhyFlags& flags) {
     return 1;
   }
   std::cout << sim::FormatWhy(sim::ExplainPod(*cluster, *request));
+  // GPU queues order and admit the pods of gpusched's own scheduler only (kube-scheduler's pods, in extender mode,
+  // wait in kube-scheduler's queue).
+  const std::string scheduler = p.value("spec", json::object()).value("schedulerName", "");
+  if (!scheduler.empty() && scheduler != "default-scheduler") {
+    if (auto queue = ExplainPodQueue(**api, *cluster, p); queue.ok()) {
+      std::cout << "\n" << sim::FormatQueueWhy(*queue);
+    } else {
+      std::cerr << "gpusched why: its GPU queue: " << queue.status().message() << "\n";
+    }
+  }
   return 0;
 }
 
