@@ -21,6 +21,8 @@ import sys
 import time
 import unittest
 
+import yaml  # python3-yaml (scripts/install-deps.sh)
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rbac_audit  # noqa: E402
 from control_plane import ControlPlane, suite_skip_reason, write_kubeconfig  # noqa: E402
@@ -170,6 +172,11 @@ class WhatIfTest(unittest.TestCase):
         j = json.loads(self.status("-o", "json").stdout)
         self.assertEqual(j["totals"]["allocated_milli"], 2000)
         self.assertEqual([g["pods"] for g in j["nodes"][1]["gpus"]], [["default/running-node-b"], []])
+        # -o yaml: the same document (PyYAML reads it back equal).
+        yaml_out = self.status("-o", "yaml")
+        self.assertEqual(yaml_out.returncode, 0, yaml_out.stderr)
+        self.assertIn("kind: GpuClusterStatus\n", yaml_out.stdout)
+        self.assertEqual(yaml.safe_load(yaml_out.stdout), j)
         # The kubectl plugin: the same binary through a link named kubectl-gpusched.
         link = os.path.join(self.cp.dir, "bin", "kubectl-gpusched")
         os.makedirs(os.path.dirname(link), exist_ok=True)

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpusched/cli/structured_output.h"
 #include "gpusched/cli/text_table.h"
 #include "gpusched/cli/whatif_mode.h"
 
@@ -73,8 +74,8 @@ nlohmann::json Json(const sim::ClusterStatus& st) {
 }  // namespace
 
 std::string FormatStatus(const sim::ClusterStatus& st, const StatusFlags& flags) {
-  if (flags.output == "json") {
-    return Json(st).dump(2) + "\n";
+  if (flags.output == "json" || flags.output == "yaml") {
+    return RenderStructured(Json(st), flags.output);
   }
   const bool wide = flags.output == "wide";
   std::vector<std::vector<std::string>> rows;
@@ -128,8 +129,8 @@ void AddStatusCommand(CLI::App& app, StatusFlags& flags, int& exit_code) {
                          "Per node and GPU: what is allocated against capacity and which pods hold it (read-only; as a "
                          "kubectl plugin: kubectl gpusched status)");
   cmd->add_option("nodes", flags.nodes, "Only these nodes (default: every node with GPUs)");
-  cmd->add_option("-o,--output", flags.output, "wide (a row per GPU, with the pods holding it) or json")
-      ->check(CLI::IsMember({"", "wide", "json"}));
+  cmd->add_option("-o,--output", flags.output, "wide (a row per GPU, with the pods holding it), json or yaml")
+      ->check(CLI::IsMember({"", "wide", "json", "yaml"}));
   cmd->add_flag("--no-headers", flags.no_headers, "No header line and no totals");
   cmd->add_option("--kubeconfig", flags.kubeconfig, "kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config)");
   cmd->add_option("--context", flags.context, "kubeconfig context (default: its current-context)");

@@ -16,7 +16,7 @@ namespace gpusched::cli {
 
 struct StatusFlags {
   std::vector<std::string> nodes;
-  std::string output;  // "" (table), "wide" (a row per GPU too), "json"
+  std::string output;  // "" (table), "wide" (a row per GPU too), "json", "yaml"
   bool no_headers = false;
   std::string kubeconfig, context;
 };

@@ -84,6 +84,10 @@ TEST(StatusCommandTest, JsonAndNodeFilter) {
   EXPECT_EQ(j["nodes"][1]["gpus"][1]["healthy"], false);
   EXPECT_EQ(j["totals"]["gpus"], 2);
   EXPECT_EQ(j["totals"]["free_milli"], 1000);  // the unhealthy GPU is not free
+  const std::string yaml = FormatStatus(st, StatusFlags{.output = "yaml"});
+  EXPECT_NE(yaml.find("kind: GpuClusterStatus\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("healthy: false"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("  free_milli: 1000"), std::string::npos) << yaml;
 }
 
 // Golden: `top` with samples for some GPUs; a GPU without a sample shows "-"; a pod's row sums its GPUs.
@@ -107,6 +111,17 @@ TEST(TopCommandTest, TablesGolden) {
   EXPECT_EQ(j["gpus"][3]["util"], nullptr);
   EXPECT_EQ(j["pods"][2]["pod"], "ml/train");
   EXPECT_EQ(j["pods"][2]["power"], 220);
+  // YAML: the same document, block style; unknown values are null (~).
+  const std::string yaml = FormatTop(st, samples, TopFlags{.output = "yaml"});
+  EXPECT_NE(yaml.find("kind: GpuTop\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("    util: ~\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("    pod: ml/train\n"), std::string::npos) << yaml;
+  // -n: the pod table holds that namespace's pods only; the GPU rows still name every holder.
+  const std::string other = FormatTop(st, samples, TopFlags{.ns = "other"});
+  EXPECT_EQ(other.find("POD "), std::string::npos) << other;
+  EXPECT_NE(other.find("ml/infer-1,ml/infer-2"), std::string::npos) << other;
+  const auto mine = nlohmann::json::parse(FormatTop(st, samples, TopFlags{.output = "json", .ns = "ml"}));
+  EXPECT_EQ(mine["pods"].size(), 3U);
 }
 
 // top needs exactly one metrics source; neither or both is a usage error, before the cluster is read.

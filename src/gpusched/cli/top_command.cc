@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpusched/cli/structured_output.h"
 #include "gpusched/cli/text_table.h"
 #include "gpusched/cli/whatif_mode.h"
 #include "gpusched/monitor/report.h"
@@ -54,6 +55,9 @@ std::string FormatTop(const sim::ClusterStatus& st, const TopSamples& samples, c
       std::string holders;
       for (const auto& p : g.pods) {
         holders += (holders.empty() ? "" : ",") + p;
+        if (!flags.ns.empty() && p.rfind(flags.ns + "/", 0) != 0) {
+          continue;  // the GPU rows show every holder; the pod table only the namespace's pods
+        }
         PodRow& r = pods[p];
         r.node = n.name;
         r.gpus.push_back(std::to_string(g.index));
@@ -83,7 +87,7 @@ std::string FormatTop(const sim::ClusterStatus& st, const TopSamples& samples, c
       jgpus.push_back(std::move(jg));
     }
   }
-  if (flags.output == "json") {
+  if (flags.output == "json" || flags.output == "yaml") {
     nlohmann::json jpods = nlohmann::json::array();
     for (const auto& [name, r] : pods) {
       jpods.push_back({{"pod", name},
@@ -94,7 +98,8 @@ std::string FormatTop(const sim::ClusterStatus& st, const TopSamples& samples, c
                        {"fb_used", r.mem_n ? nlohmann::json(r.mem) : nlohmann::json(nullptr)},
                        {"power", r.power_n ? nlohmann::json(r.power) : nlohmann::json(nullptr)}});
     }
-    return nlohmann::json{{"kind", "GpuTop"}, {"gpus", std::move(jgpus)}, {"pods", std::move(jpods)}}.dump(2) + "\n";
+    return RenderStructured(nlohmann::json{{"kind", "GpuTop"}, {"gpus", std::move(jgpus)}, {"pods", std::move(jpods)}},
+                            flags.output);
   }
   std::string out = FormatColumns(rows);
   std::vector<std::vector<std::string>> prow;
@@ -124,8 +129,10 @@ void AddTopCommand(CLI::App& app, TopFlags& flags, int& exit_code) {
   cmd->add_option("--prometheus", flags.prometheus, "Prometheus URL (scraping the gpusched agent or dcgm-exporter)");
   cmd->add_option("--influxdb", flags.influxdb, "InfluxDB 1.x URL (the gpusched agent's --influxdb-url)");
   cmd->add_option("--influxdb-db", flags.influxdb_db, "InfluxDB database")->capture_default_str();
-  cmd->add_option("-o,--output", flags.output, "json")->check(CLI::IsMember({"", "json"}));
+  cmd->add_option("-o,--output", flags.output, "json or yaml")->check(CLI::IsMember({"", "json", "yaml"}));
   cmd->add_flag("--no-headers", flags.no_headers, "No header lines");
+  auto* ns = cmd->add_option("-n,--namespace", flags.ns, "Only this namespace's pods in the pod table");
+  cmd->add_flag("-A,--all-namespaces", flags.all_namespaces, "Every namespace's pods (the default)")->excludes(ns);
   cmd->add_option("--kubeconfig", flags.kubeconfig, "kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config)");
   cmd->add_option("--context", flags.context, "kubeconfig context (default: its current-context)");
   cmd->callback([&flags, &exit_code] {

@@ -18,8 +18,10 @@ namespace gpusched::cli {
 
 struct TopFlags {
   std::string prometheus, influxdb, influxdb_db = "gpusched";
-  std::string output;  // "" (tables) or "json"
+  std::string output;  // "" (tables), "json" or "yaml"
   bool no_headers = false;
+  std::string ns;               // only this namespace's pods in the pod table ("" = every namespace)
+  bool all_namespaces = false;  // -A: said explicitly (the default)
   std::string kubeconfig, context;
 };
 
