@@ -41,6 +41,7 @@ class Component:
 EXTENDER = Component("gpusched-extender", "kube-system", "deploy/base/extender/rbac.yaml")
 AGENT = Component("gpusched-agent", "kube-system", "deploy/base/agent/agent.yaml")
 SCHEDULER = Component("gpusched-scheduler", "kube-system", "deploy/base/scheduler/scheduler.yaml")
+WEBHOOK = Component("gpusched-webhook", "kube-system", "deploy/base/webhook/webhook.yaml")
 
 # Grants a suite may leave unused: (ServiceAccount, apiGroup, resource, verb) -> why the suite cannot use it.
 ALLOWED_UNUSED = {

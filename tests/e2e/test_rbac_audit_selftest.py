@@ -178,13 +178,15 @@ class CompareTest(unittest.TestCase):
                                "kube-system/gpusched-scheduler-leader)"])
         self.assertEqual(roles_from(deploy_docs("scheduler.yaml"), rbac_audit.EXTENDER), [])
         self.assertEqual(roles_from(deploy_docs("agent.yaml"), rbac_audit.EXTENDER), [])
-        self.assertEqual(roles_from(deploy_docs("webhook.yaml"),
-                                    rbac_audit.Component("gpusched-webhook", "kube-system", "deploy/base/webhook/webhook.yaml")),
-                         [], "the webhook calls no API and gets no role")
+        webhook = roles_from(deploy_docs("webhook.yaml"), rbac_audit.WEBHOOK)
+        self.assertEqual([r["source"] for r in webhook],
+                         ["ClusterRole gpusched-webhook (bound by ClusterRoleBinding gpusched-webhook)"])
+        self.assertEqual([(r["resources"], r["verbs"]) for r in webhook[0]["rules"]],
+                         [(["events"], ["create", "patch"])], "the webhook writes Events and nothing else")
 
     def test_allow_list_names_grants_of_deploy(self):
         grants = {}
-        for component in (rbac_audit.EXTENDER, rbac_audit.AGENT, rbac_audit.SCHEDULER):
+        for component in (rbac_audit.EXTENDER, rbac_audit.AGENT, rbac_audit.SCHEDULER, rbac_audit.WEBHOOK):
             docs = deploy_docs(os.path.basename(component.manifest))
             grants[component.name] = {g.key for g in rbac_audit.grants_of(roles_from(docs, component))}
         for (name, *key), why in rbac_audit.ALLOWED_UNUSED.items():

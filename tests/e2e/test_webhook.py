@@ -31,9 +31,10 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from control_plane import (REPO_ROOT, ControlPlane, Process, free_port, suite_skip_reason,  # noqa: E402
-                           wait_until)
+                           wait_until, write_kubeconfig)
 from kube import ALLOCATION_ANNOTATION, Kube, KubeError, gpu_pod  # noqa: E402
 import monitoring_check  # noqa: E402
+import rbac_audit  # noqa: E402
 
 NS = "team-a"
 ALICE = "alice"
@@ -113,10 +114,17 @@ class WebhookE2E(unittest.TestCase):
         config = os.path.join(cp.dir, "webhook.yaml")
         with open(config, "w") as f:
             f.write(f"schedulerName: gpusched\nnamespaces: [{NS}]\n")
+        # --events as its ServiceAccount, with exactly deploy/base/webhook/webhook.yaml's role (tearDownClass
+        # compares it with what the webhook used).
+        rbac_audit.apply_rbac(cls.admin, rbac_audit.WEBHOOK.manifest)
+        wcrt, wkey = cp.pki.client_cert("webhook-sa", f"/CN={rbac_audit.WEBHOOK.user}")
+        kubeconfig = write_kubeconfig(os.path.join(cp.dir, "webhook.kubeconfig"), cp.server, cp.pki.ca_crt, wcrt,
+                                      wkey)
         cls.port = free_port()
         cls.webhook = Process("gpusched-webhook",
                               [os.environ["GPUSCHED_BIN"], "webhook", "--listen", f"127.0.0.1:{cls.port}",
-                               "--tls-cert", crt, "--tls-key", key, "--config", config],
+                               "--tls-cert", crt, "--tls-key", key, "--config", config,
+                               "--events", "--kubeconfig", kubeconfig],
                               os.path.join(cp.dir, "webhook.log"))
         cls.addClassCleanup(cls.webhook.stop)
         cls.tls = ssl.create_default_context(cafile=cp.pki.ca_crt)
@@ -172,6 +180,14 @@ class WebhookE2E(unittest.TestCase):
     def pod(self, name):
         return self.admin.get("pods", name, namespace=NS)
 
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            rbac_audit.check_component(cls.admin, cls.cp.audit_log, rbac_audit.WEBHOOK, log=log)
+        except AssertionError:
+            cls.cp.keep_dir = True
+            raise
+
     def test_1_deploy_file_passes_validation(self):
         for kind, doc in deploy_documents().items():
             if kind == "PodDisruptionBudget" and self.cp.version < (1, 21):
@@ -200,6 +216,32 @@ class WebhookE2E(unittest.TestCase):
             ALLOCATION_ANNOTATION: other}}}, namespace=NS), 403, 'user "alice" may not change')
         self.assertRefused(lambda: self.alice.patch("pods", "shared-1", {"metadata": {"annotations": {
             ALLOCATION_ANNOTATION: None}}}, namespace=NS), 403, 'user "alice" may not remove')
+        # The pod hears of both (its describe shows who tried what); the same attempt again raises a count.
+        self.assertRefused(lambda: self.alice.patch("pods", "shared-1", {"metadata": {"annotations": {
+            ALLOCATION_ANNOTATION: other}}}, namespace=NS), 403, 'user "alice" may not change')
+
+        # (The API server asks the webhook more than once per attempt: every denial after the first of its kind is
+        # a repeat, folded into the first Event's count, which is written at once for the first repeat.)
+        def told():
+            events = self.admin.events_for("shared-1", namespace=NS, reason="AdmissionDenied")
+            counts = [e.get("count", 1) for e in events]
+            return events if len(events) == 2 and min(counts) >= 2 else None
+        events = Kube.wait_for(told, 15, what="shared-1's two AdmissionDenied events, each counted again")
+        self.assertEqual(sorted("may not change" in e["message"] for e in events), [False, True], events)
+        status, metrics = self.https_get("/metrics")
+        self.assertEqual(status, 200)
+        written = re.search(r'gpusched_webhook_events_total\{result="written"\} (\d+)', metrics)
+        aggregated = re.search(r'gpusched_webhook_events_total\{result="aggregated"\} (\d+)', metrics)
+        self.assertEqual(int(written.group(1)), 2, metrics)  # one Event per distinct denial, however often
+        self.assertGreaterEqual(int(aggregated.group(1)), 2, metrics)
+        uid = self.pod("shared-1")["metadata"]["uid"]
+        for e in events:
+            self.assertEqual(e["type"], "Warning")
+            self.assertEqual(e["source"]["component"], "gpusched-webhook")
+            self.assertEqual(e["involvedObject"]["uid"], uid)
+            self.assertTrue(e["message"].startswith(f"gpusched webhook denied UPDATE pods {NS}/shared-1 by alice: "),
+                            e["message"])
+        log(f"shared-1 events: {[(e['count'], e['message'][:120]) for e in events]}")
         self.alice.patch("pods", "shared-1", {"metadata": {"labels": {"team": "vision"}}}, namespace=NS)
         pod = self.pod("shared-1")
         self.assertEqual(pod["metadata"]["annotations"][ALLOCATION_ANNOTATION], ALLOCATION)

@@ -23,6 +23,9 @@
 #include <CLI/CLI.hpp>
 
 #include "gpusched/adapters/extender/config.h"
+#include "gpusched/adapters/k8s/api_client.h"
+#include "gpusched/adapters/k8s/client_config.h"
+#include "gpusched/adapters/k8s/event_writer.h"
 #include "gpusched/common/log.h"
 #include "gpusched/net/http_server.h"
 #include "gpusched/webhook/handler.h"
@@ -54,6 +57,7 @@ std::optional<std::string> ReadFile(const std::string& path) {
 // What the handlers share; outlives every server.
 struct State {
   webhook::WebhookConfig config;
+  adapters::k8s::EventWriter* events = nullptr;  // --events; set before serving
   std::atomic<bool> draining{false};
   std::array<std::array<std::atomic<uint64_t>, 4>, 2> admissions{};  // [endpoint][outcome]
 
@@ -68,6 +72,9 @@ struct State {
                "\",outcome=\"" + webhook::OutcomeName(o) + "\"} " +
                std::to_string(admissions[static_cast<size_t>(e)][static_cast<size_t>(o)].load()) + "\n";
       }
+    }
+    if (events != nullptr) {
+      out += events->RenderMetrics("gpusched_webhook_events_total");
     }
     return out + net::RenderStats(server.stats(), "gpusched_webhook");
   }
@@ -98,6 +105,9 @@ common::Result<std::unique_ptr<net::HttpServer>> MakeServer(const std::string& h
       if (!r.summary.empty()) {
         Say(r.outcome == Outcome::kPatched ? common::LogLevel::kDebug : common::LogLevel::kInfo,
             std::string(webhook::EndpointName(e)) + ": " + r.summary + " (from " + req.peer.address + ")");
+      }
+      if (r.event.has_value() && state.events != nullptr) {
+        state.events->Record(*r.event);
       }
       return net::HttpResponse{.status = r.status, .content_type = r.content_type, .body = r.body};
     });
@@ -131,6 +141,12 @@ void AddWebhookCommand(CLI::App& app, WebhookFlags& flags, int& exit_code) {
   wh->add_option("--shutdown-delay", flags.shutdown_delay_s,
                  "Seconds to keep serving after SIGTERM, with /readyz at 503, so that callers move to other replicas")
       ->capture_default_str();
+  wh->add_flag("--events", flags.events,
+               "Tell a pod, as a Warning Event (AdmissionDenied), when a change to it is denied (needs events create "
+               "and patch; without it the webhook calls no API)");
+  wh->add_option("--kubeconfig", flags.kubeconfig,
+                 "With --events: kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config)");
+  wh->add_option("--context", flags.context, "With --events: kubeconfig context (default: its current-context)");
   wh->add_flag("-v,--verbose", flags.verbose, "Debug logging, every patch (--v=4)");
   AddLogFlags(*wh, flags.log);
   wh->callback([&flags, &exit_code] { exit_code = RunWebhook(flags); });
@@ -174,6 +190,24 @@ int RunWebhook(const WebhookFlags& flags) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::unique_ptr<adapters::k8s::ApiClient> client;
+  std::unique_ptr<adapters::k8s::EventWriter> events;
+  if (flags.events) {
+    auto config = adapters::k8s::ResolveClientConfig(flags.kubeconfig, flags.context);
+    if (!config.ok()) {
+      return Fail("--events: " + config.status().message());
+    }
+    auto made_client = adapters::k8s::ApiClient::Create(std::move(config).value());
+    if (!made_client.ok()) {
+      return Fail("--events: " + made_client.status().message());
+    }
+    client = std::move(made_client).value();
+    events = std::make_unique<adapters::k8s::EventWriter>(*client, "gpusched-webhook");
+    state.events = events.get();
+  } else if (!flags.kubeconfig.empty() || !flags.context.empty()) {
+    return Fail("--kubeconfig and --context are for --events");
+  }
 
   auto made = MakeServer(host, port, flags, state);
   if (!made.ok()) {
@@ -255,6 +289,9 @@ int RunWebhook(const WebhookFlags& flags) {
     renewer.join();
   }
   server->Stop();
+  if (events != nullptr) {
+    events->Stop();  // what the last denials told is written
+  }
   return fatal ? 1 : 0;
 }
 

@@ -6,8 +6,8 @@
 //   POST /mutate     the mutating webhook (webhook/mutator.h)
 //   GET  /healthz    200 while the process serves
 //   GET  /readyz     200, or 503 once SIGTERM arrived (the shutdown delay drains the replica first)
-//   GET  /metrics    admissions by endpoint and outcome, and the HTTP layer's refusals (those restart from 0 when a
-//                    renewed certificate re-creates the listener)
+//   GET  /metrics    admissions by endpoint and outcome, the HTTP layer's refusals (those restart from 0 when a
+//                    renewed certificate re-creates the listener), and with --events the events written
 //
 // TLS is required (kube-apiserver calls webhooks over HTTPS only) unless --listen is a loopback address. The
 // certificate and key are read again every 30 s; when they change (cert-manager renewed the Secret) the listener is
@@ -30,6 +30,10 @@ struct WebhookFlags {
   std::string tls_key;   // PEM private key
   std::string config;    // YAML (webhook/webhook_config.h); optional
   double shutdown_delay_s = 0;
+  // --events: denials about existing pods become Warning Events on them (AdmissionDenied), through the API server
+  // of --kubeconfig/--context (in a pod: its ServiceAccount's token). Off: the webhook calls no API.
+  bool events = false;
+  std::string kubeconfig, context;
   bool verbose = false;
   LogFlags log;
 };

@@ -86,6 +86,24 @@ HandlerReply HandleAdmission(Endpoint endpoint, std::string_view content_type, s
   if (!response.allowed) {
     reply.outcome = Outcome::kDenied;
     reply.summary = ForLog(Describe(*request) + ": denied: " + response.message);
+    const bool existing_pod = request->resource.group.empty() && request->resource.resource == "pods" &&
+                              !request->name.empty() && !request->namespace_name.empty() &&
+                              (request->operation == Operation::kUpdate || request->sub_resource == "binding");
+    if (existing_pod && !request->dry_run) {
+      std::string uid;
+      if (const nlohmann::json* m = request->old_object.is_object() ? &request->old_object : nullptr;
+          m != nullptr && m->contains("metadata") && (*m)["metadata"].is_object() && (*m)["metadata"].contains("uid") &&
+          (*m)["metadata"]["uid"].is_string()) {
+        uid = (*m)["metadata"]["uid"].get<std::string>();
+      }
+      reply.event =
+          ports::PodEvent{.namespace_ = request->namespace_name,
+                          .name = request->name,
+                          .uid = std::move(uid),
+                          .type = "Warning",
+                          .reason = "AdmissionDenied",
+                          .message = ForLog("gpusched webhook denied " + Describe(*request) + ": " + response.message)};
+    }
   } else if (!response.patch.is_null()) {
     reply.outcome = Outcome::kPatched;
     reply.summary = ForLog(Describe(*request) + ": patched: " +

@@ -8,9 +8,11 @@
 //   otherwise                                                 200, the AdmissionReview answering it (allowed or
 //                                                             denied; a denial is a 200 on the wire)
 
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "gpusched/ports/event_recorder.h"
 #include "gpusched/webhook/webhook_config.h"
 
 namespace gpusched::webhook {
@@ -28,6 +30,10 @@ struct HandlerReply {
   Outcome outcome = Outcome::kAllowed;
   // For the log: "CREATE pods team-a/trainer by alice: <reason>" for denials, patches and bad requests; "" else.
   std::string summary;
+  // A denial that concerns a pod that exists (an UPDATE of it or of its status, a Binding of it), to be told to that
+  // pod as a Warning Event, reason AdmissionDenied. A denied CREATE of a pod has no pod to tell: its creator gets the
+  // answer (and a controller writes it into its own FailedCreate event).
+  std::optional<ports::PodEvent> event;
 };
 
 [[nodiscard]] HandlerReply HandleAdmission(Endpoint endpoint, std::string_view content_type, std::string_view body,

@@ -66,6 +66,54 @@ TEST(HandlerTest, AnswersEachOutcome) {
   }
 }
 
+// A denial about a pod that exists (here: alice changing the allocation annotation of a running pod) is for that
+// pod to hear; a denied CREATE has no pod yet, an allowed request nothing to tell, a dry run changes nothing.
+TEST(HandlerTest, DenialsOfExistingPodsAreToldToThePod) {
+  const WebhookConfig config;
+  json old_pod = PodJson().Annotation("gpusched.io/allocation", R"({"node":"n"})");
+  old_pod["metadata"]["uid"] = "pod-uid-7";
+  json changed = old_pod;
+  changed["metadata"]["annotations"]["gpusched.io/allocation"] = R"({"node":"m"})";
+  auto review = [](const json& old_object, const json& object, const std::string& operation, bool dry_run) {
+    return json{{"apiVersion", "admission.k8s.io/v1"},
+                {"kind", "AdmissionReview"},
+                {"request",
+                 {{"uid", "u-43"},
+                  {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                  {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+                  {"operation", operation},
+                  {"namespace", "team-a"},
+                  {"name", "trainer"},
+                  {"dryRun", dry_run},
+                  {"userInfo", {{"username", "alice"}, {"groups", {"system:authenticated"}}}},
+                  {"object", object},
+                  {"oldObject", old_object}}}}
+        .dump();
+  };
+  const HandlerReply denied =
+      HandleAdmission(Endpoint::kValidate, "application/json", review(old_pod, changed, "UPDATE", false), config);
+  ASSERT_EQ(denied.outcome, Outcome::kDenied) << denied.body;
+  ASSERT_TRUE(denied.event.has_value());
+  EXPECT_EQ(denied.event->namespace_, "team-a");
+  EXPECT_EQ(denied.event->name, "trainer");
+  EXPECT_EQ(denied.event->uid, "pod-uid-7");
+  EXPECT_EQ(denied.event->type, "Warning");
+  EXPECT_EQ(denied.event->reason, "AdmissionDenied");
+  EXPECT_EQ(denied.event->message.rfind("gpusched webhook denied UPDATE pods team-a/trainer by alice: ", 0), 0U)
+      << denied.event->message;
+  EXPECT_NE(denied.event->message.find("may not change"), std::string::npos) << denied.event->message;
+
+  EXPECT_FALSE(
+      HandleAdmission(Endpoint::kValidate, "application/json", review(old_pod, changed, "UPDATE", true), config)
+          .event.has_value());  // dry run
+  EXPECT_FALSE(
+      HandleAdmission(Endpoint::kValidate, "application/json", review(nullptr, changed, "CREATE", false), config)
+          .event.has_value());  // no pod yet
+  EXPECT_FALSE(
+      HandleAdmission(Endpoint::kValidate, "application/json", review(old_pod, old_pod, "UPDATE", false), config)
+          .event.has_value());  // allowed
+}
+
 TEST(HandlerTest, LogSummariesAreOneBoundedLine) {
   const HandlerReply r = HandleAdmission(
       Endpoint::kValidate, "", Review(PodJson().Annotation("gpusched.io/allocation", "{}"), "mallory\nINFO fake line"),
