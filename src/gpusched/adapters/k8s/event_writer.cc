@@ -104,15 +104,14 @@ void EventWriter::Record(ports::PodEvent event) {
       s.last_seen_ms = now;
       ++stats_.aggregated;
       const bool due = !s.last_patch_ms.has_value() || now - *s.last_patch_ms >= options_.patch_interval.count();
-      if (!s.event_name.empty() && !s.patch_queued && due) {
-        if (queue_.size() >= options_.max_queued) {
-          ++stats_.dropped;
-          return;
-        }
+      if (!s.event_name.empty() && !s.patch_queued && due && queue_.size() < options_.max_queued) {
         s.patch_queued = true;
+        dirty_.erase(key);
         queue_.push_back(Job{.series = std::move(key), .patch = true});
-        cv_.notify_one();
+      } else {
+        dirty_.insert(std::move(key));  // written when due (PromoteDirty), or by the patch already queued
       }
+      cv_.notify_one();
       return;
     }
     Prune(now);
@@ -128,6 +127,26 @@ void EventWriter::Record(ports::PodEvent event) {
     queue_.push_back(Job{.event = std::move(event), .series = std::move(key)});
   }
   cv_.notify_one();
+}
+
+void EventWriter::PromoteDirty(bool all) {
+  const int64_t now = NowMs();
+  for (auto it = dirty_.begin(); it != dirty_.end();) {
+    auto s = series_.find(*it);
+    if (s == series_.end() || (s->second.count <= s->second.written_count && !s->second.patch_queued)) {
+      it = dirty_.erase(it);  // gone, or nothing left to write
+      continue;
+    }
+    Series& x = s->second;
+    const bool due = all || !x.last_patch_ms.has_value() || now - *x.last_patch_ms >= options_.patch_interval.count();
+    if (x.event_name.empty() || x.patch_queued || !due || queue_.size() >= options_.max_queued) {
+      ++it;
+      continue;
+    }
+    x.patch_queued = true;
+    queue_.push_back(Job{.series = *it, .patch = true});
+    it = dirty_.erase(it);
+  }
 }
 
 void EventWriter::Stop() {
@@ -166,7 +185,17 @@ void EventWriter::Run() {
     Job job;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      for (;;) {
+        PromoteDirty(/*all=*/stop_);
+        if (!queue_.empty() || stop_) {
+          break;
+        }
+        if (dirty_.empty()) {
+          cv_.wait(lock);
+        } else {
+          cv_.wait_for(lock, std::chrono::milliseconds(250));
+        }
+      }
       if (queue_.empty()) {
         return;
       }
@@ -226,6 +255,7 @@ void EventWriter::Create(const Job& job) {
     if (auto it = series_.find(job.series); it != series_.end()) {
       Series& s = it->second;
       s.event_name = *created;
+      s.written_count = 1;
       // Repeats while the create was queued: their count goes out now.
       if (s.count > 1 && !s.patch_queued && !stop_) {
         s.patch_queued = true;
@@ -257,6 +287,12 @@ void EventWriter::Patch(const Job& job) {
   std::lock_guard lock(mu_);
   if (patched.ok()) {
     ++stats_.patched;
+    if (auto it = series_.find(job.series); it != series_.end()) {
+      it->second.written_count = std::max(it->second.written_count, count);
+      if (it->second.count > it->second.written_count) {
+        dirty_.insert(job.series);  // repeats while the patch was on its way
+      }
+    }
     return;
   }
   ++stats_.failed;

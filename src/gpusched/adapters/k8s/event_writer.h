@@ -8,7 +8,8 @@
 // No event storms, the way kube-scheduler's event broadcaster avoids them:
 //   * aggregation: the same event again (same pod, reason and message) within repeat_window is not a new Event;
 //     the first one's count and lastTimestamp are patched instead, the first repeat at once and then at most once
-//     per patch_interval (repeats in between are counted and land with the next patch);
+//     per patch_interval: repeats in between are counted and written when the interval has passed (the writer looks
+//     every 250 ms while some count is unwritten), and at Stop;
 //   * a rate limit per pod: a token bucket of `burst` new Events, one token back per `refill`; events past it are
 //     dropped and counted (kube's spam filter: 25, one per 5 minutes).
 // Failures are logged and counted; an Event that vanished (events expire) is created again at its next repeat.
@@ -23,6 +24,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/common/clock.h"
@@ -72,6 +74,7 @@ class EventWriter final : public ports::EventRecorder {
   struct Series {                // one Event and its repeats
     std::string ns, event_name;  // event_name: empty until created
     int64_t count = 1;
+    int64_t written_count = 0;  // what the API server has
     int64_t last_seen_ms = 0;
     std::optional<int64_t> last_patch_ms;
     bool patch_queued = false;
@@ -90,7 +93,9 @@ class EventWriter final : public ports::EventRecorder {
   void Patch(const Job& job);
   [[nodiscard]] int64_t NowMs() const;
   bool TakeToken(const std::string& object, int64_t now_ms);  // REQUIRES(mu_)
-  void Prune(int64_t now_ms);                                 // REQUIRES(mu_)
+  // Queues the count patches of unwritten repeats that are due (every one when `all`). REQUIRES(mu_)
+  void PromoteDirty(bool all);
+  void Prune(int64_t now_ms);  // REQUIRES(mu_)
 
   ApiClient& client_;
   const std::string component_;
@@ -100,6 +105,7 @@ class EventWriter final : public ports::EventRecorder {
   std::condition_variable cv_;
   std::unordered_map<std::string, Series> series_;         // GUARDED_BY(mu_), by pod, reason and message
   std::unordered_map<std::string, Bucket> buckets_;        // GUARDED_BY(mu_), by pod
+  std::unordered_set<std::string> dirty_;                  // GUARDED_BY(mu_): series with unwritten repeats
   std::deque<Job> queue_;                                  // GUARDED_BY(mu_)
   std::function<bool(const std::string&)> still_pending_;  // GUARDED_BY(mu_)
   bool stop_ = false;                                      // GUARDED_BY(mu_)
