@@ -408,6 +408,7 @@ TEST_F(DevicePluginTest, AllocateReturnsTheShareEnvironment) {
   ASSERT_EQ(a->size(), 1u);
   const auto& env = (*a)[0].response.envs;
   EXPECT_EQ(env.at("NVIDIA_VISIBLE_DEVICES"), Uuid(1));
+  EXPECT_EQ(env.at("GPUSCHED_NUMA_NODES"), "1");  // the node's inventory puts GPU 1 on NUMA node 1
   EXPECT_EQ(env.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "30");
   EXPECT_EQ(env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=20000M");
   EXPECT_EQ(env.at("CUDA_MPS_PIPE_DIRECTORY"), "/tmp/nvidia-mps");
@@ -421,7 +422,8 @@ TEST_F(DevicePluginTest, AllocateReturnsTheShareEnvironment) {
   auto b = kubelet_->AdmitPod(whole.Spec());
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ((*b)[0].response.envs,
-            (std::map<std::string, std::string>{{"NVIDIA_VISIBLE_DEVICES", Uuid(2) + "," + Uuid(6)}}));
+            (std::map<std::string, std::string>{{"NVIDIA_VISIBLE_DEVICES", Uuid(2) + "," + Uuid(6)},
+                                                {"GPUSCHED_NUMA_NODES", "0"}}));  // GPU i is on NUMA node i % 2
   EXPECT_TRUE((*b)[0].response.mounts.empty());
   EXPECT_EQ(std::set<std::string>((*b)[0].device_ids.begin(), (*b)[0].device_ids.end()),
             (std::set<std::string>{Uuid(2), Uuid(6)}));
@@ -894,7 +896,8 @@ TEST_F(DevicePluginTest, WithoutMpsSharedContainersGetTheirGpusAndNoLimits) {
   pods_.Put(shared.Json());
   auto a = kubelet_->AdmitPod(shared.Spec());
   ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ((*a)[0].response.envs, (std::map<std::string, std::string>{{"NVIDIA_VISIBLE_DEVICES", Uuid(4)}}));
+  EXPECT_EQ((*a)[0].response.envs,
+            (std::map<std::string, std::string>{{"NVIDIA_VISIBLE_DEVICES", Uuid(4)}, {"GPUSCHED_NUMA_NODES", "0"}}));
   EXPECT_TRUE((*a)[0].response.mounts.empty());
 }
 

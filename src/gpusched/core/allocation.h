@@ -20,6 +20,7 @@ struct GpuShare {
   common::MilliGpu milli{0};
   common::MiB memory{0};
   bool exclusive = false;
+  int32_t numa_node = -1;  // the GPU's NUMA node when the node's inventory knows it (-1: unknown)
 };
 
 struct ContainerAllocation {

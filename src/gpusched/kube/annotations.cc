@@ -59,7 +59,8 @@ common::Result<std::string> Str(const json& obj, const char* key, bool required,
 
 constexpr int64_t kMaxGpus = 1024;
 constexpr int64_t kMaxMemory = int64_t{1} << 40;
-constexpr int64_t kMaxSharers = 1000;  // the device plugin advertises at most 1000 ids per GPU
+constexpr int64_t kMaxSharers = 1000;
+constexpr int64_t kMaxNuma = 1024;  // the device plugin advertises at most 1000 ids per GPU
 
 }  // namespace
 
@@ -68,11 +69,15 @@ std::string EncodeAllocation(const core::Allocation& allocation) {
   for (const auto& c : allocation.containers) {
     json gpus = json::array();
     for (const auto& g : c.gpus) {
-      gpus.push_back({{"index", g.index},
-                      {"uuid", g.uuid.str()},
-                      {"milli", g.milli.value()},
-                      {"memory_mib", g.memory.value()},
-                      {"exclusive", g.exclusive}});
+      json gpu = {{"index", g.index},
+                  {"uuid", g.uuid.str()},
+                  {"milli", g.milli.value()},
+                  {"memory_mib", g.memory.value()},
+                  {"exclusive", g.exclusive}};
+      if (g.numa_node >= 0) {
+        gpu["numa"] = g.numa_node;
+      }
+      gpus.push_back(std::move(gpu));
     }
     containers.push_back({{"name", c.container}, {"gpus", std::move(gpus)}});
   }
@@ -119,7 +124,9 @@ common::Result<core::Allocation> DecodeAllocation(std::string_view text, const c
       GPUSCHED_ASSIGN_OR_RETURN(milli, Int(g, "milli", 0, 1000, std::nullopt, where));
       GPUSCHED_ASSIGN_OR_RETURN(memory, Int(g, "memory_mib", 0, kMaxMemory, 0, where));
       GPUSCHED_ASSIGN_OR_RETURN(uuid, Str(g, "uuid", false, where));
+      GPUSCHED_ASSIGN_OR_RETURN(numa, Int(g, "numa", -1, kMaxNuma, -1, where));
       s.index = static_cast<int32_t>(index);
+      s.numa_node = static_cast<int32_t>(numa);
       s.milli = common::MilliGpu{milli};
       s.memory = common::MiB{memory};
       s.uuid = common::GpuUuid(uuid);
@@ -249,7 +256,7 @@ common::Result<std::vector<core::Gpu>> DecodeGpuInventory(std::string_view text)
     core::Gpu gpu;
     GPUSCHED_ASSIGN_OR_RETURN(index, Int(g, "index", 0, kMaxGpus - 1, std::nullopt, where));
     GPUSCHED_ASSIGN_OR_RETURN(memory, Int(g, "memory_mib", 0, kMaxMemory, std::nullopt, where));
-    GPUSCHED_ASSIGN_OR_RETURN(numa, Int(g, "numa", -1, 1024, -1, where));
+    GPUSCHED_ASSIGN_OR_RETURN(numa, Int(g, "numa", -1, kMaxNuma, -1, where));
     GPUSCHED_ASSIGN_OR_RETURN(sharers, Int(g, "sharers", 0, kMaxSharers, 0, where));
     GPUSCHED_ASSIGN_OR_RETURN(uuid, Str(g, "uuid", false, where));
     GPUSCHED_ASSIGN_OR_RETURN(model, Str(g, "model", false, where));

@@ -4,7 +4,8 @@
 //
 // gpusched.io/allocation on a bound pod:
 //   {"node":"gpu-node-1","id":17,"containers":[{"name":"trainer","gpus":[
-//     {"index":0,"uuid":"GPU-...","milli":300,"memory_mib":20000,"exclusive":false}]}]}
+//     {"index":0,"uuid":"GPU-...","milli":300,"memory_mib":20000,"exclusive":false,"numa":0}]}]}
+//   (numa: the GPU's NUMA node, written when the node's inventory knows it; optional when read)
 // gpusched.io/gpus on a node (the agent's inventory):
 //   [{"uuid":"GPU-...","index":0,"model":"A100-SXM4-80GB","memory_mib":81920,"numa":0,"nvlink_peers":[1,2,3],
 //     "healthy":true}]   (numa, nvlink_peers and healthy are optional)

@@ -32,6 +32,24 @@ TEST(AnnotationsTest, AllocationRoundTrips) {
   EXPECT_TRUE(back->containers[0].gpus[1].exclusive);
   EXPECT_EQ(back->containers[0].gpus[0].memory.value(), 20000);
   EXPECT_EQ(back->pod.str(), "u1");
+  EXPECT_EQ(back->containers[0].gpus[0].numa_node, -1);  // unknown: not written, read back as unknown
+}
+
+TEST(AnnotationsTest, AllocationRecordsTheNumaNode) {
+  core::Allocation a{.pod = common::PodUid("u1"), .node = common::NodeName("n"), .id = 2};
+  a.containers.push_back(core::ContainerAllocation{.container = "c",
+                                                   .gpus = {core::GpuShare{.index = 5,
+                                                                           .uuid = common::GpuUuid("GPU-f"),
+                                                                           .milli = common::MilliGpu{1000},
+                                                                           .memory = common::MiB{1024},
+                                                                           .exclusive = true,
+                                                                           .numa_node = 1}}});
+  const std::string text = EncodeAllocation(a);
+  EXPECT_EQ(text, R"({"containers":[{"gpus":[{"exclusive":true,"index":5,"memory_mib":1024,"milli":1000,"numa":1,)"
+                  R"("uuid":"GPU-f"}],"name":"c"}],"id":2,"node":"n"})");
+  auto back = DecodeAllocation(text, common::PodUid("u1"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->containers[0].gpus[0].numa_node, 1);
 }
 
 TEST(AnnotationsTest, BadAllocationsNameTheProblem) {
@@ -46,6 +64,8 @@ TEST(AnnotationsTest, BadAllocationsNameTheProblem) {
       {R"({"node":"n","containers":[{"name":"c","gpus":[{"index":-1,"milli":1}]}]})", "\"index\" = -1"},
       {R"({"node":"n","containers":[{"name":"c","gpus":[{"index":0,"milli":"1"}]}]})", "not an integer"},
       {R"({"node":"n","id":18446744073709551615,"containers":[]})", "out of range"},
+      {R"({"node":"n","containers":[{"name":"c","gpus":[{"index":0,"milli":1,"numa":-2}]}]})", "\"numa\" = -2"},
+      {R"({"node":"n","containers":[{"name":"c","gpus":[{"index":0,"milli":1,"numa":"0"}]}]})", "not an integer"},
   };
   for (const auto& [text, expect] : cases) {
     auto a = DecodeAllocation(text, common::PodUid("u"));

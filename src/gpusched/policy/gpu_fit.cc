@@ -101,7 +101,7 @@ void Take(const core::GpuRequest& c, const core::NodeView& node, std::span<core:
           core::ContainerAllocation& out) {
   core::GpuState& g = gpus[i];
   const core::Gpu& spec = node.node->gpus[i];
-  core::GpuShare share{.index = static_cast<int32_t>(i), .uuid = spec.uuid};
+  core::GpuShare share{.index = static_cast<int32_t>(i), .uuid = spec.uuid, .numa_node = spec.numa_node};
   if (WantsWhole(c)) {
     share.milli = kGpuMilli;
     share.memory = g.memory_free;  // an exclusive GPU is charged whole

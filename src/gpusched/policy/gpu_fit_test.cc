@@ -302,5 +302,30 @@ TEST(FitGpusTest, AGpuTakesNoMoreSharersThanItsDeviceIds) {
   EXPECT_TRUE(FitGpus(share, view).fits());
 }
 
+// Every share records the NUMA node of the GPU it takes (the node's inventory; -1 where it is unknown).
+TEST(SelectGpusTest, SharesRecordTheGpusNumaNode) {
+  core::NodeView view = View("n1").Gpus(4).Free({1000, 1000, 1000, 1000}).Build();
+  auto node = std::make_shared<core::Node>(*view.node);
+  node->gpus[0].numa_node = 0;
+  node->gpus[1].numa_node = 0;
+  node->gpus[2].numa_node = 1;
+  view.node = std::move(node);
+  const auto whole = SelectGpusBest(Pod("p").Gpus(4).Build(), view);
+  ASSERT_EQ(whole.size(), 1u);
+  ASSERT_EQ(whole[0].gpus.size(), 4u);
+  for (const core::GpuShare& g : whole[0].gpus) {
+    EXPECT_EQ(g.numa_node, g.index < 2 ? 0 : (g.index == 2 ? 1 : -1)) << "GPU " << g.index;
+  }
+  // GPU 3 has no known NUMA node, so its pairs score nothing: a share that opens a GPU breaks the least there.
+  const auto shared = SelectGpusBest(Pod("q").Share(300).Build(), view);
+  ASSERT_EQ(GpuIndices(shared), (std::vector<int32_t>{3}));
+  EXPECT_EQ(shared[0].gpus[0].numa_node, -1);
+  view.gpus[1].free = common::MilliGpu{500};  // the tightest fit now: GPU 1, on NUMA node 0
+  view.gpus[1].holders = 1;
+  const auto tight = SelectGpusBest(Pod("q").Share(300).Build(), view);
+  ASSERT_EQ(GpuIndices(tight), (std::vector<int32_t>{1}));
+  EXPECT_EQ(tight[0].gpus[0].numa_node, 0);
+}
+
 }  // namespace
 }  // namespace gpusched::policy

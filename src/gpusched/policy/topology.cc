@@ -81,8 +81,24 @@ uint64_t Binomial(size_t n, size_t k) {
 }  // namespace
 
 bool HasTopology(const core::Node& node) {
-  return std::any_of(node.gpus.begin(), node.gpus.end(),
-                     [](const core::Gpu& g) { return !g.links.empty() || !g.nvlink_peers.empty(); });
+  if (std::any_of(node.gpus.begin(), node.gpus.end(),
+                  [](const core::Gpu& g) { return !g.links.empty() || !g.nvlink_peers.empty(); })) {
+    return true;
+  }
+  // An inventory with NUMA nodes but no links (an agent that could not read them): GPUs on two or more NUMA nodes
+  // are topology enough to keep a pod's GPUs on one.
+  int32_t first = -1;
+  for (const core::Gpu& g : node.gpus) {
+    if (g.numa_node < 0) {
+      continue;
+    }
+    if (first < 0) {
+      first = g.numa_node;
+    } else if (g.numa_node != first) {
+      return true;
+    }
+  }
+  return false;
 }
 
 int64_t PairScore(const core::Node& node, size_t a, size_t b) {
@@ -106,7 +122,16 @@ int64_t PairScore(const core::Node& node, size_t a, size_t b) {
     }
     return 0;
   }
-  return (ListedPeer(node, a, b) || ListedPeer(node, b, a)) ? 100 : 0;
+  if (ListedPeer(node, a, b) || ListedPeer(node, b, a)) {
+    return 100;
+  }
+  // No link recorded: the NUMA nodes, where known, say as much as NODE or SYS would.
+  const int32_t na = node.gpus[a].numa_node;
+  const int32_t nb = node.gpus[b].numa_node;
+  if (na >= 0 && nb >= 0) {
+    return na == nb ? 20 : 10;
+  }
+  return 0;
 }
 
 bool NvlinkJoined(const core::Node& node, size_t a, size_t b) {

@@ -147,6 +147,30 @@ TEST(TopologyTest, WithoutTopologyTheLowestIndicesAsBefore) {
   EXPECT_EQ(ChooseWholeGpus(node, free, 2), (std::vector<size_t>{1, 3}));
 }
 
+// An inventory with NUMA nodes and no links: a pod's GPUs stay on one NUMA node where they can, and the set left
+// behind is the one on one NUMA node too.
+TEST(TopologyTest, WithNumaNodesOnlyOneNumaNodeFirst) {
+  core::Node node{.name = common::NodeName("numa")};
+  node.gpus.resize(4);
+  for (size_t i = 0; i < 4; ++i) {
+    node.gpus[i].index = static_cast<int32_t>(i);
+    node.gpus[i].numa_node = static_cast<int32_t>(i % 2);  // 0 and 2 on node 0, 1 and 3 on node 1
+  }
+  EXPECT_TRUE(HasTopology(node));
+  EXPECT_EQ(PairScore(node, 0, 2), 20);
+  EXPECT_EQ(PairScore(node, 0, 1), 10);
+  const std::vector<size_t> all = {0, 1, 2, 3};
+  EXPECT_EQ(ChooseWholeGpus(node, all, 2), (std::vector<size_t>{0, 2}));
+  const std::vector<size_t> three = {1, 2, 3};
+  EXPECT_EQ(ChooseWholeGpus(node, three, 2), (std::vector<size_t>{1, 3}));
+  // One NUMA node for all GPUs, or none known: no topology, the lowest indices as before.
+  for (auto& g : node.gpus) {
+    g.numa_node = 0;
+  }
+  EXPECT_FALSE(HasTopology(node));
+  EXPECT_EQ(ChooseWholeGpus(node, three, 2), (std::vector<size_t>{1, 2}));
+}
+
 // Random nodes and free sets: the choice is always `count` distinct free GPUs in ascending order, and in exact mode
 // no other set of that size scores higher.
 TEST(TopologyTest, RandomNodesNeverGetAnInfeasibleOrWorseSet) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,19 @@ ContainerEnv BuildContainerEnv(std::span<const core::GpuShare> gpus, const MpsOp
     }
   }
   out.envs[std::string(kEnvVisibleDevices)] = visible;
+  std::set<int32_t> numa;
+  for (const core::GpuShare& g : sorted) {
+    if (g.numa_node >= 0) {
+      numa.insert(g.numa_node);
+    }
+  }
+  if (!numa.empty()) {
+    std::string nodes;
+    for (int32_t n : numa) {
+      nodes += (nodes.empty() ? "" : ",") + std::to_string(n);
+    }
+    out.envs[std::string(kEnvNumaNodes)] = nodes;
+  }
   if (!shared || !options.enabled) {
     return out;
   }

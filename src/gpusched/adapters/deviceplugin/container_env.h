@@ -4,6 +4,9 @@
 // (ARCHITECTURE.md §4 "Device handoff", k8s-gpu-protocols.md §4.1-4.2).
 //
 //   NVIDIA_VISIBLE_DEVICES             the GPUs' UUIDs, comma-separated, in host index order
+//   GPUSCHED_NUMA_NODES                the NUMA nodes of those GPUs, distinct, ascending, comma-separated (for
+//                                      `numactl --cpunodebind`/`--membind` in the container); left out when no GPU's
+//                                      NUMA node is known
 //   shared GPUs (a share that is not exclusive), for the MPS client:
 //   CUDA_MPS_ACTIVE_THREAD_PERCENTAGE  the share's compute in percent: milli/10, at least 1; the smallest over the
 //                                      container's shares when they differ (one value applies to every device).
@@ -30,6 +33,7 @@
 namespace gpusched::adapters::deviceplugin {
 
 inline constexpr std::string_view kEnvVisibleDevices = "NVIDIA_VISIBLE_DEVICES";
+inline constexpr std::string_view kEnvNumaNodes = "GPUSCHED_NUMA_NODES";
 inline constexpr std::string_view kEnvMpsThreadPercentage = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
 inline constexpr std::string_view kEnvMpsMemLimit = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT";
 inline constexpr std::string_view kEnvMpsPipeDirectory = "CUDA_MPS_PIPE_DIRECTORY";

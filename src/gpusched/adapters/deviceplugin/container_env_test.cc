@@ -9,12 +9,13 @@
 namespace gpusched::adapters::deviceplugin {
 namespace {
 
-core::GpuShare Share(int32_t index, int64_t milli, int64_t mib, bool exclusive = false) {
+core::GpuShare Share(int32_t index, int64_t milli, int64_t mib, bool exclusive = false, int32_t numa = -1) {
   return core::GpuShare{.index = index,
                         .uuid = common::GpuUuid("GPU-" + std::to_string(index)),
                         .milli = common::MilliGpu{milli},
                         .memory = common::MiB{mib},
-                        .exclusive = exclusive};
+                        .exclusive = exclusive,
+                        .numa_node = numa};
 }
 
 using Envs = std::map<std::string, std::string>;
@@ -77,6 +78,21 @@ TEST(ContainerEnvTest, Table) {
        {{"NVIDIA_VISIBLE_DEVICES", "GPU-0,GPU-1"},
         {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "50"},
         {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "1=8000M"},
+        {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+        {"CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"}},
+       true},
+      // NUMA nodes distinct and ascending, whatever the order of the shares
+      {"exclusive GPUs on two NUMA nodes",
+       {Share(6, 1000, 81920, true, 1), Share(1, 1000, 81920, true, 0), Share(7, 1000, 81920, true, 1)},
+       {{"NVIDIA_VISIBLE_DEVICES", "GPU-1,GPU-6,GPU-7"}, {"GPUSCHED_NUMA_NODES", "0,1"}},
+       false},
+      // a GPU whose NUMA node is unknown adds nothing to the list
+      {"shared GPU on NUMA node 1 beside one of unknown NUMA node",
+       {Share(0, 1000, 81920, true), Share(5, 200, 1000, false, 1)},
+       {{"NVIDIA_VISIBLE_DEVICES", "GPU-0,GPU-5"},
+        {"GPUSCHED_NUMA_NODES", "1"},
+        {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "20"},
+        {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "1=1000M"},
         {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
         {"CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"}},
        true},

@@ -334,6 +334,15 @@ TEST(ForgeryTest, ResolveSharesTakesUuidAndIndexFromTheNode) {
   EXPECT_EQ(shares->gpus[0].uuid.str(), "GPU-1");
   EXPECT_EQ(shares->gpus[1].index, 2);
   EXPECT_EQ(shares->gpus[1].uuid.str(), "GPU-2");
+  EXPECT_EQ(shares->gpus[0].numa_node, -1);  // the node does not know
+  // The NUMA node comes from the node's inventory too, whatever the annotation recorded.
+  auto gpus = Inventory();
+  gpus[1].numa_node = 1;
+  gpus[2].numa_node = 0;
+  auto with_numa = ResolveShares("n1", *view, view->containers[0], *named, gpus);
+  ASSERT_TRUE(with_numa.ok()) << with_numa.status();
+  EXPECT_EQ(with_numa->gpus[0].numa_node, 1);
+  EXPECT_EQ(with_numa->gpus[1].numa_node, 0);
 }
 
 }  // namespace

@@ -468,6 +468,7 @@ common::Result<ContainerShares> ResolveShares(std::string_view node, const PodVi
     }
     share.uuid = gpu->uuid;
     share.index = gpu->index;
+    share.numa_node = gpu->numa_node;  // where the GPU is, as this node sees it, whatever the allocation recorded
     if (!seen.insert(share.index).second) {
       return common::FailedPrecondition(who + ": its allocation entry \"" + shares.entry + "\" names " + GpuName(*gpu) +
                                         " twice (a container gets distinct GPUs)");
