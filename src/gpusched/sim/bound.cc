@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <set>
 
 #include "gpusched/policy/gpu_fit.h"
 
@@ -66,6 +67,44 @@ PackingBound GpuPackingBound(std::span<const core::PodRequest* const> pods, int6
   return b;
 }
 
+int64_t OfflineBestFitDecreasing(std::span<const core::PodRequest* const> pods, int64_t capacity_milli) {
+  constexpr int64_t kGpu = 1000;
+  int64_t whole = 0;
+  std::vector<int64_t> shares;
+  for (const core::PodRequest* p : pods) {
+    for (const core::GpuRequest& c : p->containers) {
+      if (policy::WantsWhole(c)) {
+        whole += c.count;
+      } else {
+        shares.insert(shares.end(), static_cast<size_t>(c.count), c.milli_per_gpu.value());
+      }
+    }
+  }
+  int64_t empty = capacity_milli / kGpu;
+  const int64_t placed_whole = std::min(whole, empty);
+  empty -= placed_whole;
+  int64_t allocated = placed_whole * kGpu;
+  std::sort(shares.begin(), shares.end(), std::greater<>());
+  std::multiset<int64_t> rooms;  // free milli of the GPUs holding shares, above 0
+  for (int64_t s : shares) {
+    int64_t room = 0;
+    if (auto it = rooms.lower_bound(s); it != rooms.end()) {
+      room = *it - s;
+      rooms.erase(it);
+    } else if (empty > 0) {
+      --empty;
+      room = kGpu - s;
+    } else {
+      continue;  // no room anywhere: left out
+    }
+    allocated += s;
+    if (room > 0) {
+      rooms.insert(room);
+    }
+  }
+  return allocated;
+}
+
 PackingBound BoundAtArrived(const Workload& workload, int64_t capacity_milli, uint64_t seed, double tune,
                             double arrived) {
   common::Rng rng(seed);
@@ -80,7 +119,9 @@ PackingBound BoundAtArrived(const Workload& workload, int64_t capacity_milli, ui
     }
     prefix.push_back(p);
   }
-  return GpuPackingBound(prefix, capacity_milli);
+  PackingBound b = GpuPackingBound(prefix, capacity_milli);
+  b.offline_packed_milli = OfflineBestFitDecreasing(prefix, capacity_milli);
+  return b;
 }
 
 }  // namespace gpusched::sim

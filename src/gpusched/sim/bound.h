@@ -32,7 +32,17 @@ struct PackingBound {
   int64_t fill_milli = 0;          // F
   int64_t dropped_big = 0;         // the k that attains the bound
   int64_t bound_milli = 0;         // the bound on allocated milli
+  // Not a bound: what an offline packer reaches in the same relaxation (OfflineBestFitDecreasing), a placement of
+  // these items that exists when CPU, memory, models and node boundaries do not bind. The best placement in the
+  // relaxation allocates between this and bound_milli.
+  int64_t offline_packed_milli = 0;
 };
+
+// An offline packer over the same items (GPU dimension only, node boundaries ignored): every whole GPU first, then
+// the shares largest first, each on the GPU whose room it fills most tightly (best fit decreasing), a share with no
+// room left out. It sees all the arrivals at once, so no online policy is held to it; it shows how much of the
+// room under the bound a packing of these pods can actually use.
+[[nodiscard]] int64_t OfflineBestFitDecreasing(std::span<const core::PodRequest* const> pods, int64_t capacity_milli);
 
 [[nodiscard]] PackingBound GpuPackingBound(std::span<const core::PodRequest* const> pods, int64_t capacity_milli);
 

@@ -83,7 +83,33 @@ TEST(PackingBoundTest, NeverBelowARun) {
     }
     EXPECT_GE(b.bound_milli, allocated) << "seed " << seed;
     EXPECT_LE(b.bound_milli, 24000);
+    // The offline packing is a packing of the same items in the same relaxation: never above the bound.
+    EXPECT_LE(b.offline_packed_milli, b.bound_milli) << "seed " << seed;
+    EXPECT_GT(b.offline_packed_milli, 0) << "seed " << seed;
   }
+}
+
+int64_t Packed(const std::vector<core::PodRequest>& pods, int64_t gpus) {
+  std::vector<const core::PodRequest*> ptrs;
+  for (const auto& p : pods) {
+    ptrs.push_back(&p);
+  }
+  return OfflineBestFitDecreasing(ptrs, gpus * 1000);
+}
+
+// Worked by hand.
+TEST(OfflinePackingTest, ByHand) {
+  // Largest first, tightest room: three 600s open three GPUs, the three 400s fill their rooms exactly.
+  EXPECT_EQ(Packed({Share(400), Share(600), Share(400), Share(600), Share(400), Share(600)}, 3), 3000);
+  // 810, 810, 190, 190 on 2 GPUs: perfect. A 200 fits no 190 room: 810 + 200 take 2 GPUs, 1010 packed.
+  EXPECT_EQ(Packed({Share(190), Share(810), Share(190), Share(810)}, 2), 2000);
+  EXPECT_EQ(Packed({Share(810), Share(200)}, 2), 1010);
+  // Whole GPUs first: on 1 GPU the whole GPU is placed and the 500 left out.
+  EXPECT_EQ(Packed({Share(500), Whole(1)}, 1), 1000);
+  // No room for the third 810 on 2 GPUs (left out); the 150 takes one of the two rooms of 190: 1770.
+  EXPECT_EQ(Packed({Share(810), Share(810), Share(810), Share(150)}, 2), 1770);
+  // Rooms of 200 (after the 800) and 300 (after the 700): the 300 and the 200 each fill one exactly.
+  EXPECT_EQ(Packed({Share(800), Share(700), Share(300), Share(200)}, 2), 2000);
 }
 
 }  // namespace
