@@ -343,7 +343,9 @@ int RunSimulate(const SimulateFlags& f) {
       for (const sim::GpuChoice choice : choices) {
         for (auto s : seeds) {
           requests.push_back(sim::RunRequest{
-              .workload = &w, .spec = sim::RunSpec{.policy = p, .seed = s, .tune = f.tune, .gpu_choice = choice}});
+              .workload = &w,
+              .spec = sim::RunSpec{
+                  .policy = p, .seed = s, .tune = f.tune, .gpu_choice = choice, .random_ties = f.random_ties}});
         }
       }
     }
@@ -370,6 +372,9 @@ int RunSimulate(const SimulateFlags& f) {
   std::cout << "cluster " << cluster.name << ": " << cluster.nodes.size() << " nodes, " << runs->front().total_gpus
             << " GPUs; " << requests.size() << " runs, tune " << f.tune << ", jobs " << f.jobs << "\n";
   for (sim::RunOutcome& r : runs.value()) {
+    if (r.spec.random_ties) {
+      r.spec.policy += " (random ties)";
+    }
     if (r.spec.gpu_choice != sim::GpuChoice::kTopology) {
       r.spec.policy += " (" + std::string(sim::GpuChoiceName(r.spec.gpu_choice)) + ")";
     }
@@ -471,6 +476,8 @@ void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code) {
                   "Multi-tenant and replay modes: divide the trace's creation times by this (lifetimes stay real; "
                   "default 20000 multi-tenant, 1 replay)")
       ->check(CLI::Range(1.0, 1e6));
+  cmd->add_flag("--random-ties", flags.random_ties,
+                "Break score ties at random (kube-scheduler's rule) instead of the benchmark's stable node order");
   cmd->add_flag(
       "--topology", flags.topology,
       "Give the nodes GPU topology templates by model (NVSwitch, cube-mesh, NVLink pairs, PCIe) and run every "

@@ -30,6 +30,7 @@ struct SimulateFlags {
   bool from_cluster = false;   // what-if on the live cluster (whatif_mode.h)
   std::string kubeconfig, context;
   std::vector<std::string> files;  // -f: the pods to place
+  bool random_ties = false;        // score ties at random, not in the stable node order (RunSpec::random_ties)
   bool topology = false;  // GPU topology templates on the nodes; every policy also run with go-gpuallocator's and
                           // first-fit GPU choice
   std::string gangs;  // the multi-tenant mode: "MIN-MAX" groups the multi-GPU pods into gangs of that size; empty: none

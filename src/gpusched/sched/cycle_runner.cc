@@ -9,6 +9,15 @@
 
 namespace gpusched::sched {
 
+uint64_t NodeNameRank(std::string_view name) {
+  uint64_t h = 14695981039346656037ULL;  // FNV-1a offset basis
+  for (const char c : name) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 1099511628211ULL;  // FNV prime
+  }
+  return h;
+}
+
 policy::Fit FitNodeResources(const core::PodRequest& pod, const core::NodeView& node) {
   if (node.node->max_pods > 0 && node.pods >= node.node->max_pods) {
     return policy::Fit::Unschedulable("Too many pods, " + std::to_string(node.pods) + " of " +
@@ -350,8 +359,17 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
   }
   size_t chosen = ties_.front();
   if (ties_.size() > 1) {
-    if (options_.tie_rank.empty() || policy_.ChoosesNodeAtRandom()) {
+    if (policy_.ChoosesNodeAtRandom() || (options_.tie_rank.empty() && !options_.stable_ties)) {
       chosen = ties_[rng.Uniform(ties_.size())];
+    } else if (options_.tie_rank.empty()) {
+      uint64_t best_rank = NodeNameRank(state.View(chosen).name().str());
+      for (size_t slot : ties_) {
+        const uint64_t rank = NodeNameRank(state.View(slot).name().str());
+        if (rank < best_rank) {
+          best_rank = rank;
+          chosen = slot;
+        }
+      }
     } else {
       for (size_t slot : ties_) {
         const uint32_t rank = slot < options_.tie_rank.size() ? options_.tie_rank[slot] : UINT32_MAX;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -504,6 +505,48 @@ TEST(CycleRunnerTest, TieRankBreaksTiesDeterministically) {
   auto r = runner.Schedule(testing::Pod("p").Cpu(100).Gpus(1).Build(), state, {}, rng);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->allocation->node.str(), "n2");
+}
+
+// FNV-1a by hand: the empty string is the offset basis; "a" is (basis ^ 0x61) · prime mod 2^64.
+TEST(CycleRunnerTest, NodeNameRankIsFnv1a) {
+  EXPECT_EQ(NodeNameRank(""), 14695981039346656037ULL);
+  EXPECT_EQ(NodeNameRank("a"), 0xaf63dc4c8601ec8cULL);
+  EXPECT_NE(NodeNameRank("n1"), NodeNameRank("n2"));
+}
+
+// stable_ties: a tie goes to the node whose name ranks lowest, whatever the generator, and keeps going there while
+// it stays tied (first fit); without it the same tie lands on different nodes for different seeds.
+TEST(CycleRunnerTest, StableTiesFillOneNodeInTheNameOrder) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 6; ++i) {
+    names.push_back("gpu-node-" + std::to_string(i));
+  }
+  const std::string first = *std::min_element(
+      names.begin(), names.end(), [](const auto& a, const auto& b) { return NodeNameRank(a) < NodeNameRank(b); });
+  auto pol = Make("dotprod");  // CPU-only pods score 0 on every node: always a tie
+  std::set<std::string> random_nodes;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    core::ClusterState state;
+    core::ClusterState random_state;
+    for (const auto& n : names) {
+      ASSERT_TRUE(state.AddNode(testing::Node(n).Cpu(64000).Gpus(2).Build()).ok());
+      ASSERT_TRUE(random_state.AddNode(testing::Node(n).Cpu(64000).Gpus(2).Build()).ok());
+    }
+    CycleRunner stable(*pol, {.stable_ties = true});
+    CycleRunner random(*pol, {});
+    common::Rng rng(seed);
+    common::Rng random_rng(seed);
+    for (int k = 0; k < 3; ++k) {
+      const auto pod = testing::Pod("p" + std::to_string(k)).Cpu(1000).Build();
+      auto r = stable.Schedule(pod, state, {}, rng);
+      ASSERT_TRUE(r.ok() && r->allocation);
+      EXPECT_EQ(r->allocation->node.str(), first) << "seed " << seed << " pod " << k;
+      auto q = random.Schedule(pod, random_state, {}, random_rng);
+      ASSERT_TRUE(q.ok() && q->allocation);
+      random_nodes.insert(q->allocation->node.str());
+    }
+  }
+  EXPECT_GT(random_nodes.size(), 1U) << "random ties should not all land on one node";
 }
 
 TEST(CycleRunnerTest, BindConfirmsOrForgets) {

@@ -187,7 +187,8 @@ Scheduler::Scheduler(ClusterCache& cache, ports::Binder& binder, EventSink event
       scorers_(std::move(scorers)),
       queue_(clock_, options_.queue),
       telemetry_(std::make_unique<Telemetry>()),
-      runner_(*policy_, sched::CycleOptions{.check_node_resources = true, .check_node_constraints = true},
+      runner_(*policy_,
+              sched::CycleOptions{.check_node_resources = true, .check_node_constraints = true, .stable_ties = true},
               ScoreMix(scorers_, options_.weights)),
       rng_(options_.seed != 0 ? options_.seed
                               : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {

@@ -224,7 +224,12 @@ common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& worklo
   }
 
   const std::vector<uint32_t> rank = TieRank(state.SlotCount(), rng);
-  sched::CycleRunner runner(pol, sched::CycleOptions{.collect_reasons = false, .tie_rank = rank}, policies.mix);
+  // KSS's stable node order breaks ties, unless the run asks for random ties (kube-scheduler's own rule).
+  sched::CycleRunner runner(
+      pol,
+      sched::CycleOptions{.collect_reasons = false,
+                          .tie_rank = spec.random_ties ? std::span<const uint32_t>() : std::span<const uint32_t>(rank)},
+      policies.mix);
   const policy::Snapshot snapshot;
   int64_t arrived = 0;
   int clone_index = 0;

@@ -78,6 +78,9 @@ struct RunSpec {
   GpuChoice gpu_choice = GpuChoice::kTopology;
   // Several policies scoring together: "fgd:3+topology:1" is score = (3 · fgd + 1 · topology) / 4, the first
   // policy filtering and choosing the GPUs (the scheduler's and extender's `weights`). A plain name: that policy.
+  // Break score ties uniformly at random, as kube-scheduler does, instead of KSS's stable node order (TieRank). The
+  // FGD benchmark's numbers rest on that order; the standalone scheduler keeps one too (CycleOptions::stable_ties).
+  bool random_ties = false;
 };
 
 // How multi-GPU pods (a container with 2 or more whole GPUs) were placed, judged by the cluster's topology

@@ -73,7 +73,9 @@ common::Result<std::vector<WhatIfOutcome>> WhatIf(const WhatIfCluster& cluster, 
     auto lock = cache->WriteLock();
     core::ClusterState& state = cache->state();
     sched::CycleRunner runner(
-        set.primary(), sched::CycleOptions{.check_node_resources = true, .check_node_constraints = true}, set.mix);
+        set.primary(),
+        sched::CycleOptions{.check_node_resources = true, .check_node_constraints = true, .stable_ties = true},
+        set.mix);
     common::Rng rng(seed);
     const policy::Snapshot snapshot;
     WhatIfOutcome o{.policy = name};
