@@ -101,35 +101,44 @@ bool HasTopology(const core::Node& node) {
   return false;
 }
 
+namespace {
+
+// go-gpuallocator's scale for one link kind; NVLink counts per link.
+int64_t LinkScore(core::LinkKind kind, int32_t nvlinks) {
+  switch (kind) {
+    case core::LinkKind::kNvSwitch:
+    case core::LinkKind::kNvlink:
+      return 100 * std::max<int64_t>(1, nvlinks);
+    case core::LinkKind::kPcieSwitch:
+      return 50;
+    case core::LinkKind::kPcieMultiSwitch:
+      return 40;
+    case core::LinkKind::kHostBridge:
+      return 30;
+    case core::LinkKind::kSameNuma:
+      return 20;
+    case core::LinkKind::kCrossSocket:
+      return 10;
+    case core::LinkKind::kUnknown:
+      break;
+  }
+  return 0;
+}
+
+}  // namespace
+
 int64_t PairScore(const core::Node& node, size_t a, size_t b) {
   if (const core::GpuLink* l = LinkOf(node, a, b)) {
-    switch (l->kind) {
-      case core::LinkKind::kNvSwitch:
-      case core::LinkKind::kNvlink:
-        return 100 * std::max<int64_t>(1, l->nvlinks);
-      case core::LinkKind::kPcieSwitch:
-        return 50;
-      case core::LinkKind::kPcieMultiSwitch:
-        return 40;
-      case core::LinkKind::kHostBridge:
-        return 30;
-      case core::LinkKind::kSameNuma:
-        return 20;
-      case core::LinkKind::kCrossSocket:
-        return 10;
-      case core::LinkKind::kUnknown:
-        break;
-    }
-    return 0;
+    return LinkScore(l->kind, l->nvlinks);
   }
   if (ListedPeer(node, a, b) || ListedPeer(node, b, a)) {
-    return 100;
+    return LinkScore(core::LinkKind::kNvlink, 1);
   }
-  // No link recorded: the NUMA nodes, where known, say as much as NODE or SYS would.
+  // No link recorded: the NUMA nodes, where known, say what NODE or SYS would.
   const int32_t na = node.gpus[a].numa_node;
   const int32_t nb = node.gpus[b].numa_node;
   if (na >= 0 && nb >= 0) {
-    return na == nb ? 20 : 10;
+    return LinkScore(na == nb ? core::LinkKind::kSameNuma : core::LinkKind::kCrossSocket, 0);
   }
   return 0;
 }

@@ -361,20 +361,19 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
   if (ties_.size() > 1) {
     if (policy_.ChoosesNodeAtRandom() || (options_.tie_rank.empty() && !options_.stable_ties)) {
       chosen = ties_[rng.Uniform(ties_.size())];
-    } else if (options_.tie_rank.empty()) {
-      uint64_t best_rank = NodeNameRank(state.View(chosen).name().str());
+    } else {
+      // The tied node that ranks lowest: by tie_rank when given, else by its name (stable_ties).
+      const auto rank_of = [&](size_t slot) -> uint64_t {
+        if (options_.tie_rank.empty()) {
+          return NodeNameRank(state.View(slot).name().str());
+        }
+        return slot < options_.tie_rank.size() ? options_.tie_rank[slot] : UINT64_MAX;
+      };
+      uint64_t best_rank = UINT64_MAX;
       for (size_t slot : ties_) {
-        const uint64_t rank = NodeNameRank(state.View(slot).name().str());
+        const uint64_t rank = rank_of(slot);
         if (rank < best_rank) {
           best_rank = rank;
-          chosen = slot;
-        }
-      }
-    } else {
-      for (size_t slot : ties_) {
-        const uint32_t rank = slot < options_.tie_rank.size() ? options_.tie_rank[slot] : UINT32_MAX;
-        const uint32_t best_rank = chosen < options_.tie_rank.size() ? options_.tie_rank[chosen] : UINT32_MAX;
-        if (rank < best_rank) {
           chosen = slot;
         }
       }

@@ -8,23 +8,41 @@
 
 namespace gpusched::sim {
 
+namespace {
+
+constexpr int64_t kGpu = 1000;
+
+// The relaxation's items: every whole GPU a container asks for, and every share (one per GPU of its container).
+struct Items {
+  int64_t whole_gpus = 0;
+  std::vector<int64_t> shares;  // milli
+};
+
+Items ItemsOf(std::span<const core::PodRequest* const> pods) {
+  Items items;
+  for (const core::PodRequest* p : pods) {
+    for (const core::GpuRequest& c : p->containers) {
+      if (policy::WantsWhole(c)) {
+        items.whole_gpus += c.count;
+      } else {
+        items.shares.insert(items.shares.end(), static_cast<size_t>(c.count), c.milli_per_gpu.value());
+      }
+    }
+  }
+  return items;
+}
+
+}  // namespace
+
 PackingBound GpuPackingBound(std::span<const core::PodRequest* const> pods, int64_t capacity_milli) {
-  constexpr int64_t kGpu = 1000;
   std::vector<int64_t> big;    // sizes above 500
   std::vector<int64_t> small;  // sizes of 500 or less
   PackingBound b{.capacity_milli = capacity_milli};
-  for (const core::PodRequest* p : pods) {
-    for (const core::GpuRequest& c : p->containers) {
-      const bool whole = policy::WantsWhole(c);
-      const int64_t size = whole ? kGpu : c.milli_per_gpu.value();
-      for (int32_t i = 0; i < c.count; ++i) {
-        b.demand_milli += size;
-        if (whole) {
-          continue;
-        }
-        (size > kGpu / 2 ? big : small).push_back(size);
-      }
-    }
+  const Items items = ItemsOf(pods);
+  b.demand_milli = items.whole_gpus * kGpu;
+  for (int64_t size : items.shares) {
+    b.demand_milli += size;
+    (size > kGpu / 2 ? big : small).push_back(size);
   }
   b.big_items = static_cast<int64_t>(big.size());
   // F: leftovers 1000 − s of every big item, filled by small items largest first, each into the leftovers at least
@@ -68,20 +86,10 @@ PackingBound GpuPackingBound(std::span<const core::PodRequest* const> pods, int6
 }
 
 int64_t OfflineBestFitDecreasing(std::span<const core::PodRequest* const> pods, int64_t capacity_milli) {
-  constexpr int64_t kGpu = 1000;
-  int64_t whole = 0;
-  std::vector<int64_t> shares;
-  for (const core::PodRequest* p : pods) {
-    for (const core::GpuRequest& c : p->containers) {
-      if (policy::WantsWhole(c)) {
-        whole += c.count;
-      } else {
-        shares.insert(shares.end(), static_cast<size_t>(c.count), c.milli_per_gpu.value());
-      }
-    }
-  }
+  Items items = ItemsOf(pods);
+  std::vector<int64_t>& shares = items.shares;
   int64_t empty = capacity_milli / kGpu;
-  const int64_t placed_whole = std::min(whole, empty);
+  const int64_t placed_whole = std::min(items.whole_gpus, empty);
   empty -= placed_whole;
   int64_t allocated = placed_whole * kGpu;
   std::sort(shares.begin(), shares.end(), std::greater<>());

@@ -22,12 +22,16 @@ core::PodRequest Whole(int32_t n) {
       TracePod{.name = "w" + std::to_string(next_pod++), .cpu_milli = 1000, .num_gpu = n, .gpu_milli = 1000});
 }
 
-PackingBound Of(const std::vector<core::PodRequest>& pods, int64_t gpus) {
+std::vector<const core::PodRequest*> Pointers(const std::vector<core::PodRequest>& pods) {
   std::vector<const core::PodRequest*> ptrs;
   for (const auto& p : pods) {
     ptrs.push_back(&p);
   }
-  return GpuPackingBound(ptrs, gpus * 1000);
+  return ptrs;
+}
+
+PackingBound Of(const std::vector<core::PodRequest>& pods, int64_t gpus) {
+  return GpuPackingBound(Pointers(pods), gpus * 1000);
 }
 
 // Worked by hand.
@@ -90,11 +94,7 @@ TEST(PackingBoundTest, NeverBelowARun) {
 }
 
 int64_t Packed(const std::vector<core::PodRequest>& pods, int64_t gpus) {
-  std::vector<const core::PodRequest*> ptrs;
-  for (const auto& p : pods) {
-    ptrs.push_back(&p);
-  }
-  return OfflineBestFitDecreasing(ptrs, gpus * 1000);
+  return OfflineBestFitDecreasing(Pointers(pods), gpus * 1000);
 }
 
 // Worked by hand.
