@@ -5,14 +5,14 @@
 # printed as the unallocated % it leaves, beside what an offline packer of the same arrivals leaves (best fit
 # decreasing in the same GPU-only relaxation: a packing, not a bound). "closed" is how much of fgd's gap to the bound
 # the candidate closes.
-# Usage: CANDIDATE=policy bench/beyond-fgd.sh [TRACE_DIR]   (default candidate: fgd itself; trace dir
+# Usage: CANDIDATE=policy bench/beyond-fgd.sh [TRACE_DIR]   (default candidate: fgd-scarcity; trace dir
 #        ../shared/traces/alibaba-gpu-v2023). Release build. Prints one line
 #        RESULT default_unalloc=X worst_margin_pp=Y candidate=NAME
 # (X: the candidate's unallocated % on default; Y: the smallest of fgd − candidate over the 17 lists).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TRACE_DIR=${1:-../shared/traces/alibaba-gpu-v2023}
-CANDIDATE=${CANDIDATE:-fgd}
+CANDIDATE=${CANDIDATE:-fgd-scarcity}
 SEEDS=${SEEDS:-42-51}
 BIN=build/release/src/gpusched/cli/gpusched
 if [ ! -x "$BIN" ]; then

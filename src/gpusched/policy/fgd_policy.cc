@@ -16,14 +16,72 @@ int64_t SigmoidScore(double delta_milli) {
   return static_cast<int64_t>(std::floor(100.0 / (1.0 + std::exp(-delta_milli / 1000.0))));
 }
 
+common::Status NeedTargetWorkload(std::string_view policy, const PolicyOptions& options) {
+  if (options.target_workload == nullptr || options.target_workload->classes.empty()) {
+    return common::InvalidArgument("policy " + std::string(policy) +
+                                   " needs a target workload (the typical pods of a trace); none was given or it "
+                                   "is empty");
+  }
+  return common::Status::Ok();
+}
+
 }  // namespace
 
-common::Result<std::unique_ptr<PlacementPolicy>> FgdPolicy::Create(const PolicyOptions& options) {
-  if (options.target_workload == nullptr || options.target_workload->classes.empty()) {
-    return common::InvalidArgument(
-        "policy fgd needs a target workload (the typical pods of a trace); none was given or it is empty");
+double ModelScarcity::Reserved(const std::string& model) const {
+  auto it = reserved.find(model);
+  return it == reserved.end() ? 0.0 : it->second;
+}
+
+ModelScarcity ComputeModelScarcity(const TargetWorkload& m, const std::map<std::string, int64_t>& gpus_by_model) {
+  int64_t supply = 0;
+  for (const auto& [model, gpus] : gpus_by_model) {
+    supply += std::max<int64_t>(0, gpus);
   }
+  double demand = 0;
+  std::map<std::string, double> need;
+  for (const TaskClass& c : m.classes) {
+    const double milli = c.weight * c.gpu_count * static_cast<double>(c.gpu_milli.value());
+    if (milli <= 0) {
+      continue;
+    }
+    demand += milli;
+    std::vector<std::string> named;
+    int64_t named_gpus = 0;
+    for (const std::string& x : c.models) {
+      auto it = gpus_by_model.find(x);
+      if (it != gpus_by_model.end() && it->second > 0 && std::find(named.begin(), named.end(), x) == named.end()) {
+        named.push_back(x);
+        named_gpus += it->second;
+      }
+    }
+    for (const std::string& x : named) {
+      need[x] += milli * static_cast<double>(gpus_by_model.at(x)) / static_cast<double>(named_gpus);
+    }
+  }
+  ModelScarcity out;
+  if (supply <= 0 || demand <= 0) {
+    return out;
+  }
+  for (const auto& [model, gpus] : gpus_by_model) {
+    if (gpus > 0) {
+      auto it = need.find(model);
+      const double demand_share = it == need.end() ? 0.0 : it->second / demand;
+      const double supply_share = static_cast<double>(gpus) / static_cast<double>(supply);
+      out.reserved[model] = std::min(1.0, demand_share / supply_share);
+    }
+  }
+  return out;
+}
+
+common::Result<std::unique_ptr<PlacementPolicy>> FgdPolicy::Create(const PolicyOptions& options) {
+  GPUSCHED_RETURN_IF_ERROR(NeedTargetWorkload("fgd", options));
   return std::unique_ptr<PlacementPolicy>(new FgdPolicy(options.target_workload));
+}
+
+common::Result<std::unique_ptr<PlacementPolicy>> FgdPolicy::CreateScarcity(const PolicyOptions& options) {
+  GPUSCHED_RETURN_IF_ERROR(NeedTargetWorkload("fgd-scarcity", options));
+  return std::unique_ptr<PlacementPolicy>(
+      new FgdPolicy(options.target_workload, ComputeModelScarcity(*options.target_workload, options.gpus_by_model)));
 }
 
 FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::NodeView& node) const {
@@ -87,8 +145,34 @@ FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::Nod
   return Best{.score = SigmoidScore(before - Fragmentation(*m_, node, cpu_after, free))};
 }
 
+int64_t FgdPolicy::ScarcityPenalty(const core::PodRequest& pod, const core::NodeView& node) const {
+  const core::PodShape s = core::ShapeOf(pod);
+  if (scarcity_.reserved.empty() || s.gpu_count == 0) {
+    return 0;
+  }
+  double least = 1.0;  // the least reserved model the pod may use
+  for (const auto& [model, r] : scarcity_.reserved) {
+    if (s.AllowsModel(model)) {
+      least = std::min(least, r);
+    }
+  }
+  double here = 0;  // the most reserved model of this node that the pod may use
+  const std::string* last = nullptr;
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    const std::string& model = node.GpuModel(i);
+    if (last != nullptr && model == *last) {
+      continue;  // a node's GPUs are mostly of one model
+    }
+    last = &model;
+    if (s.AllowsModel(model)) {
+      here = std::max(here, scarcity_.Reserved(model));
+    }
+  }
+  return std::lround(kScarcityWeight * std::max(0.0, here - least));
+}
+
 int64_t FgdPolicy::Score(const core::PodRequest& pod, const core::NodeView& node, const Snapshot&) const {
-  return Evaluate(pod, node).score;
+  return std::max<int64_t>(0, Evaluate(pod, node).score - ScarcityPenalty(pod, node));
 }
 
 std::vector<core::ContainerAllocation> FgdPolicy::SelectGpus(const core::PodRequest& pod, const core::NodeView& node,

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -146,6 +147,103 @@ TEST(FgdPolicyTest, CreateNeedsATargetWorkload) {
       EXPECT_THAT(p.status().message(), HasSubstr("target workload"));
     }
   }
+}
+
+// A workload with model-tied classes, and a cluster of 6 G2, 2 T4 and 2 V100 GPUs:
+//   A: any model, one whole GPU,     p = 0.5   -> 500 milli per pod of M
+//   B: T4 only,   one whole GPU,     p = 0.25  -> 250
+//   C: V100 or T4 (T4 named twice, A100 absent from the cluster), a 500-milli share, p = 0.25 -> 125
+// demand = 875. need(T4) = 250 + 125 x 2/4 = 312.5, need(V100) = 125 x 2/4 = 62.5.
+// reserved(T4) = min(1, (312.5/875) / (2/10)) = min(1, 1.786) = 1; reserved(V100) = (62.5/875) / 0.2 = 0.357143;
+// reserved(G2) = 0.
+std::shared_ptr<const TargetWorkload> TiedWorkload() {
+  auto m = std::make_shared<TargetWorkload>();
+  m->classes = {
+      TaskClass{
+          .cpu = common::MilliCpu{1000}, .gpu_count = 1, .gpu_milli = common::MilliGpu{1000}, .pods = 2, .weight = 0.5},
+      TaskClass{.cpu = common::MilliCpu{1000},
+                .gpu_count = 1,
+                .gpu_milli = common::MilliGpu{1000},
+                .models = {"T4"},
+                .pods = 1,
+                .weight = 0.25},
+      TaskClass{.cpu = common::MilliCpu{1000},
+                .gpu_count = 1,
+                .gpu_milli = common::MilliGpu{500},
+                .models = {"V100", "T4", "T4", "A100"},
+                .pods = 1,
+                .weight = 0.25},
+  };
+  m->distinct_classes = 3;
+  m->total_pods = 4;
+  m->covered_pods = 4;
+  return m;
+}
+
+const std::map<std::string, int64_t> kTiedCluster = {{"G2", 6}, {"T4", 2}, {"V100", 2}};
+
+TEST(ModelScarcityTest, ReservedShareOfEachModel) {
+  const ModelScarcity s = ComputeModelScarcity(*TiedWorkload(), kTiedCluster);
+  ASSERT_EQ(s.reserved.size(), 3u);  // A100 is not in the cluster
+  EXPECT_DOUBLE_EQ(s.Reserved("T4"), 1.0);
+  EXPECT_NEAR(s.Reserved("V100"), 0.357142857, 1e-9);
+  EXPECT_DOUBLE_EQ(s.Reserved("G2"), 0.0);
+  EXPECT_DOUBLE_EQ(s.Reserved("A100"), 0.0);
+  // No model-tied class, or no GPUs: nothing is reserved.
+  EXPECT_TRUE(ComputeModelScarcity(*SmallWorkload(), kTiedCluster).reserved.size() == 3);
+  for (const auto& [model, r] : ComputeModelScarcity(*SmallWorkload(), kTiedCluster).reserved) {
+    EXPECT_EQ(r, 0.0) << model;
+  }
+  EXPECT_TRUE(ComputeModelScarcity(*TiedWorkload(), {}).reserved.empty());
+}
+
+TEST(FgdScarcityTest, PodsThatMayUseAnyModelKeepOffReservedModels) {
+  const PolicyOptions options{.target_workload = TiedWorkload(), .gpus_by_model = kTiedCluster};
+  auto fgd = FgdPolicy::Create(options);
+  auto scarce = FgdPolicy::CreateScarcity(options);
+  ASSERT_TRUE(fgd.ok() && scarce.ok());
+  EXPECT_EQ((*scarce)->Name(), "fgd-scarcity");
+  struct Case {
+    std::string name;
+    std::string node_model;
+    core::PodRequest pod;
+    int64_t want_penalty;
+  };
+  const std::vector<Case> cases = {
+      // reserved(T4) 1 - least reserved of any model (G2, 0) = 1 -> 20 points.
+      {"any model on T4", "T4", Pod("p").Cpu(1000).Gpus(1).Build(), 20},
+      {"any model on G2", "G2", Pod("p").Cpu(1000).Gpus(1).Build(), 0},
+      // 20 x 0.357 = 7.1 -> 7.
+      {"any model on V100", "V100", Pod("p").Cpu(1000).Gpus(1).Build(), 7},
+      // The pod can only go to T4: nothing cheaper to keep it from.
+      {"T4-tied pod on T4", "T4", Pod("p").Cpu(1000).Gpus(1).Models({"T4"}).Build(), 0},
+      // V100 or T4: T4 costs 20 x (1 - 0.357) = 12.9 -> 13 more than V100.
+      {"V100-or-T4 share on T4", "T4", Pod("p").Cpu(1000).Share(500).Models({"V100", "T4"}).Build(), 13},
+      {"V100-or-T4 share on V100", "V100", Pod("p").Cpu(1000).Share(500).Models({"V100", "T4"}).Build(), 0},
+      {"CPU-only pod on T4", "T4", Pod("p").Cpu(1000).Build(), 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto view = View("n").Gpus(2, c.node_model).Free({1000, 1000}).CpuFree(32000).Build();
+    ASSERT_TRUE((*scarce)->Filter(c.pod, view).fits());
+    const int64_t base = (*fgd)->Score(c.pod, view, Snapshot{});
+    ASSERT_GE(base, 20);
+    EXPECT_EQ((*scarce)->Score(c.pod, view, Snapshot{}), base - c.want_penalty);
+    common::Rng a(1);
+    common::Rng b(1);
+    EXPECT_EQ(gpusched::testing::GpuIndices((*scarce)->SelectGpus(c.pod, view, a)),
+              gpusched::testing::GpuIndices((*fgd)->SelectGpus(c.pod, view, b)));
+  }
+  // Without the cluster's GPU counts nothing is scarce: fgd-scarcity scores as fgd.
+  auto blind = FgdPolicy::CreateScarcity(PolicyOptions{.target_workload = TiedWorkload()});
+  ASSERT_TRUE(blind.ok());
+  const auto t4 = View("n").Gpus(2, "T4").Free({1000, 1000}).CpuFree(32000).Build();
+  const auto pod = Pod("p").Cpu(1000).Gpus(1).Build();
+  EXPECT_EQ((*blind)->Score(pod, t4, Snapshot{}), (*fgd)->Score(pod, t4, Snapshot{}));
+  // It needs a target workload, as fgd does.
+  auto none = FgdPolicy::CreateScarcity(PolicyOptions{});
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(none.status().message(), HasSubstr("fgd-scarcity needs a target workload"));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // Typed options every policy factory receives; each factory validates the fields it needs.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +78,9 @@ struct InterferenceAwareOptions {
 struct PolicyOptions {
   // fgd: the target workload M (TypicalPods of the trace or of the cluster's recent pods). Required by fgd.
   std::shared_ptr<const TargetWorkload> target_workload;
+  // The cluster's GPUs by model (how many of each): how scarce each model is next to the model-constrained pods
+  // of the target workload. Empty: no model is scarce.
+  std::map<std::string, int64_t> gpus_by_model;
   LoadAwareOptions load_aware;
   InterferenceAwareOptions interference_aware;
 };

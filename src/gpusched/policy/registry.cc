@@ -24,6 +24,8 @@ constexpr std::array kPolicies{
     PolicyEntry{"gpupacking", "shared GPUs, then used nodes, then idle nodes", &GpuPackingPolicy::Create},
     PolicyEntry{"bestfit", "the node left with the least CPU and GPU", &BestFitPolicy::Create},
     PolicyEntry{"fgd", "fragmentation gradient descent (ATC'23)", &FgdPolicy::Create},
+    PolicyEntry{"fgd-scarcity", "fgd that keeps GPU models other pods are tied to for those pods",
+                &FgdPolicy::CreateScarcity},
     PolicyEntry{"binpack", "most used node and GPU first", &BinpackPolicy::Create},
     PolicyEntry{"spread", "least used node and GPU first", &SpreadPolicy::Create},
     PolicyEntry{"load-aware", "least-loaded GPUs by live metrics, then the stronger model", &LoadAwarePolicy::Create},

@@ -1,6 +1,7 @@
 #include "gpusched/policy/target_workload.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <tuple>
 
@@ -38,6 +39,19 @@ TargetWorkload TypicalPods(std::span<const core::PodRequest> pods, const Typical
   return m;
 }
 
+namespace {
+
+// Model names are short and mostly differ in length or first letter: test those before comparing bytes.
+bool SameModel(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && (a.empty() || (a.front() == b.front() && a == b));
+}
+
+bool Names(const std::vector<std::string>& models, const std::string& model) {
+  return std::any_of(models.begin(), models.end(), [&](const std::string& x) { return SameModel(x, model); });
+}
+
+}  // namespace
+
 double Fragmentation(const TargetWorkload& m, const core::NodeView& node, common::MilliCpu cpu_free,
                      std::span<const int64_t> free_milli) {
   const auto& gpus = node.node->gpus;
@@ -47,26 +61,57 @@ double Fragmentation(const TargetWorkload& m, const core::NodeView& node, common
       idle += free_milli[i];
     }
   }
+  // Most nodes have one GPU model: then whether a class may use the node's GPUs is one lookup per class, and a
+  // class that may not strands the whole idle milli without a look at each GPU.
+  const std::string* one_model = gpus.empty() ? nullptr : &gpus.front().model;
+  for (size_t i = 1; i < gpus.size() && one_model != nullptr; ++i) {
+    if (!SameModel(gpus[i].model, *one_model)) {
+      one_model = nullptr;
+    }
+  }
+  struct Memo {
+    int64_t need = 0;
+    int32_t fit = 0;
+    int64_t small = 0;
+  };
+  std::array<Memo, 16> memo;
+  size_t memo_size = 0;
   double f = 0;
   for (const TaskClass& c : m.classes) {
     if (c.gpu_count == 0) {
       f += c.weight * static_cast<double>(idle);
       continue;
     }
+    if (one_model != nullptr && !c.models.empty() && !Names(c.models, *one_model)) {
+      f += c.weight * static_cast<double>(idle);
+      continue;
+    }
     int32_t fit = 0;
     int64_t small = 0;
     const int64_t need = c.gpu_milli.value();
+    const bool all_usable = c.models.empty() || one_model != nullptr;  // (a one-model node passed the test above)
+    // Where every GPU is usable, fit and small depend on the share alone; classes often ask the same one.
+    if (all_usable) {
+      auto seen = std::find_if(memo.begin(), memo.begin() + memo_size, [&](const Memo& x) { return x.need == need; });
+      if (seen != memo.begin() + memo_size) {
+        const bool q3 = seen->fit >= c.gpu_count && cpu_free >= c.cpu;
+        f += c.weight * static_cast<double>(q3 ? seen->small : idle);
+        continue;
+      }
+    }
     for (size_t i = 0; i < free_milli.size(); ++i) {
       if (!gpus[i].healthy) {
         continue;
       }
-      const bool usable =
-          c.models.empty() || std::find(c.models.begin(), c.models.end(), gpus[i].model) != c.models.end();
+      const bool usable = all_usable || Names(c.models, gpus[i].model);
       if (usable && free_milli[i] >= need) {
         ++fit;
       } else {
         small += free_milli[i];
       }
+    }
+    if (all_usable && memo_size < memo.size()) {
+      memo[memo_size++] = Memo{.need = need, .fit = fit, .small = small};
     }
     const bool q3 = fit >= c.gpu_count && cpu_free >= c.cpu;
     f += c.weight * static_cast<double>(q3 ? small : idle);

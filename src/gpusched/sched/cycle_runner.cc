@@ -247,14 +247,14 @@ uint32_t CycleRunner::SnapshotEpoch(const policy::Snapshot& snapshot) {
 
 CycleRunner::Entry CycleRunner::Cached(const core::PodRequest& pod, size_t slot, uint32_t sig, uint32_t epoch,
                                        const core::NodeView& view, const policy::Snapshot& snapshot) {
-  if (cache_.size() <= slot) {
-    cache_.resize(slot + 1);
+  if (cache_.size() <= sig) {
+    cache_.resize(sig + 1);
   }
-  std::vector<Entry>& row = cache_[slot];
-  if (row.size() <= sig) {
-    row.resize(sig + 1);
+  std::vector<Entry>& row = cache_[sig];  // one pod shape's entries, node after node: a cycle reads them in order
+  if (row.size() <= slot) {
+    row.resize(slot + 1);
   }
-  Entry& e = row[sig];
+  Entry& e = row[slot];
   if (e.generation != view.generation || e.snapshot_epoch != epoch) {
     e = Evaluate(pod, view, snapshot);
     e.snapshot_epoch = epoch;
@@ -277,9 +277,6 @@ void CycleRunner::Evaluate(const core::PodRequest& pod, const core::ClusterState
   out.reserve(slots.size());
   const uint32_t sig = options_.use_score_cache ? Signature(pod) : 0;
   const uint32_t epoch = options_.use_score_cache ? SnapshotEpoch(snapshot) : 0;
-  if (options_.use_score_cache && cache_.size() < state.SlotCount()) {
-    cache_.resize(state.SlotCount());
-  }
   for (size_t slot : slots) {
     const core::NodeView& view = state.View(slot);
     const Entry e =
@@ -298,9 +295,6 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
   const size_t slots = state.SlotCount();
   const uint32_t sig = options_.use_score_cache ? Signature(pod) : 0;
   const uint32_t epoch = options_.use_score_cache ? SnapshotEpoch(snapshot) : 0;
-  if (options_.use_score_cache && cache_.size() < slots) {
-    cache_.resize(slots);
-  }
   feasible_.clear();
   for (size_t slot = 0; slot < slots; ++slot) {
     if (!state.IsLive(slot)) {

@@ -204,7 +204,7 @@ class CycleRunner {
   std::vector<size_t> mix_slots_;
   std::vector<double> mixed_;
   std::unordered_map<std::string, uint32_t> signatures_;
-  std::vector<std::vector<Entry>> cache_;  // [slot][signature]
+  std::vector<std::vector<Entry>> cache_;  // [signature][slot]
   SnapshotKey snapshot_key_;
   uint32_t snapshot_epoch_ = 0;  // 0 until the first snapshot
   std::vector<size_t> ties_;

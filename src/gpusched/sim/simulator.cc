@@ -151,12 +151,23 @@ void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& work) {
   }
 }
 
-common::Result<PolicySet> MakePolicySet(std::string_view spec, const Workload& workload) {
+std::map<std::string, int64_t> GpusByModel(std::span<const core::Node> nodes) {
+  std::map<std::string, int64_t> out;
+  for (const core::Node& n : nodes) {
+    for (const core::Gpu& g : n.gpus) {
+      ++out[g.model];
+    }
+  }
+  return out;
+}
+
+common::Result<PolicySet> MakePolicySet(std::string_view spec, const Workload& workload,
+                                        const std::map<std::string, int64_t>& gpus_by_model) {
   GPUSCHED_ASSIGN_OR_RETURN(mix, ParsePolicyMix(spec));
   PolicySet out;
   for (const auto& [name, weight] : mix) {
-    GPUSCHED_ASSIGN_OR_RETURN(made,
-                              policy::MakePolicy(name, policy::PolicyOptions{.target_workload = workload.target}));
+    GPUSCHED_ASSIGN_OR_RETURN(made, policy::MakePolicy(name, policy::PolicyOptions{.target_workload = workload.target,
+                                                                                   .gpus_by_model = gpus_by_model}));
     out.members.push_back(std::move(made));
     out.mix.emplace_back(out.members.back().get(), weight);
   }
@@ -171,7 +182,7 @@ common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& worklo
   if (spec.tune < 0) {
     return common::InvalidArgument("tune ratio must be >= 0, got " + std::to_string(spec.tune));
   }
-  GPUSCHED_ASSIGN_OR_RETURN(policies, MakePolicySet(spec.policy, workload));
+  GPUSCHED_ASSIGN_OR_RETURN(policies, MakePolicySet(spec.policy, workload, GpusByModel(cluster.nodes)));
   std::unordered_map<std::string, const core::Node*> real_nodes;
   for (const core::Node& n : cluster.nodes) {
     real_nodes.emplace(n.name.str(), &n);

@@ -16,7 +16,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -66,7 +68,10 @@ struct PolicySet {
   std::vector<std::pair<const policy::PlacementPolicy*, double>> mix;
   [[nodiscard]] const policy::PlacementPolicy& primary() const { return *members.front(); }
 };
-[[nodiscard]] common::Result<PolicySet> MakePolicySet(std::string_view spec, const Workload& workload);
+// The GPUs of each model among the nodes (healthy or not: a model's scarcity is about what the cluster has).
+[[nodiscard]] std::map<std::string, int64_t> GpusByModel(std::span<const core::Node> nodes);
+[[nodiscard]] common::Result<PolicySet> MakePolicySet(std::string_view spec, const Workload& workload,
+                                                      const std::map<std::string, int64_t>& gpus_by_model = {});
 
 struct RunSpec {
   std::string policy;

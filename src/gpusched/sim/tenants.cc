@@ -578,8 +578,9 @@ std::vector<TenantQueue> DefaultTenantQueues(int64_t gpus, int64_t delay_s) {
 common::Result<TenantOutcome> SimulateTenants(const Cluster& cluster, const Workload& workload,
                                               const std::vector<TenantPod>& pods, const TenantSpec& spec) {
   if (spec.queues.empty()) return common::InvalidArgument("multi-tenant simulation: no queues");
-  GPUSCHED_ASSIGN_OR_RETURN(policy,
-                            policy::MakePolicy(spec.policy, policy::PolicyOptions{.target_workload = workload.target}));
+  GPUSCHED_ASSIGN_OR_RETURN(
+      policy, policy::MakePolicy(spec.policy, policy::PolicyOptions{.target_workload = workload.target,
+                                                                    .gpus_by_model = GpusByModel(cluster.nodes)}));
   TenantSimulation sim(cluster, pods, spec, *policy);
   return sim.Run();
 }
