@@ -10,10 +10,11 @@
 //                fully free ones.
 // The integer truncation is kept on purpose (fidelity): one score point is about 40 milli of ΔF.
 //
-// fgd-scarcity (ours): fgd, plus the GPU models' scarcity. FGD counts a GPU that a task class cannot use (wrong
-// model) as fragmented for that class, so placing any pod there "reduces" fragmentation: fgd steers pods that
-// may use any model onto the rare models that other pods are tied to, and those pods then fail (on the openb
-// gpuspec33 list fgd leaves 12.1 % of the GPUs unallocated at 100 % arrived, against 6.2 % on gpuspec25).
+// fgd-scarcity (ours): fgd, plus the GPU models' scarcity. Under fgd, pods that may use any model fill the rare
+// models that other pods are tied to, and those pods then fail: on the openb gpuspec33 list fgd leaves 12.1 % of
+// the GPUs unallocated at 100 % arrived (6.2 % on gpuspec25), and most pods it fails there are whole-GPU pods tied
+// to G3, V100 or P100. (FGD counts a GPU that a class cannot use as fragmented for that class, so filling such a
+// GPU scores as less fragmentation; the measure never asks whether a pod had somewhere less needed to go.)
 // fgd-scarcity knows how much of each model the model-tied classes of M need (ModelScarcity, from M and the
 // cluster's GPUs by model) and takes kScarcityWeight × (reserved(model here) − reserved(least reserved model
 // the pod allows)) points off fgd's score (floor 0). A pod tied to one model, and every pod on a cluster whose M
