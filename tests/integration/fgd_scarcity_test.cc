@@ -1,9 +1,10 @@
-// fgd-scarcity against fgd on the real openb trace (the FGD paper's protocol: tune 1.3, shuffled by seed), two seeds:
+// fgd-scarcity against fgd on the real openb trace (the FGD paper's protocol: tune 1.3, shuffled by seed), two seeds,
+// unallocated GPU % at arrived 100:
+//   - default: the GPUs a node's CPU cannot feed count as fragmented; at least 0.4 points fewer on each seed
+//     (measured: 4.77 -> 4.17 and 5.00 -> 4.18);
 //   - gpuspec33 (a third of the GPU pods tied to GPU models, T4 asked for beyond what the cluster has): fgd puts
-//     pods that may use any model on the rare models and the tied pods fail; fgd-scarcity must leave at least 4
-//     points fewer GPUs unallocated at arrived 100 on each seed (measured: 11.78 -> 5.63 and 12.27 -> 5.77);
-//   - gpuspec25: at least 0.2 points fewer on each seed (5.81 -> 5.43, 5.91 -> 5.62);
-//   - default (no pod tied to a model): exactly fgd's placements, point for point.
+//     pods that may use any model on the rare models and the tied pods fail; at least 4 points fewer on each seed
+//     (11.78 -> 4.81 and 12.27 -> 5.12).
 // bench/beyond-fgd.sh runs all 17 pod lists with ten seeds.
 
 #include <gtest/gtest.h>
@@ -35,7 +36,7 @@ Workload Load(const std::string& list) {
   return w;
 }
 
-TEST(FgdScarcityTest, FewerUnallocatedGpusWherePodsAreTiedToModels) {
+TEST(FgdScarcityTest, FewerUnallocatedGpusThanFgd) {
   if (!std::filesystem::exists(kTrace + "/openb_pod_list_gpuspec33.csv")) {
     GTEST_SKIP() << "the openb trace is not at " << kTrace << " (../shared beside the repository)";
   }
@@ -45,8 +46,7 @@ TEST(FgdScarcityTest, FewerUnallocatedGpusWherePodsAreTiedToModels) {
   for (const auto& n : nodes.value()) {
     cluster.nodes.push_back(ToNode(n));
   }
-  const std::vector<Workload> lists = {Load("openb_pod_list_gpuspec33"), Load("openb_pod_list_gpuspec25"),
-                                       Load("openb_pod_list_default")};
+  const std::vector<Workload> lists = {Load("openb_pod_list_default"), Load("openb_pod_list_gpuspec33")};
   std::vector<RunRequest> reqs;
   for (const Workload& w : lists) {
     for (const std::string policy : {"fgd", "fgd-scarcity"}) {
@@ -62,20 +62,16 @@ TEST(FgdScarcityTest, FewerUnallocatedGpusWherePodsAreTiedToModels) {
   for (const auto& r : runs.value()) {
     curves[{r.workload, r.spec.seed}][r.spec.policy] = BucketCurves(r);
   }
-  const std::map<std::string, double> min_gain = {{"openb_pod_list_gpuspec33", 4.0}, {"openb_pod_list_gpuspec25", 0.2}};
+  const std::map<std::string, double> min_gain = {{"openb_pod_list_default", 0.4}, {"openb_pod_list_gpuspec33", 4.0}};
   for (const auto& [key, by_policy] : curves) {
     SCOPED_TRACE(key.first + " seed " + std::to_string(key.second));
     const Curves& fgd = by_policy.at("fgd");
     const Curves& ours = by_policy.at("fgd-scarcity");
-    if (key.first == "openb_pod_list_default") {
-      EXPECT_EQ(ours.alloc, fgd.alloc) << "no pod is tied to a model: fgd's placements exactly";
-      continue;
-    }
     const double gain = (100 - fgd.alloc[100]) - (100 - ours.alloc[100]);
     EXPECT_GE(gain, min_gain.at(key.first))
         << "fgd leaves " << 100 - fgd.alloc[100] << " % unallocated, fgd-scarcity " << 100 - ours.alloc[100] << " %";
   }
-  EXPECT_EQ(curves.size(), 6u);
+  EXPECT_EQ(curves.size(), 4u);
 }
 
 }  // namespace

@@ -81,7 +81,8 @@ common::Result<std::unique_ptr<PlacementPolicy>> FgdPolicy::Create(const PolicyO
 common::Result<std::unique_ptr<PlacementPolicy>> FgdPolicy::CreateScarcity(const PolicyOptions& options) {
   GPUSCHED_RETURN_IF_ERROR(NeedTargetWorkload("fgd-scarcity", options));
   return std::unique_ptr<PlacementPolicy>(
-      new FgdPolicy(options.target_workload, ComputeModelScarcity(*options.target_workload, options.gpus_by_model)));
+      new FgdPolicy(options.target_workload, ComputeModelScarcity(*options.target_workload, options.gpus_by_model),
+                    CpuPerGpuMilli(*options.target_workload)));
 }
 
 FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::NodeView& node) const {
@@ -90,7 +91,7 @@ FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::Nod
   for (size_t i = 0; i < n; ++i) {
     free[i] = node.gpus[i].free.value();
   }
-  const double before = Fragmentation(*m_, node, node.cpu_free, free);
+  const double before = Fragmentation(*m_, node, node.cpu_free, free) + Stranded(node, node.cpu_free, free);
   const common::MilliCpu cpu_after = node.cpu_free - pod.cpu;
   const core::PodShape s = core::ShapeOf(pod);
 
@@ -111,7 +112,8 @@ FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::Nod
       }
       seen.push_back(key);
       free[i] -= c.milli_per_gpu.value();
-      const int64_t score = SigmoidScore(before - Fragmentation(*m_, node, cpu_after, free));
+      const int64_t score =
+          SigmoidScore(before - Fragmentation(*m_, node, cpu_after, free) - Stranded(node, cpu_after, free));
       free[i] += c.milli_per_gpu.value();
       if (score > best.score) {
         best = Best{.score = score, .gpu = i};
@@ -142,7 +144,35 @@ FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::Nod
   for (size_t i = 0; i < n; ++i) {
     free[i] = gpus[i].free.value();
   }
-  return Best{.score = SigmoidScore(before - Fragmentation(*m_, node, cpu_after, free))};
+  return Best{.score =
+                  SigmoidScore(before - Fragmentation(*m_, node, cpu_after, free) - Stranded(node, cpu_after, free))};
+}
+
+double FgdPolicy::Stranded(const core::NodeView& node, common::MilliCpu cpu_free,
+                           std::span<const int64_t> free_milli) const {
+  if (cpu_per_milli_ <= 0) {
+    return 0;
+  }
+  int64_t idle = 0;
+  for (size_t i = 0; i < free_milli.size(); ++i) {
+    if (node.node->gpus[i].healthy) {
+      idle += free_milli[i];
+    }
+  }
+  const double fed = static_cast<double>(std::max<int64_t>(0, cpu_free.value())) / cpu_per_milli_;
+  return kStrandedWeight * std::max(0.0, static_cast<double>(idle) - fed);
+}
+
+double CpuPerGpuMilli(const TargetWorkload& m) {
+  double cpu = 0;
+  double milli = 0;
+  for (const TaskClass& c : m.classes) {
+    if (c.gpu_count > 0) {
+      cpu += c.weight * static_cast<double>(c.cpu.value());
+      milli += c.weight * c.gpu_count * static_cast<double>(c.gpu_milli.value());
+    }
+  }
+  return milli > 0 ? cpu / milli : 0;
 }
 
 int64_t FgdPolicy::ScarcityPenalty(const core::PodRequest& pod, const core::NodeView& node) const {

@@ -246,5 +246,39 @@ TEST(FgdScarcityTest, PodsThatMayUseAnyModelKeepOffReservedModels) {
   EXPECT_THAT(none.status().message(), HasSubstr("fgd-scarcity needs a target workload"));
 }
 
+// The GPUs the CPU cannot feed. SmallWorkload's GPU class asks 2000 CPU per 250 milli: c = 0.75 x 2000 / (0.75 x
+// 250) = 8 CPU milli per GPU milli. Node: GPUs {1000, 1000} free, 20000 CPU (feeds 2500 milli: none stranded).
+// F = 0.75 x 0 (A fits, nothing below 250) + 0.25 x 2000 (B: idle) = 500.
+//   whole-GPU pod, 14000 CPU: free {0, 1000}, 6000 CPU. F' = 0 + 0.25 x 1000 = 250; stranded 1000 - 6000/8 = 250.
+//     fgd: delta 250 -> floor(100 sigmoid(0.25)) = 56; fgd-scarcity: delta 500 - 500 = 0 -> 50.
+//   CPU-only pod, 14000 CPU: free {1000, 1000}, 6000 CPU. F' = 500; stranded 2000 - 750 = 1250.
+//     fgd: delta 0 -> 50; fgd-scarcity: delta -1250 -> floor(100 sigmoid(-1.25)) = 22.
+//   whole-GPU pod, 4000 CPU: 16000 CPU feeds 2000 >= 1000 idle: nothing stranded, both 56.
+TEST(FgdScarcityTest, GpusTheCpuCannotFeedCountAsFragmented) {
+  EXPECT_DOUBLE_EQ(CpuPerGpuMilli(*SmallWorkload()), 8.0);
+  EXPECT_DOUBLE_EQ(CpuPerGpuMilli(TargetWorkload{}), 0.0);
+  const PolicyOptions options{.target_workload = SmallWorkload(), .gpus_by_model = {{"A100", 2}}};
+  auto fgd = FgdPolicy::Create(options);
+  auto scarce = FgdPolicy::CreateScarcity(options);
+  ASSERT_TRUE(fgd.ok() && scarce.ok());
+  struct Case {
+    std::string name;
+    core::PodRequest pod;
+    int64_t want_fgd;
+    int64_t want_scarcity;
+  };
+  const std::vector<Case> cases = {
+      {"whole GPU that leaves a GPU without CPU", Pod("p").Cpu(14000).Gpus(1).Build(), 56, 50},
+      {"CPU-only pod that leaves both GPUs short of CPU", Pod("p").Cpu(14000).Build(), 50, 22},
+      {"whole GPU that leaves enough CPU", Pod("p").Cpu(4000).Gpus(1).Build(), 56, 56},
+  };
+  const auto view = View("n").Gpus(2).Free({1000, 1000}).CpuFree(20000).Build();
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ((*fgd)->Score(c.pod, view, Snapshot{}), c.want_fgd);
+    EXPECT_EQ((*scarce)->Score(c.pod, view, Snapshot{}), c.want_scarcity);
+  }
+}
+
 }  // namespace
 }  // namespace gpusched::policy

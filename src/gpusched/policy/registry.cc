@@ -24,7 +24,7 @@ constexpr std::array kPolicies{
     PolicyEntry{"gpupacking", "shared GPUs, then used nodes, then idle nodes", &GpuPackingPolicy::Create},
     PolicyEntry{"bestfit", "the node left with the least CPU and GPU", &BestFitPolicy::Create},
     PolicyEntry{"fgd", "fragmentation gradient descent (ATC'23)", &FgdPolicy::Create},
-    PolicyEntry{"fgd-scarcity", "fgd that keeps GPU models other pods are tied to for those pods",
+    PolicyEntry{"fgd-scarcity", "fgd that counts GPUs the CPU cannot feed and keeps rare GPU models for tied pods",
                 &FgdPolicy::CreateScarcity},
     PolicyEntry{"binpack", "most used node and GPU first", &BinpackPolicy::Create},
     PolicyEntry{"spread", "least used node and GPU first", &SpreadPolicy::Create},
