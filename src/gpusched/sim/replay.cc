@@ -261,7 +261,7 @@ common::Result<ReplayOutcome> Replay(const Cluster& cluster, const Workload& wor
                                      " s; replay needs 0 <= creation <= deletion");
     }
   }
-  GPUSCHED_ASSIGN_OR_RETURN(policies, MakePolicySet(spec.policy, workload, GpusByModel(cluster.nodes)));
+  GPUSCHED_ASSIGN_OR_RETURN(policies, MakePolicySet(spec.policy, workload, cluster.nodes));
   Replayer replayer(cluster, pods, spec, policies);
   GPUSCHED_ASSIGN_OR_RETURN(out, replayer.Run());
   out.workload = workload.name;

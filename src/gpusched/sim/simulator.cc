@@ -162,8 +162,9 @@ std::map<std::string, int64_t> GpusByModel(std::span<const core::Node> nodes) {
 }
 
 common::Result<PolicySet> MakePolicySet(std::string_view spec, const Workload& workload,
-                                        const std::map<std::string, int64_t>& gpus_by_model) {
+                                        std::span<const core::Node> nodes) {
   GPUSCHED_ASSIGN_OR_RETURN(mix, ParsePolicyMix(spec));
+  const std::map<std::string, int64_t> gpus_by_model = GpusByModel(nodes);
   PolicySet out;
   for (const auto& [name, weight] : mix) {
     GPUSCHED_ASSIGN_OR_RETURN(made, policy::MakePolicy(name, policy::PolicyOptions{.target_workload = workload.target,
@@ -182,7 +183,7 @@ common::Result<RunOutcome> RunOne(const Cluster& cluster, const Workload& worklo
   if (spec.tune < 0) {
     return common::InvalidArgument("tune ratio must be >= 0, got " + std::to_string(spec.tune));
   }
-  GPUSCHED_ASSIGN_OR_RETURN(policies, MakePolicySet(spec.policy, workload, GpusByModel(cluster.nodes)));
+  GPUSCHED_ASSIGN_OR_RETURN(policies, MakePolicySet(spec.policy, workload, cluster.nodes));
   std::unordered_map<std::string, const core::Node*> real_nodes;
   for (const core::Node& n : cluster.nodes) {
     real_nodes.emplace(n.name.str(), &n);

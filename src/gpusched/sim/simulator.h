@@ -70,8 +70,9 @@ struct PolicySet {
 };
 // The GPUs of each model among the nodes (healthy or not: a model's scarcity is about what the cluster has).
 [[nodiscard]] std::map<std::string, int64_t> GpusByModel(std::span<const core::Node> nodes);
+// The policies of `spec`, told the workload's target M and how many GPUs of each model `nodes` have.
 [[nodiscard]] common::Result<PolicySet> MakePolicySet(std::string_view spec, const Workload& workload,
-                                                      const std::map<std::string, int64_t>& gpus_by_model = {});
+                                                      std::span<const core::Node> nodes);
 
 struct RunSpec {
   std::string policy;

@@ -68,7 +68,7 @@ common::Result<std::vector<WhatIfOutcome>> WhatIf(const WhatIfCluster& cluster, 
   const Workload target{.name = "live", .target = policy::DefaultTargetWorkload()};
   std::vector<WhatIfOutcome> out;
   for (const std::string& name : policies) {
-    GPUSCHED_ASSIGN_OR_RETURN(set, MakePolicySet(name, target, GpusByModel(cluster.nodes)));
+    GPUSCHED_ASSIGN_OR_RETURN(set, MakePolicySet(name, target, cluster.nodes));
     auto cache = BuildCache(cluster);
     auto lock = cache->WriteLock();
     core::ClusterState& state = cache->state();
