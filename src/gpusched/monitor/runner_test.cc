@@ -60,9 +60,8 @@ class ScriptedSource : public GpuMetricSource {
 class RunnerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(::testing::TempDir() + "gpusched_monitor_runner");
-    std::filesystem::remove_all(*dir_);
-    std::filesystem::create_directories(*dir_);
+    // ctest runs each test of this suite as its own process, in parallel: each needs its own directory.
+    dir_ = new std::string(testing::MakeTempDir("gpusched-monitor-runner"));
     auto pki = testing::MakeTestPki(*dir_ + "/pki");
     ASSERT_TRUE(pki.ok()) << pki.status();
     pki_ = new testing::TestPki(*pki);
