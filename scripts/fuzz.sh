@@ -22,6 +22,7 @@ command -v "$CLANG" >/dev/null || { echo "fuzz: $CLANG not found (scripts/instal
 BUILD=build/fuzz
 if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER="$CLANG" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
     -DGPUSCHED_FUZZ=ON -DGPUSCHED_BUILD_TESTS=OFF -DGPUSCHED_BUILD_BENCHMARKS=OFF \
     -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
