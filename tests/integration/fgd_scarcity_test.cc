@@ -1,6 +1,6 @@
 // fgd-scarcity against fgd on the real openb trace (the FGD paper's protocol: tune 1.3, shuffled by seed), two seeds,
 // unallocated GPU % at arrived 100:
-//   - default: the GPUs a node's CPU cannot feed count as fragmented; at least 0.4 points fewer on each seed
+//   - default: the GPUs a node's CPU or memory cannot feed count as fragmented; at least 0.4 points fewer on each seed
 //     (measured: 4.77 -> 4.17 and 5.00 -> 4.18);
 //   - gpuspec33 (a third of the GPU pods tied to GPU models, T4 asked for beyond what the cluster has): fgd puts
 //     pods that may use any model on the rare models and the tied pods fail; at least 4 points fewer on each seed

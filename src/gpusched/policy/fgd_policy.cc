@@ -82,7 +82,7 @@ common::Result<std::unique_ptr<PlacementPolicy>> FgdPolicy::CreateScarcity(const
   GPUSCHED_RETURN_IF_ERROR(NeedTargetWorkload("fgd-scarcity", options));
   return std::unique_ptr<PlacementPolicy>(
       new FgdPolicy(options.target_workload, ComputeModelScarcity(*options.target_workload, options.gpus_by_model),
-                    CpuPerGpuMilli(*options.target_workload)));
+                    FeedPerGpuMilli(*options.target_workload)));
 }
 
 FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::NodeView& node) const {
@@ -91,8 +91,10 @@ FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::Nod
   for (size_t i = 0; i < n; ++i) {
     free[i] = node.gpus[i].free.value();
   }
-  const double before = Fragmentation(*m_, node, node.cpu_free, free) + Stranded(node, node.cpu_free, free);
+  const double before =
+      Fragmentation(*m_, node, node.cpu_free, free) + Stranded(node, node.cpu_free, node.memory_free, free);
   const common::MilliCpu cpu_after = node.cpu_free - pod.cpu;
+  const common::MiB memory_after = node.memory_free - pod.memory;
   const core::PodShape s = core::ShapeOf(pod);
 
   if (s.IsSharing() && pod.containers.size() == 1) {
@@ -112,8 +114,8 @@ FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::Nod
       }
       seen.push_back(key);
       free[i] -= c.milli_per_gpu.value();
-      const int64_t score =
-          SigmoidScore(before - Fragmentation(*m_, node, cpu_after, free) - Stranded(node, cpu_after, free));
+      const int64_t score = SigmoidScore(before - Fragmentation(*m_, node, cpu_after, free) -
+                                         Stranded(node, cpu_after, memory_after, free));
       free[i] += c.milli_per_gpu.value();
       if (score > best.score) {
         best = Best{.score = score, .gpu = i};
@@ -144,13 +146,13 @@ FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::Nod
   for (size_t i = 0; i < n; ++i) {
     free[i] = gpus[i].free.value();
   }
-  return Best{.score =
-                  SigmoidScore(before - Fragmentation(*m_, node, cpu_after, free) - Stranded(node, cpu_after, free))};
+  return Best{.score = SigmoidScore(before - Fragmentation(*m_, node, cpu_after, free) -
+                                    Stranded(node, cpu_after, memory_after, free))};
 }
 
-double FgdPolicy::Stranded(const core::NodeView& node, common::MilliCpu cpu_free,
+double FgdPolicy::Stranded(const core::NodeView& node, common::MilliCpu cpu_free, common::MiB memory_free,
                            std::span<const int64_t> free_milli) const {
-  if (cpu_per_milli_ <= 0) {
+  if (feed_.cpu_per_milli <= 0 && feed_.memory_per_milli <= 0) {
     return 0;
   }
   int64_t idle = 0;
@@ -159,20 +161,29 @@ double FgdPolicy::Stranded(const core::NodeView& node, common::MilliCpu cpu_free
       idle += free_milli[i];
     }
   }
-  const double fed = static_cast<double>(std::max<int64_t>(0, cpu_free.value())) / cpu_per_milli_;
-  return kStrandedWeight * std::max(0.0, static_cast<double>(idle) - fed);
+  // The GPU milli the node's CPU, and its memory, could still serve with M's typical pods.
+  double fed = static_cast<double>(idle);
+  if (feed_.cpu_per_milli > 0) {
+    fed = std::min(fed, static_cast<double>(std::max<int64_t>(0, cpu_free.value())) / feed_.cpu_per_milli);
+  }
+  if (feed_.memory_per_milli > 0) {
+    fed = std::min(fed, static_cast<double>(std::max<int64_t>(0, memory_free.value())) / feed_.memory_per_milli);
+  }
+  return kStrandedWeight * (static_cast<double>(idle) - fed);
 }
 
-double CpuPerGpuMilli(const TargetWorkload& m) {
+Feed FeedPerGpuMilli(const TargetWorkload& m) {
   double cpu = 0;
+  double memory = 0;
   double milli = 0;
   for (const TaskClass& c : m.classes) {
     if (c.gpu_count > 0) {
       cpu += c.weight * static_cast<double>(c.cpu.value());
+      memory += c.weight * static_cast<double>(c.memory.value());
       milli += c.weight * c.gpu_count * static_cast<double>(c.gpu_milli.value());
     }
   }
-  return milli > 0 ? cpu / milli : 0;
+  return milli > 0 ? Feed{.cpu_per_milli = cpu / milli, .memory_per_milli = memory / milli} : Feed{};
 }
 
 int64_t FgdPolicy::ScarcityPenalty(const core::PodRequest& pod, const core::NodeView& node) const {

@@ -246,6 +246,26 @@ TEST(FgdScarcityTest, PodsThatMayUseAnyModelKeepOffReservedModels) {
   EXPECT_THAT(none.status().message(), HasSubstr("fgd-scarcity needs a target workload"));
 }
 
+// fgd's and fgd-scarcity's scores of pods on one node, both made from the same target workload.
+struct StrandedCase {
+  std::string name;
+  core::PodRequest pod;
+  int64_t want_fgd;
+  int64_t want_scarcity;
+};
+void ExpectStrandedScores(std::shared_ptr<const TargetWorkload> m, const core::NodeView& view,
+                          const std::vector<StrandedCase>& cases) {
+  const PolicyOptions options{.target_workload = std::move(m), .gpus_by_model = {{"A100", 2}}};
+  auto fgd = FgdPolicy::Create(options);
+  auto scarce = FgdPolicy::CreateScarcity(options);
+  ASSERT_TRUE(fgd.ok() && scarce.ok());
+  for (const StrandedCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ((*fgd)->Score(c.pod, view, Snapshot{}), c.want_fgd);
+    EXPECT_EQ((*scarce)->Score(c.pod, view, Snapshot{}), c.want_scarcity);
+  }
+}
+
 // The GPUs the CPU cannot feed. SmallWorkload's GPU class asks 2000 CPU per 250 milli: c = 0.75 x 2000 / (0.75 x
 // 250) = 8 CPU milli per GPU milli. Node: GPUs {1000, 1000} free, 20000 CPU (feeds 2500 milli: none stranded).
 // F = 0.75 x 0 (A fits, nothing below 250) + 0.25 x 2000 (B: idle) = 500.
@@ -255,29 +275,36 @@ TEST(FgdScarcityTest, PodsThatMayUseAnyModelKeepOffReservedModels) {
 //     fgd: delta 0 -> 50; fgd-scarcity: delta -1250 -> floor(100 sigmoid(-1.25)) = 22.
 //   whole-GPU pod, 4000 CPU: 16000 CPU feeds 2000 >= 1000 idle: nothing stranded, both 56.
 TEST(FgdScarcityTest, GpusTheCpuCannotFeedCountAsFragmented) {
-  EXPECT_DOUBLE_EQ(CpuPerGpuMilli(*SmallWorkload()), 8.0);
-  EXPECT_DOUBLE_EQ(CpuPerGpuMilli(TargetWorkload{}), 0.0);
-  const PolicyOptions options{.target_workload = SmallWorkload(), .gpus_by_model = {{"A100", 2}}};
-  auto fgd = FgdPolicy::Create(options);
-  auto scarce = FgdPolicy::CreateScarcity(options);
-  ASSERT_TRUE(fgd.ok() && scarce.ok());
-  struct Case {
-    std::string name;
-    core::PodRequest pod;
-    int64_t want_fgd;
-    int64_t want_scarcity;
-  };
-  const std::vector<Case> cases = {
-      {"whole GPU that leaves a GPU without CPU", Pod("p").Cpu(14000).Gpus(1).Build(), 56, 50},
-      {"CPU-only pod that leaves both GPUs short of CPU", Pod("p").Cpu(14000).Build(), 50, 22},
-      {"whole GPU that leaves enough CPU", Pod("p").Cpu(4000).Gpus(1).Build(), 56, 56},
-  };
-  const auto view = View("n").Gpus(2).Free({1000, 1000}).CpuFree(20000).Build();
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    EXPECT_EQ((*fgd)->Score(c.pod, view, Snapshot{}), c.want_fgd);
-    EXPECT_EQ((*scarce)->Score(c.pod, view, Snapshot{}), c.want_scarcity);
-  }
+  EXPECT_DOUBLE_EQ(FeedPerGpuMilli(*SmallWorkload()).cpu_per_milli, 8.0);
+  EXPECT_DOUBLE_EQ(FeedPerGpuMilli(*SmallWorkload()).memory_per_milli, 0.0);  // its classes carry no memory
+  EXPECT_DOUBLE_EQ(FeedPerGpuMilli(TargetWorkload{}).cpu_per_milli, 0.0);
+  ExpectStrandedScores(SmallWorkload(), View("n").Gpus(2).Free({1000, 1000}).CpuFree(20000).Build(),
+                       {
+                           {"whole GPU that leaves a GPU without CPU", Pod("p").Cpu(14000).Gpus(1).Build(), 56, 50},
+                           {"CPU-only pod that leaves both GPUs short of CPU", Pod("p").Cpu(14000).Build(), 50, 22},
+                           {"whole GPU that leaves enough CPU", Pod("p").Cpu(4000).Gpus(1).Build(), 56, 56},
+                       });
+}
+
+// The same with memory. SmallWorkload with 4000 MiB on its GPU class: c_mem = 0.75 x 4000 / (0.75 x 250) = 16 MiB
+// per GPU milli (c_cpu stays 8). Node: GPUs {1000, 1000} free, 20000 CPU and 40000 MiB (each feeds 2500 milli), F =
+// 500 as above (memory is not part of F).
+//   whole-GPU pod, 4000 CPU, 24000 MiB: 16000 MiB feeds 1000 = idle: nothing stranded; both 56 (delta 250).
+//   whole-GPU pod, 4000 CPU, 32000 MiB: 8000 MiB feeds 500 of the 1000 idle: delta 500 - (250 + 500) = -250
+//     -> floor(100 sigmoid(-0.25)) = 43; fgd 56.
+//   CPU-only pod, 1000 CPU, 30000 MiB: 10000 MiB feeds 625 of 2000 idle: delta 500 - (500 + 1375) -> 20; fgd 50.
+TEST(FgdScarcityTest, GpusTheMemoryCannotFeedCountAsFragmented) {
+  auto m = std::make_shared<TargetWorkload>(*SmallWorkload());
+  m->classes[0].memory = common::MiB{4000};
+  EXPECT_DOUBLE_EQ(FeedPerGpuMilli(*m).cpu_per_milli, 8.0);
+  EXPECT_DOUBLE_EQ(FeedPerGpuMilli(*m).memory_per_milli, 16.0);
+  ExpectStrandedScores(
+      m, View("n").Gpus(2).Free({1000, 1000}).CpuFree(20000).MemoryFree(40000).Build(),
+      {
+          {"whole GPU that leaves enough memory", Pod("p").Cpu(4000).Memory(24000).Gpus(1).Build(), 56, 56},
+          {"whole GPU that leaves half a GPU without memory", Pod("p").Cpu(4000).Memory(32000).Gpus(1).Build(), 56, 43},
+          {"CPU-only pod that takes the memory", Pod("p").Cpu(1000).Memory(30000).Build(), 50, 20},
+      });
 }
 
 }  // namespace

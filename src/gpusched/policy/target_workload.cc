@@ -10,10 +10,13 @@ namespace gpusched::policy {
 TargetWorkload TypicalPods(std::span<const core::PodRequest> pods, const TypicalPodsOptions& options) {
   using Key = std::tuple<int64_t, int64_t, int32_t, std::vector<std::string>>;  // cpu, milli, count, models
   std::map<Key, int64_t> groups;
+  std::map<Key, int64_t> memory;  // Σ memory of each group's pods, MiB
   for (const auto& pod : pods) {
     const core::PodShape s = core::ShapeOf(pod);
     std::vector<std::string> models = s.models != nullptr ? *s.models : std::vector<std::string>{};
-    groups[Key{s.cpu.value(), s.gpu_milli.value(), s.gpu_count, std::move(models)}] += 1;
+    Key key{s.cpu.value(), s.gpu_milli.value(), s.gpu_count, std::move(models)};
+    memory[key] += pod.memory.value();
+    groups[std::move(key)] += 1;
   }
   std::vector<std::pair<Key, int64_t>> sorted(groups.begin(), groups.end());
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -30,7 +33,8 @@ TargetWorkload TypicalPods(std::span<const core::PodRequest> pods, const Typical
                                   .gpu_count = std::get<2>(key),
                                   .gpu_milli = common::MilliGpu{std::get<1>(key)},
                                   .models = std::get<3>(key),
-                                  .pods = count});
+                                  .pods = count,
+                                  .memory = common::MiB{memory.at(key) / count}});
     m.covered_pods += count;
   }
   for (auto& c : m.classes) {

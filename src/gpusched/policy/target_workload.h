@@ -31,6 +31,7 @@ struct TaskClass {
   common::MilliGpu gpu_milli{0};
   std::vector<std::string> models;  // empty = any
   int64_t pods = 0;                 // pods of this class in the trace
+  common::MiB memory{0};            // the mean memory of those pods (not part of the class's key)
   double weight = 0;                // p_m, Σ weight = 1 over the kept classes
 };
 

@@ -144,6 +144,20 @@ TEST(TypicalPodsTest, Table) {
   }
 }
 
+// A class's memory is the mean of its pods' (memory is not part of the key: pods that differ only in memory are one
+// class).
+TEST(TypicalPodsTest, ClassMemoryIsTheMeanOfItsPods) {
+  std::vector<core::PodRequest> pods;
+  Add(pods, Pod("a").Cpu(1000).Gpus(1).Memory(1000), 2);
+  Add(pods, Pod("a").Cpu(1000).Gpus(1).Memory(4000), 1);
+  Add(pods, Pod("b").Cpu(2000).Memory(500), 1);
+  const TargetWorkload m = TypicalPods(pods, TypicalPodsOptions{.coverage = 1.0});
+  ASSERT_EQ(m.classes.size(), 2u);
+  EXPECT_EQ(m.classes[0].pods, 3);
+  EXPECT_EQ(m.classes[0].memory.value(), 2000);
+  EXPECT_EQ(m.classes[1].memory.value(), 500);
+}
+
 TEST(FragmentationTest, Table) {
   struct Case {
     std::string name;
