@@ -12,8 +12,10 @@ namespace gpusched::policy {
 
 namespace {
 
-int64_t SigmoidScore(double delta_milli) {
-  return static_cast<int64_t>(std::floor(100.0 / (1.0 + std::exp(-delta_milli / 1000.0))));
+// ⌊kMaxScore · scale · sigmoid(ΔF / 1000)⌋: fgd's score, resolved `scale` times finer.
+int64_t SigmoidScore(double delta_milli, int64_t scale) {
+  return static_cast<int64_t>(
+      std::floor(static_cast<double>(kMaxScore * scale) / (1.0 + std::exp(-delta_milli / 1000.0))));
 }
 
 common::Status NeedTargetWorkload(std::string_view policy, const PolicyOptions& options) {
@@ -114,8 +116,8 @@ FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::Nod
       }
       seen.push_back(key);
       free[i] -= c.milli_per_gpu.value();
-      const int64_t score = SigmoidScore(before - Fragmentation(*m_, node, cpu_after, free) -
-                                         Stranded(node, cpu_after, memory_after, free));
+      const int64_t score = SigmoidScore(
+          before - Fragmentation(*m_, node, cpu_after, free) - Stranded(node, cpu_after, memory_after, free), scale_);
       free[i] += c.milli_per_gpu.value();
       if (score > best.score) {
         best = Best{.score = score, .gpu = i};
@@ -146,8 +148,9 @@ FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::Nod
   for (size_t i = 0; i < n; ++i) {
     free[i] = gpus[i].free.value();
   }
-  return Best{.score = SigmoidScore(before - Fragmentation(*m_, node, cpu_after, free) -
-                                    Stranded(node, cpu_after, memory_after, free))};
+  return Best{
+      .score = SigmoidScore(
+          before - Fragmentation(*m_, node, cpu_after, free) - Stranded(node, cpu_after, memory_after, free), scale_)};
 }
 
 double FgdPolicy::Stranded(const core::NodeView& node, common::MilliCpu cpu_free, common::MiB memory_free,
@@ -209,7 +212,7 @@ int64_t FgdPolicy::ScarcityPenalty(const core::PodRequest& pod, const core::Node
       here = std::max(here, scarcity_.Reserved(model));
     }
   }
-  return std::lround(kScarcityWeight * std::max(0.0, here - least));
+  return std::lround(kScarcityWeight * static_cast<double>(scale_) * std::max(0.0, here - least));
 }
 
 int64_t FgdPolicy::Score(const core::PodRequest& pod, const core::NodeView& node, const Snapshot&) const {

@@ -210,15 +210,15 @@ TEST(FgdScarcityTest, PodsThatMayUseAnyModelKeepOffReservedModels) {
     int64_t want_penalty;
   };
   const std::vector<Case> cases = {
-      // reserved(T4) 1 - least reserved of any model (G2, 0) = 1 -> 20 points.
-      {"any model on T4", "T4", Pod("p").Cpu(1000).Gpus(1).Build(), 20},
+      // reserved(T4) 1 - least reserved of any model (G2, 0) = 1 -> 20 of fgd's points (x kFineScale).
+      {"any model on T4", "T4", Pod("p").Cpu(1000).Gpus(1).Build(), 200000},
       {"any model on G2", "G2", Pod("p").Cpu(1000).Gpus(1).Build(), 0},
-      // 20 x 0.357 = 7.1 -> 7.
-      {"any model on V100", "V100", Pod("p").Cpu(1000).Gpus(1).Build(), 7},
+      // 20 x 0.35714 = 7.1428... -> 71429 fine points.
+      {"any model on V100", "V100", Pod("p").Cpu(1000).Gpus(1).Build(), 71429},
       // The pod can only go to T4: nothing cheaper to keep it from.
       {"T4-tied pod on T4", "T4", Pod("p").Cpu(1000).Gpus(1).Models({"T4"}).Build(), 0},
-      // V100 or T4: T4 costs 20 x (1 - 0.357) = 12.9 -> 13 more than V100.
-      {"V100-or-T4 share on T4", "T4", Pod("p").Cpu(1000).Share(500).Models({"V100", "T4"}).Build(), 13},
+      // V100 or T4: T4 costs 20 x (1 - 0.35714) = 12.857... -> 128571 more than V100.
+      {"V100-or-T4 share on T4", "T4", Pod("p").Cpu(1000).Share(500).Models({"V100", "T4"}).Build(), 128571},
       {"V100-or-T4 share on V100", "V100", Pod("p").Cpu(1000).Share(500).Models({"V100", "T4"}).Build(), 0},
       {"CPU-only pod on T4", "T4", Pod("p").Cpu(1000).Build(), 0},
   };
@@ -226,9 +226,10 @@ TEST(FgdScarcityTest, PodsThatMayUseAnyModelKeepOffReservedModels) {
     SCOPED_TRACE(c.name);
     const auto view = View("n").Gpus(2, c.node_model).Free({1000, 1000}).CpuFree(32000).Build();
     ASSERT_TRUE((*scarce)->Filter(c.pod, view).fits());
-    const int64_t base = (*fgd)->Score(c.pod, view, Snapshot{});
-    ASSERT_GE(base, 20);
-    EXPECT_EQ((*scarce)->Score(c.pod, view, Snapshot{}), base - c.want_penalty);
+    // fgd-scarcity's unpenalised score is fgd's at kFineScale points per point.
+    const int64_t fine = (*scarce)->Score(c.pod, view, Snapshot{}) + c.want_penalty;
+    EXPECT_EQ(fine / FgdPolicy::kFineScale, (*fgd)->Score(c.pod, view, Snapshot{}));
+    ASSERT_GE(fine, 20 * FgdPolicy::kFineScale);
     common::Rng a(1);
     common::Rng b(1);
     EXPECT_EQ(gpusched::testing::GpuIndices((*scarce)->SelectGpus(c.pod, view, a)),
@@ -239,7 +240,7 @@ TEST(FgdScarcityTest, PodsThatMayUseAnyModelKeepOffReservedModels) {
   ASSERT_TRUE(blind.ok());
   const auto t4 = View("n").Gpus(2, "T4").Free({1000, 1000}).CpuFree(32000).Build();
   const auto pod = Pod("p").Cpu(1000).Gpus(1).Build();
-  EXPECT_EQ((*blind)->Score(pod, t4, Snapshot{}), (*fgd)->Score(pod, t4, Snapshot{}));
+  EXPECT_EQ((*blind)->Score(pod, t4, Snapshot{}) / FgdPolicy::kFineScale, (*fgd)->Score(pod, t4, Snapshot{}));
   // It needs a target workload, as fgd does.
   auto none = FgdPolicy::CreateScarcity(PolicyOptions{});
   ASSERT_FALSE(none.ok());
@@ -268,31 +269,33 @@ void ExpectStrandedScores(std::shared_ptr<const TargetWorkload> m, const core::N
 
 // The GPUs the CPU cannot feed. SmallWorkload's GPU class asks 2000 CPU per 250 milli: c = 0.75 x 2000 / (0.75 x
 // 250) = 8 CPU milli per GPU milli. Node: GPUs {1000, 1000} free, 20000 CPU (feeds 2500 milli: none stranded).
-// F = 0.75 x 0 (A fits, nothing below 250) + 0.25 x 2000 (B: idle) = 500.
+// F = 0.75 x 0 (A fits, nothing below 250) + 0.25 x 2000 (B: idle) = 500. fgd scores floor(100 sigmoid(delta /
+// 1000)), fgd-scarcity floor(10^6 sigmoid(delta / 1000)) (kFineScale).
 //   whole-GPU pod, 14000 CPU: free {0, 1000}, 6000 CPU. F' = 0 + 0.25 x 1000 = 250; stranded 1000 - 6000/8 = 250.
-//     fgd: delta 250 -> floor(100 sigmoid(0.25)) = 56; fgd-scarcity: delta 500 - 500 = 0 -> 50.
+//     fgd: delta 250 -> 56 (sigmoid(0.25) = 0.5621765); fgd-scarcity: delta 500 - 500 = 0 -> 500000.
 //   CPU-only pod, 14000 CPU: free {1000, 1000}, 6000 CPU. F' = 500; stranded 2000 - 750 = 1250.
-//     fgd: delta 0 -> 50; fgd-scarcity: delta -1250 -> floor(100 sigmoid(-1.25)) = 22.
-//   whole-GPU pod, 4000 CPU: 16000 CPU feeds 2000 >= 1000 idle: nothing stranded, both 56.
+//     fgd: delta 0 -> 50; fgd-scarcity: delta -1250 -> 222700 (sigmoid(-1.25) = 0.2227001).
+//   whole-GPU pod, 4000 CPU: 16000 CPU feeds 2000 >= 1000 idle: nothing stranded: 56 and 562176.
 TEST(FgdScarcityTest, GpusTheCpuCannotFeedCountAsFragmented) {
   EXPECT_DOUBLE_EQ(FeedPerGpuMilli(*SmallWorkload()).cpu_per_milli, 8.0);
   EXPECT_DOUBLE_EQ(FeedPerGpuMilli(*SmallWorkload()).memory_per_milli, 0.0);  // its classes carry no memory
   EXPECT_DOUBLE_EQ(FeedPerGpuMilli(TargetWorkload{}).cpu_per_milli, 0.0);
   ExpectStrandedScores(SmallWorkload(), View("n").Gpus(2).Free({1000, 1000}).CpuFree(20000).Build(),
                        {
-                           {"whole GPU that leaves a GPU without CPU", Pod("p").Cpu(14000).Gpus(1).Build(), 56, 50},
-                           {"CPU-only pod that leaves both GPUs short of CPU", Pod("p").Cpu(14000).Build(), 50, 22},
-                           {"whole GPU that leaves enough CPU", Pod("p").Cpu(4000).Gpus(1).Build(), 56, 56},
+                           {"whole GPU that leaves a GPU without CPU", Pod("p").Cpu(14000).Gpus(1).Build(), 56, 500000},
+                           {"CPU-only pod that leaves both GPUs short of CPU", Pod("p").Cpu(14000).Build(), 50, 222700},
+                           {"whole GPU that leaves enough CPU", Pod("p").Cpu(4000).Gpus(1).Build(), 56, 562176},
                        });
 }
 
 // The same with memory. SmallWorkload with 4000 MiB on its GPU class: c_mem = 0.75 x 4000 / (0.75 x 250) = 16 MiB
 // per GPU milli (c_cpu stays 8). Node: GPUs {1000, 1000} free, 20000 CPU and 40000 MiB (each feeds 2500 milli), F =
 // 500 as above (memory is not part of F).
-//   whole-GPU pod, 4000 CPU, 24000 MiB: 16000 MiB feeds 1000 = idle: nothing stranded; both 56 (delta 250).
+//   whole-GPU pod, 4000 CPU, 24000 MiB: 16000 MiB feeds 1000 = idle: nothing stranded; delta 250: 56 and 562176.
 //   whole-GPU pod, 4000 CPU, 32000 MiB: 8000 MiB feeds 500 of the 1000 idle: delta 500 - (250 + 500) = -250
-//     -> floor(100 sigmoid(-0.25)) = 43; fgd 56.
-//   CPU-only pod, 1000 CPU, 30000 MiB: 10000 MiB feeds 625 of 2000 idle: delta 500 - (500 + 1375) -> 20; fgd 50.
+//     -> 437823 (sigmoid(-0.25) = 0.4378235); fgd 56.
+//   CPU-only pod, 1000 CPU, 30000 MiB: 10000 MiB feeds 625 of 2000 idle: delta 500 - (500 + 1375) = -1375
+//     -> 201813 (sigmoid(-1.375) = 0.2018133); fgd 50.
 TEST(FgdScarcityTest, GpusTheMemoryCannotFeedCountAsFragmented) {
   auto m = std::make_shared<TargetWorkload>(*SmallWorkload());
   m->classes[0].memory = common::MiB{4000};
@@ -301,10 +304,36 @@ TEST(FgdScarcityTest, GpusTheMemoryCannotFeedCountAsFragmented) {
   ExpectStrandedScores(
       m, View("n").Gpus(2).Free({1000, 1000}).CpuFree(20000).MemoryFree(40000).Build(),
       {
-          {"whole GPU that leaves enough memory", Pod("p").Cpu(4000).Memory(24000).Gpus(1).Build(), 56, 56},
-          {"whole GPU that leaves half a GPU without memory", Pod("p").Cpu(4000).Memory(32000).Gpus(1).Build(), 56, 43},
-          {"CPU-only pod that takes the memory", Pod("p").Cpu(1000).Memory(30000).Build(), 50, 20},
+          {"whole GPU that leaves enough memory", Pod("p").Cpu(4000).Memory(24000).Gpus(1).Build(), 56, 562176},
+          {"whole GPU that leaves half a GPU without memory", Pod("p").Cpu(4000).Memory(32000).Gpus(1).Build(), 56,
+           437823},
+          {"CPU-only pod that takes the memory", Pod("p").Cpu(1000).Memory(30000).Build(), 50, 201813},
       });
+}
+
+// fgd's integer score ties placements whose delta differs by up to hundreds of milli (one point per ~220 milli at
+// |delta| = 3000) and gives 0 to every placement that grows F by more than 4.6 GPUs; the node order then picks.
+// fgd-scarcity still orders them. SmallWorkload (c = 8 CPU milli per GPU milli), GPUs {1000, 1000, 1000, 1000}
+// free, 32000 CPU (feeds all 4000): F = 0.25 x 4000 = 1000, nothing stranded.
+//   CPU-only pod leaving 0 CPU:    A no longer fits: F' = 0.75 x 4000 + 0.25 x 4000 = 4000, stranded 4000:
+//                                  delta 1000 - 8000 = -7000 -> floor(10^6 sigmoid(-7)) = 911;
+//   CPU-only pod leaving 1000 CPU: the same F', stranded 4000 - 1000/8 = 3875: delta -6875 -> 1032.
+// fgd (delta -3000 for both: it does not see stranding) scores both floor(100 sigmoid(-3)) = 4. The runner's node
+// choice compares the fine scores; a score mix and the extender get score / ScoreScale() (cycle_runner_test).
+TEST(FgdScarcityTest, PlacementsFgdTiesAreStillOrdered) {
+  const PolicyOptions options{.target_workload = SmallWorkload(), .gpus_by_model = {{"A100", 4}}};
+  auto fgd = FgdPolicy::Create(options);
+  auto scarce = FgdPolicy::CreateScarcity(options);
+  ASSERT_TRUE(fgd.ok() && scarce.ok());
+  EXPECT_EQ((*fgd)->ScoreScale(), 1);
+  EXPECT_EQ((*scarce)->ScoreScale(), FgdPolicy::kFineScale);
+  const auto view = View("n").Gpus(4).Free({1000, 1000, 1000, 1000}).CpuFree(32000).Build();
+  const auto all_cpu = Pod("p").Cpu(32000).Build();
+  const auto most_cpu = Pod("p").Cpu(31000).Build();
+  EXPECT_EQ((*scarce)->Score(all_cpu, view, Snapshot{}), 911);
+  EXPECT_EQ((*scarce)->Score(most_cpu, view, Snapshot{}), 1032);
+  EXPECT_EQ((*fgd)->Score(all_cpu, view, Snapshot{}), 4);
+  EXPECT_EQ((*fgd)->Score(most_cpu, view, Snapshot{}), 4);
 }
 
 }  // namespace

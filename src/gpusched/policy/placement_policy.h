@@ -95,9 +95,15 @@ class PlacementPolicy {
     return Filter(pod, node);
   }
 
-  // 0..kMaxScore, higher is better. Called only on nodes that passed Filter.
+  // 0..kMaxScore · ScoreScale(), higher is better. Called only on nodes that passed Filter.
   [[nodiscard]] virtual int64_t Score(const core::PodRequest& pod, const core::NodeView& node,
                                       const Snapshot& snapshot) const = 0;
+
+  // How many of Score's points make one of kube-scheduler's 0..kMaxScore. A policy whose score measures a
+  // continuous quantity resolves it finer than 101 levels this way: the runner's own choice of node compares the
+  // fine scores, and whatever needs 0..kMaxScore (a score mix, the extender's prioritize) gets Score / ScoreScale()
+  // (CycleRunner::Evaluate). Default 1.
+  [[nodiscard]] virtual int64_t ScoreScale() const { return 1; }
 
   // What the policy reads of the snapshot. Front ends fill exactly these and refuse a policy whose inputs they
   // cannot provide; none recognises a policy by its name. Default: nothing (request and node view only).

@@ -191,8 +191,9 @@ std::vector<int64_t> CycleRunner::ScoreNodes(const core::PodRequest& pod, std::s
                                              const policy::Snapshot& snapshot) const {
   std::vector<int64_t> scores;
   scores.reserve(nodes.size());
+  const int64_t scale = policy_.ScoreScale();
   for (const core::NodeView* n : nodes) {
-    scores.push_back(policy_.Score(pod, *n, snapshot));
+    scores.push_back(policy_.Score(pod, *n, snapshot) / scale);
   }
   if (policy_.NormalizesScores()) {
     NormalizeScores(scores);
@@ -277,11 +278,12 @@ void CycleRunner::Evaluate(const core::PodRequest& pod, const core::ClusterState
   out.reserve(slots.size());
   const uint32_t sig = options_.use_score_cache ? Signature(pod) : 0;
   const uint32_t epoch = options_.use_score_cache ? SnapshotEpoch(snapshot) : 0;
+  const int64_t scale = policy_.ScoreScale();
   for (size_t slot : slots) {
     const core::NodeView& view = state.View(slot);
     const Entry e =
         options_.use_score_cache ? Cached(pod, slot, sig, epoch, view, snapshot) : Evaluate(pod, view, snapshot);
-    out.push_back(NodeEval{.fits = e.fits, .score = e.score});
+    out.push_back(NodeEval{.fits = e.fits, .score = e.score / scale});
   }
 }
 

@@ -4,7 +4,8 @@
 // phase names:
 //   Filter          node predicates (nodeName, cordon, node affinity, taints when asked; CPU, memory and pods count as
 //                   kube-scheduler's NodeResourcesFit; inter-pod affinity and spread when given) + policy Filter
-//   Score           policy Score on the feasible nodes
+//   Score           policy Score on the feasible nodes, at the policy's own resolution (ScoreScale points to one of
+//                   kube-scheduler's): the pick compares these; a score mix and the extender see 0..100
 //   NormalizeScore  min-max to 0..100 when the policy asks (KSS's integer formula); with node constraints checked
 //                   and an untolerated PreferNoSchedule taint on a feasible node, kube-scheduler's weighted sum of
 //                   the policy's score and TaintToleration's (weight 3)
@@ -136,7 +137,8 @@ class CycleRunner {
                                    const policy::Snapshot& snapshot,
                                    const InterPodConstraints* inter_pod = nullptr) const;
 
-  // Scores of feasible nodes (each must have passed Filter), normalised when the policy asks.
+  // Scores of feasible nodes (each must have passed Filter) on kube-scheduler's 0..kMaxScore (Score / ScoreScale),
+  // normalised when the policy asks.
   [[nodiscard]] std::vector<int64_t> ScoreNodes(const core::PodRequest& pod,
                                                 std::span<const core::NodeView* const> nodes,
                                                 const policy::Snapshot& snapshot) const;
@@ -150,8 +152,9 @@ class CycleRunner {
                                                      uint64_t allocation_id = 0,
                                                      const InterPodConstraints* inter_pod = nullptr);
 
-  // Filter and raw Score (not normalised) of the given node slots of `state`, cached like Schedule; out[i] is
-  // for slots[i]. For front ends that are handed the candidate nodes (the extender).
+  // Filter and Score / ScoreScale (0..kMaxScore, not normalised) of the given node slots of `state`, cached like
+  // Schedule; out[i] is for slots[i]. For front ends that are handed the candidate nodes (the extender) and for
+  // score mixes.
   struct NodeEval {
     bool fits = false;
     int64_t score = 0;

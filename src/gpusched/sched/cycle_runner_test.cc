@@ -318,6 +318,46 @@ TEST(CycleRunnerTest, AScoreMixReplacesThePolicysScore) {
   }
 }
 
+// Scores at 1000 points per point of kube-scheduler's: "big" 50.1, "small" 50.9.
+class FineScorePolicy final : public policy::PlacementPolicy {
+ public:
+  [[nodiscard]] std::string_view Name() const override { return "fine-score"; }
+  [[nodiscard]] int64_t Score(const core::PodRequest&, const core::NodeView& node,
+                              const policy::Snapshot&) const override {
+    return node.name().str() == "big" ? 50100 : 50900;
+  }
+  [[nodiscard]] int64_t ScoreScale() const override { return 1000; }
+};
+
+// The runner's own pick compares a policy's fine scores; what needs 0..100 (Evaluate, ScoreNodes, a score mix) gets
+// score / ScoreScale(), where the two nodes tie.
+TEST(CycleRunnerTest, ThePickComparesFineScoresAndEverythingElseSeesZeroToHundred) {
+  FineScorePolicy fine;
+  const auto pod = testing::Pod("p").Cpu(1000).Gpus(1).Build();
+  core::ClusterState state = TwoNodes();
+  const std::vector<size_t> slots = {*state.SlotOf("big"), *state.SlotOf("small")};
+  std::vector<uint32_t> rank(2);
+  rank[*state.SlotOf("big")] = 0;  // a tie would go to big
+  rank[*state.SlotOf("small")] = 1;
+  CycleRunner runner(fine, {.tie_rank = rank});
+  common::Rng rng(1);
+  auto r = runner.Schedule(pod, state, {}, rng);
+  ASSERT_TRUE(r.ok() && r->allocation.has_value());
+  EXPECT_EQ(r->allocation->node.str(), "small");
+
+  core::ClusterState fresh = TwoNodes();
+  std::vector<CycleRunner::NodeEval> evals;
+  runner.Evaluate(pod, fresh, slots, {}, evals);
+  ASSERT_EQ(evals.size(), 2U);
+  EXPECT_EQ(evals[0].score, 50);
+  EXPECT_EQ(evals[1].score, 50);
+  const std::vector<const core::NodeView*> views = {&fresh.View(slots[0]), &fresh.View(slots[1])};
+  EXPECT_EQ(runner.ScoreNodes(pod, views, {}), (std::vector<int64_t>{50, 50}));
+  std::vector<double> out;
+  MixScores(std::vector<ScoreWeight>{{.runner = &runner, .weight = 2}}, pod, fresh, slots, {}, out);
+  EXPECT_EQ(out, (std::vector<double>{50.0, 50.0}));
+}
+
 // Scores the snapshot itself: metrics_generation + now_ms / 1000 + staleness_ms / 1000 (clamped to 100), counting
 // its calls. Reads() says whether the runner may know that.
 class SnapshotScorePolicy final : public policy::PlacementPolicy {
