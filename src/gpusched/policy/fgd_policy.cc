@@ -94,7 +94,7 @@ FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::Nod
     free[i] = node.gpus[i].free.value();
   }
   const double before =
-      Fragmentation(*m_, node, node.cpu_free, free) + Stranded(node, node.cpu_free, node.memory_free, free);
+      Fragmentation(index_, node, node.cpu_free, free) + Stranded(node, node.cpu_free, node.memory_free, free);
   const common::MilliCpu cpu_after = node.cpu_free - pod.cpu;
   const common::MiB memory_after = node.memory_free - pod.memory;
   const core::PodShape s = core::ShapeOf(pod);
@@ -117,7 +117,8 @@ FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::Nod
       seen.push_back(key);
       free[i] -= c.milli_per_gpu.value();
       const int64_t score = SigmoidScore(
-          before - Fragmentation(*m_, node, cpu_after, free) - Stranded(node, cpu_after, memory_after, free), scale_);
+          before - Fragmentation(index_, node, cpu_after, free) - Stranded(node, cpu_after, memory_after, free),
+          scale_);
       free[i] += c.milli_per_gpu.value();
       if (score > best.score) {
         best = Best{.score = score, .gpu = i};
@@ -148,9 +149,9 @@ FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::Nod
   for (size_t i = 0; i < n; ++i) {
     free[i] = gpus[i].free.value();
   }
-  return Best{
-      .score = SigmoidScore(
-          before - Fragmentation(*m_, node, cpu_after, free) - Stranded(node, cpu_after, memory_after, free), scale_)};
+  return Best{.score = SigmoidScore(
+                  before - Fragmentation(index_, node, cpu_after, free) - Stranded(node, cpu_after, memory_after, free),
+                  scale_)};
 }
 
 double FgdPolicy::Stranded(const core::NodeView& node, common::MilliCpu cpu_free, common::MiB memory_free,

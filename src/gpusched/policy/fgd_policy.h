@@ -76,12 +76,17 @@ class FgdPolicy final : public PlacementPolicy {
   static common::Result<std::unique_ptr<PlacementPolicy>> Create(const PolicyOptions& options);
   // fgd-scarcity: the same, with the scarcity of options.gpus_by_model.
   static common::Result<std::unique_ptr<PlacementPolicy>> CreateScarcity(const PolicyOptions& options);
-  explicit FgdPolicy(std::shared_ptr<const TargetWorkload> m) : m_(std::move(m)) {}
+  explicit FgdPolicy(std::shared_ptr<const TargetWorkload> m) : m_(std::move(m)), index_(m_) {}
   // fgd-scarcity's score resolution: kFineScale points to one of fgd's.
   static constexpr int64_t kFineScale = 10000;
 
   FgdPolicy(std::shared_ptr<const TargetWorkload> m, ModelScarcity scarcity, Feed feed)
-      : m_(std::move(m)), scarcity_(std::move(scarcity)), feed_(feed), scale_(kFineScale), name_("fgd-scarcity") {}
+      : m_(std::move(m)),
+        index_(m_),
+        scarcity_(std::move(scarcity)),
+        feed_(feed),
+        scale_(kFineScale),
+        name_("fgd-scarcity") {}
 
   [[nodiscard]] std::string_view Name() const override { return name_; }
   [[nodiscard]] int64_t ScoreScale() const override { return scale_; }
@@ -103,9 +108,10 @@ class FgdPolicy final : public PlacementPolicy {
                                 std::span<const int64_t> free_milli) const;
 
   std::shared_ptr<const TargetWorkload> m_;
-  ModelScarcity scarcity_;  // empty for fgd
-  Feed feed_;               // zeros for fgd
-  int64_t scale_ = 1;       // 1 for fgd (the paper's integer score)
+  FragmentationIndex index_;  // m_'s classes by GPU model
+  ModelScarcity scarcity_;    // empty for fgd
+  Feed feed_;                 // zeros for fgd
+  int64_t scale_ = 1;         // 1 for fgd (the paper's integer score)
   std::string_view name_ = "fgd";
 };
 

@@ -4,6 +4,7 @@
 #include <array>
 #include <map>
 #include <tuple>
+#include <utility>
 
 namespace gpusched::policy {
 
@@ -119,6 +120,88 @@ double Fragmentation(const TargetWorkload& m, const core::NodeView& node, common
     }
     const bool q3 = fit >= c.gpu_count && cpu_free >= c.cpu;
     f += c.weight * static_cast<double>(q3 ? small : idle);
+  }
+  return f;
+}
+
+FragmentationIndex::FragmentationIndex(std::shared_ptr<const TargetWorkload> workload) : m(std::move(workload)) {
+  for (const TaskClass& c : m->classes) {
+    for (const std::string& x : c.models) {
+      if (std::none_of(models.begin(), models.end(), [&](const std::string& y) { return SameModel(x, y); })) {
+        models.push_back(x);
+      }
+    }
+  }
+  usable.resize(models.size() + 1);
+  idle_weight.assign(models.size() + 1, 0.0);
+  for (size_t k = 0; k <= models.size(); ++k) {
+    for (size_t i = 0; i < m->classes.size(); ++i) {
+      const TaskClass& c = m->classes[i];
+      if (c.gpu_count > 0 && (c.models.empty() || (k < models.size() && Names(c.models, models[k])))) {
+        usable[k].push_back(static_cast<uint32_t>(i));
+      } else {
+        idle_weight[k] += c.weight;
+      }
+    }
+  }
+}
+
+double Fragmentation(const FragmentationIndex& index, const core::NodeView& node, common::MilliCpu cpu_free,
+                     std::span<const int64_t> free_milli) {
+  const auto& gpus = node.node->gpus;
+  if (gpus.empty()) {
+    return Fragmentation(*index.m, node, cpu_free, free_milli);
+  }
+  const std::string& model = gpus.front().model;
+  for (size_t i = 1; i < gpus.size(); ++i) {
+    if (!SameModel(gpus[i].model, model)) {
+      return Fragmentation(*index.m, node, cpu_free, free_milli);
+    }
+  }
+  size_t k = 0;
+  while (k < index.models.size() && !SameModel(index.models[k], model)) {
+    ++k;
+  }
+  int64_t idle = 0;
+  for (size_t i = 0; i < free_milli.size(); ++i) {
+    if (gpus[i].healthy) {
+      idle += free_milli[i];
+    }
+  }
+  // Every GPU is usable by the classes visited: fit and small depend on the share alone (as in the general case).
+  struct Memo {
+    int64_t need = 0;
+    int32_t fit = 0;
+    int64_t small = 0;
+  };
+  std::array<Memo, 16> memo;
+  size_t memo_size = 0;
+  double f = index.idle_weight[k] * static_cast<double>(idle);
+  for (uint32_t ci : index.usable[k]) {
+    const TaskClass& c = index.m->classes[ci];
+    const int64_t need = c.gpu_milli.value();
+    auto seen = std::find_if(memo.begin(), memo.begin() + memo_size, [&](const Memo& x) { return x.need == need; });
+    Memo here;
+    if (seen != memo.begin() + memo_size) {
+      here = *seen;
+    } else {
+      here.need = need;
+      for (size_t i = 0; i < free_milli.size(); ++i) {
+        if (!gpus[i].healthy) {
+          continue;
+        }
+        if (free_milli[i] >= need) {
+          ++here.fit;
+        } else {
+          here.small += free_milli[i];
+        }
+      }
+      if (memo_size < memo.size()) {
+        memo[memo_size++] = here;
+      }
+    }
+    const bool q3 = here.fit >= c.gpu_count && cpu_free >= c.cpu;
+    f += c.weight * static_cast<double>(q3 ? here.small : idle);
   }
   return f;
 }

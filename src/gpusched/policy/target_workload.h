@@ -60,4 +60,20 @@ struct TypicalPodsOptions {
 // F_n(M) of the node as it is.
 [[nodiscard]] double NodeFragmentation(const TargetWorkload& m, const core::NodeView& node);
 
+// M's classes arranged for nodes whose GPUs are all of one model (most nodes): per model, the GPU classes that may
+// use it (they name it, or name no model) and the summed weight of the classes that strand all of a node's idle milli
+// there (no GPU, or tied to other models). Fragmentation over it then visits only the usable classes and compares
+// no model names per class: a fgd-scarcity run on openb gpuspec33, where most classes are tied to models, takes
+// 0.86 s instead of 1.16 s.
+struct FragmentationIndex {
+  explicit FragmentationIndex(std::shared_ptr<const TargetWorkload> m);
+  std::shared_ptr<const TargetWorkload> m;
+  std::vector<std::string> models;            // every model some class names
+  std::vector<std::vector<uint32_t>> usable;  // per models[k], then (last) for a model no class names
+  std::vector<double> idle_weight;            // likewise
+};
+// Fragmentation(*index.m, ...), the same value up to the order of summation.
+[[nodiscard]] double Fragmentation(const FragmentationIndex& index, const core::NodeView& node,
+                                   common::MilliCpu cpu_free, std::span<const int64_t> free_milli);
+
 }  // namespace gpusched::policy

@@ -220,6 +220,13 @@ TEST(FragmentationTest, Table) {
        .m = Workload({Class(4000, 0, 0, 0.5), Class(4000, 1, 300, 0.3), Class(8000, 1, 1000, 0.2)}),
        .view = node().Build(),
        .want = 1050},
+      // Tied to A100 (usable here) 0.5 x 200; tied to V100 or T4 (not here) 0.3 x 1700; CPU-only 0.2 x 1700.
+      // F = 100 + 510 + 340 = 950.
+      {.name = "classes tied to this node's model and to others",
+       .m = Workload(
+           {Class(4000, 1, 300, 0.5, {"A100"}), Class(4000, 1, 300, 0.3, {"V100", "T4"}), Class(4000, 0, 0, 0.2)}),
+       .view = node().Build(),
+       .want = 950},
       // Empty node (8 x 1000, CPU 64000): share 470 fits everywhere -> 0; CPU class -> 0.4 x 8000 = 3200.
       {.name = "empty node fragments only for CPU-only classes",
        .m = Workload({Class(4000, 1, 470, 0.6), Class(2000, 0, 0, 0.4)}),
@@ -229,6 +236,13 @@ TEST(FragmentationTest, Table) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     EXPECT_DOUBLE_EQ(NodeFragmentation(c.m, c.view), c.want);
+    // The index fgd scores with gives the same F (one-model nodes through it, mixed nodes through the above).
+    const FragmentationIndex index(std::make_shared<const TargetWorkload>(c.m));
+    std::vector<int64_t> free;
+    for (const auto& g : c.view.gpus) {
+      free.push_back(g.free.value());
+    }
+    EXPECT_DOUBLE_EQ(Fragmentation(index, c.view, c.view.cpu_free, free), c.want);
   }
 }
 
@@ -250,6 +264,9 @@ TEST(FragmentationTest, HypotheticalStateOverridesTheView) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     EXPECT_DOUBLE_EQ(Fragmentation(m, view, common::MilliCpu{c.cpu_free}, c.free), c.want);
+    EXPECT_DOUBLE_EQ(Fragmentation(FragmentationIndex(std::make_shared<const TargetWorkload>(m)), view,
+                                   common::MilliCpu{c.cpu_free}, c.free),
+                     c.want);
   }
   EXPECT_DOUBLE_EQ(NodeFragmentation(m, view), 0);
 }
