@@ -55,17 +55,62 @@ bool Names(const std::vector<std::string>& models, const std::string& model) {
   return std::any_of(models.begin(), models.end(), [&](const std::string& x) { return SameModel(x, model); });
 }
 
+int64_t IdleMilli(const core::NodeView& node, std::span<const int64_t> free_milli) {
+  int64_t idle = 0;
+  for (size_t i = 0; i < free_milli.size(); ++i) {
+    if (node.node->gpus[i].healthy) {
+      idle += free_milli[i];
+    }
+  }
+  return idle;
+}
+
+// For classes that may use every GPU of the node: how many healthy GPUs have at least a share's milli free (fit)
+// and the free milli of the others (small). These depend on the share alone and classes often ask the same one, so
+// the first 16 shares asked are remembered.
+class ShareFits {
+ public:
+  ShareFits(const core::NodeView& node, std::span<const int64_t> free_milli) : node_(node), free_(free_milli) {}
+  struct Fit {
+    int64_t need = 0;
+    int32_t fit = 0;
+    int64_t small = 0;
+  };
+  Fit Of(int64_t need) {
+    auto seen = std::find_if(memo_.begin(), memo_.begin() + size_, [&](const Fit& x) { return x.need == need; });
+    if (seen != memo_.begin() + size_) {
+      return *seen;
+    }
+    Fit here{.need = need};
+    for (size_t i = 0; i < free_.size(); ++i) {
+      if (!node_.node->gpus[i].healthy) {
+        continue;
+      }
+      if (free_[i] >= need) {
+        ++here.fit;
+      } else {
+        here.small += free_[i];
+      }
+    }
+    if (size_ < memo_.size()) {
+      memo_[size_++] = here;
+    }
+    return here;
+  }
+
+ private:
+  const core::NodeView& node_;
+  std::span<const int64_t> free_;
+  std::array<Fit, 16> memo_;
+  size_t size_ = 0;
+};
+
 }  // namespace
 
 double Fragmentation(const TargetWorkload& m, const core::NodeView& node, common::MilliCpu cpu_free,
                      std::span<const int64_t> free_milli) {
   const auto& gpus = node.node->gpus;
-  int64_t idle = 0;
-  for (size_t i = 0; i < free_milli.size(); ++i) {
-    if (gpus[i].healthy) {
-      idle += free_milli[i];
-    }
-  }
+  const int64_t idle = IdleMilli(node, free_milli);
   // Most nodes have one GPU model: then whether a class may use the node's GPUs is one lookup per class, and a
   // class that may not strands the whole idle milli without a look at each GPU.
   const std::string* one_model = gpus.empty() ? nullptr : &gpus.front().model;
@@ -74,13 +119,7 @@ double Fragmentation(const TargetWorkload& m, const core::NodeView& node, common
       one_model = nullptr;
     }
   }
-  struct Memo {
-    int64_t need = 0;
-    int32_t fit = 0;
-    int64_t small = 0;
-  };
-  std::array<Memo, 16> memo;
-  size_t memo_size = 0;
+  ShareFits shares(node, free_milli);
   double f = 0;
   for (const TaskClass& c : m.classes) {
     if (c.gpu_count == 0) {
@@ -91,35 +130,24 @@ double Fragmentation(const TargetWorkload& m, const core::NodeView& node, common
       f += c.weight * static_cast<double>(idle);
       continue;
     }
-    int32_t fit = 0;
-    int64_t small = 0;
     const int64_t need = c.gpu_milli.value();
-    const bool all_usable = c.models.empty() || one_model != nullptr;  // (a one-model node passed the test above)
-    // Where every GPU is usable, fit and small depend on the share alone; classes often ask the same one.
-    if (all_usable) {
-      auto seen = std::find_if(memo.begin(), memo.begin() + memo_size, [&](const Memo& x) { return x.need == need; });
-      if (seen != memo.begin() + memo_size) {
-        const bool q3 = seen->fit >= c.gpu_count && cpu_free >= c.cpu;
-        f += c.weight * static_cast<double>(q3 ? seen->small : idle);
-        continue;
+    ShareFits::Fit here{.need = need};
+    if (c.models.empty() || one_model != nullptr) {  // every GPU usable (a one-model node passed the test above)
+      here = shares.Of(need);
+    } else {
+      for (size_t i = 0; i < free_milli.size(); ++i) {
+        if (!gpus[i].healthy) {
+          continue;
+        }
+        if (Names(c.models, gpus[i].model) && free_milli[i] >= need) {
+          ++here.fit;
+        } else {
+          here.small += free_milli[i];
+        }
       }
     }
-    for (size_t i = 0; i < free_milli.size(); ++i) {
-      if (!gpus[i].healthy) {
-        continue;
-      }
-      const bool usable = all_usable || Names(c.models, gpus[i].model);
-      if (usable && free_milli[i] >= need) {
-        ++fit;
-      } else {
-        small += free_milli[i];
-      }
-    }
-    if (all_usable && memo_size < memo.size()) {
-      memo[memo_size++] = Memo{.need = need, .fit = fit, .small = small};
-    }
-    const bool q3 = fit >= c.gpu_count && cpu_free >= c.cpu;
-    f += c.weight * static_cast<double>(q3 ? small : idle);
+    const bool q3 = here.fit >= c.gpu_count && cpu_free >= c.cpu;
+    f += c.weight * static_cast<double>(q3 ? here.small : idle);
   }
   return f;
 }
@@ -162,44 +190,12 @@ double Fragmentation(const FragmentationIndex& index, const core::NodeView& node
   while (k < index.models.size() && !SameModel(index.models[k], model)) {
     ++k;
   }
-  int64_t idle = 0;
-  for (size_t i = 0; i < free_milli.size(); ++i) {
-    if (gpus[i].healthy) {
-      idle += free_milli[i];
-    }
-  }
-  // Every GPU is usable by the classes visited: fit and small depend on the share alone (as in the general case).
-  struct Memo {
-    int64_t need = 0;
-    int32_t fit = 0;
-    int64_t small = 0;
-  };
-  std::array<Memo, 16> memo;
-  size_t memo_size = 0;
+  const int64_t idle = IdleMilli(node, free_milli);
+  ShareFits shares(node, free_milli);  // every GPU is usable by the classes visited
   double f = index.idle_weight[k] * static_cast<double>(idle);
   for (uint32_t ci : index.usable[k]) {
     const TaskClass& c = index.m->classes[ci];
-    const int64_t need = c.gpu_milli.value();
-    auto seen = std::find_if(memo.begin(), memo.begin() + memo_size, [&](const Memo& x) { return x.need == need; });
-    Memo here;
-    if (seen != memo.begin() + memo_size) {
-      here = *seen;
-    } else {
-      here.need = need;
-      for (size_t i = 0; i < free_milli.size(); ++i) {
-        if (!gpus[i].healthy) {
-          continue;
-        }
-        if (free_milli[i] >= need) {
-          ++here.fit;
-        } else {
-          here.small += free_milli[i];
-        }
-      }
-      if (memo_size < memo.size()) {
-        memo[memo_size++] = here;
-      }
-    }
+    const ShareFits::Fit here = shares.Of(c.gpu_milli.value());
     const bool q3 = here.fit >= c.gpu_count && cpu_free >= c.cpu;
     f += c.weight * static_cast<double>(q3 ? here.small : idle);
   }
