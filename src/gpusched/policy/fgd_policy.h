@@ -71,15 +71,14 @@ class FgdPolicy final : public PlacementPolicy {
   static constexpr double kScarcityWeight = 20;
   // Weight of the GPU milli a node's CPU or memory cannot feed, added to F (fgd-scarcity).
   static constexpr double kStrandedWeight = 1;
+  // fgd-scarcity's score resolution: kFineScale points to one of fgd's.
+  static constexpr int64_t kFineScale = 10000;
 
   // Fails unless options carry a non-empty target workload.
   static common::Result<std::unique_ptr<PlacementPolicy>> Create(const PolicyOptions& options);
   // fgd-scarcity: the same, with the scarcity of options.gpus_by_model.
   static common::Result<std::unique_ptr<PlacementPolicy>> CreateScarcity(const PolicyOptions& options);
   explicit FgdPolicy(std::shared_ptr<const TargetWorkload> m) : m_(std::move(m)), index_(m_) {}
-  // fgd-scarcity's score resolution: kFineScale points to one of fgd's.
-  static constexpr int64_t kFineScale = 10000;
-
   FgdPolicy(std::shared_ptr<const TargetWorkload> m, ModelScarcity scarcity, Feed feed)
       : m_(std::move(m)),
         index_(m_),

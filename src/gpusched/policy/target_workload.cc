@@ -55,6 +55,19 @@ bool Names(const std::vector<std::string>& models, const std::string& model) {
   return std::any_of(models.begin(), models.end(), [&](const std::string& x) { return SameModel(x, model); });
 }
 
+// The model of every GPU of the node, or null when the node has none or several models.
+const std::string* OneModel(const std::vector<core::Gpu>& gpus) {
+  if (gpus.empty()) {
+    return nullptr;
+  }
+  for (size_t i = 1; i < gpus.size(); ++i) {
+    if (!SameModel(gpus[i].model, gpus.front().model)) {
+      return nullptr;
+    }
+  }
+  return &gpus.front().model;
+}
+
 int64_t IdleMilli(const core::NodeView& node, std::span<const int64_t> free_milli) {
   int64_t idle = 0;
   for (size_t i = 0; i < free_milli.size(); ++i) {
@@ -113,12 +126,7 @@ double Fragmentation(const TargetWorkload& m, const core::NodeView& node, common
   const int64_t idle = IdleMilli(node, free_milli);
   // Most nodes have one GPU model: then whether a class may use the node's GPUs is one lookup per class, and a
   // class that may not strands the whole idle milli without a look at each GPU.
-  const std::string* one_model = gpus.empty() ? nullptr : &gpus.front().model;
-  for (size_t i = 1; i < gpus.size() && one_model != nullptr; ++i) {
-    if (!SameModel(gpus[i].model, *one_model)) {
-      one_model = nullptr;
-    }
-  }
+  const std::string* one_model = OneModel(gpus);
   ShareFits shares(node, free_milli);
   double f = 0;
   for (const TaskClass& c : m.classes) {
@@ -176,18 +184,12 @@ FragmentationIndex::FragmentationIndex(std::shared_ptr<const TargetWorkload> wor
 
 double Fragmentation(const FragmentationIndex& index, const core::NodeView& node, common::MilliCpu cpu_free,
                      std::span<const int64_t> free_milli) {
-  const auto& gpus = node.node->gpus;
-  if (gpus.empty()) {
+  const std::string* model = OneModel(node.node->gpus);
+  if (model == nullptr) {
     return Fragmentation(*index.m, node, cpu_free, free_milli);
   }
-  const std::string& model = gpus.front().model;
-  for (size_t i = 1; i < gpus.size(); ++i) {
-    if (!SameModel(gpus[i].model, model)) {
-      return Fragmentation(*index.m, node, cpu_free, free_milli);
-    }
-  }
   size_t k = 0;
-  while (k < index.models.size() && !SameModel(index.models[k], model)) {
+  while (k < index.models.size() && !SameModel(index.models[k], *model)) {
     ++k;
   }
   const int64_t idle = IdleMilli(node, free_milli);
