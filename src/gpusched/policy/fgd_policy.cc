@@ -115,10 +115,15 @@ FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::Nod
         continue;
       }
       seen.push_back(key);
-      free[i] -= c.milli_per_gpu.value();
-      const int64_t score = SigmoidScore(
-          before - Fragmentation(index_, node, cpu_after, free) - Stranded(node, cpu_after, memory_after, free),
-          scale_);
+      // Off the plan, the room the share leaves counts kOffPlanWeight times (fgd-scarcity; fgd's plan is empty).
+      const int64_t room_after = free[i] - c.milli_per_gpu.value();
+      const double off_plan = plan_.Follows(common::kGpuMilli.value() - free[i], c.milli_per_gpu.value())
+                                  ? 0.0
+                                  : kOffPlanWeight * static_cast<double>(room_after);
+      free[i] = room_after;
+      const int64_t score = SigmoidScore(before - Fragmentation(index_, node, cpu_after, free) -
+                                             Stranded(node, cpu_after, memory_after, free) - off_plan,
+                                         scale_);
       free[i] += c.milli_per_gpu.value();
       if (score > best.score) {
         best = Best{.score = score, .gpu = i};

@@ -336,5 +336,42 @@ TEST(FgdScarcityTest, PlacementsFgdTiesAreStillOrdered) {
   EXPECT_EQ((*fgd)->Score(most_cpu, view, Snapshot{}), 4);
 }
 
+// A share that leaves a room its GPU's plan never fills pays kOffPlanWeight per milli of it. M: whole GPU 0.5,
+// shares 470 (0.3), 320 (0.15), 650 (0.05), no CPU; the plan pairs 470s and puts 320s into 650s' rooms or three to a
+// GPU (share_plan_test). A 320 on GPUs {530 (a 470 on it), 1000} free:
+//   before: F = 0.5 x 530 (whole: GPU 0 is below 1000) + 0.05 x 530 (650 likewise) = 291.5;
+//   GPU 0 -> 210: every class strands 210: F' = 210, delta 81.5: fgd 52 (sigmoid(0.0815) = 0.5203637);
+//   GPU 1 -> 680: whole fits nowhere: 0.5 x 1210, 650 fits on GPU 1 only: 0.05 x 530: F' = 631.5, delta -340: fgd 41
+//                 (sigmoid(-0.34) = 0.4158095).
+// fgd puts the 320 next to the 470. fgd-scarcity charges GPU 0 8 x 210 = 1680 (470 + 320 is in no combination):
+// delta -1598.5 -> 168191 (sigmoid(-1.5985) = 0.1681914), and takes the free GPU: 415809. On GPUs {350 (a 650 on
+// it), 1000} the 320 follows the plan on GPU 0 and both policies score alike.
+TEST(FgdScarcityTest, SharesOffThePlanPayForTheRoomTheyLeave) {
+  auto m = std::make_shared<TargetWorkload>();
+  auto share = [](int64_t milli, double weight) {
+    return TaskClass{.gpu_count = 1, .gpu_milli = common::MilliGpu{milli}, .pods = 1, .weight = weight};
+  };
+  m->classes = {TaskClass{.gpu_count = 1, .gpu_milli = common::MilliGpu{1000}, .pods = 1, .weight = 0.5},
+                share(470, 0.3), share(320, 0.15), share(650, 0.05)};
+  const PolicyOptions options{.target_workload = m, .gpus_by_model = {{"A100", 2}}};
+  auto fgd = FgdPolicy::Create(options);
+  auto scarce = FgdPolicy::CreateScarcity(options);
+  ASSERT_TRUE(fgd.ok() && scarce.ok());
+  const auto pod = Pod("p").Share(320).Build();
+  const auto next_to_470 = View("n").Gpus(2).Free({530, 1000}).CpuFree(32000).Build();
+  common::Rng rng(1);
+  EXPECT_EQ((*fgd)->Score(pod, next_to_470, Snapshot{}), 52);
+  EXPECT_EQ(testing::GpuIndices((*fgd)->SelectGpus(pod, next_to_470, rng)), std::vector<int32_t>{0});
+  EXPECT_EQ((*scarce)->Score(pod, next_to_470, Snapshot{}), 415809);
+  EXPECT_EQ(testing::GpuIndices((*scarce)->SelectGpus(pod, next_to_470, rng)), std::vector<int32_t>{1});
+
+  // Before: whole, 470 and 650 fit on GPU 1 only: (0.5 + 0.3 + 0.05) x 350 = 297.5; GPU 0 -> 30: F' = 30, delta
+  // 267.5 (sigmoid(0.2675) = 0.5664791); GPU 1 -> 680 would give delta -340.
+  const auto next_to_650 = View("n").Gpus(2).Free({350, 1000}).CpuFree(32000).Build();
+  EXPECT_EQ((*fgd)->Score(pod, next_to_650, Snapshot{}), 56);
+  EXPECT_EQ((*scarce)->Score(pod, next_to_650, Snapshot{}), 566479);
+  EXPECT_EQ(testing::GpuIndices((*scarce)->SelectGpus(pod, next_to_650, rng)), std::vector<int32_t>{0});
+}
+
 }  // namespace
 }  // namespace gpusched::policy
