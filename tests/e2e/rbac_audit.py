@@ -18,6 +18,7 @@ Python 3 standard library only.
 """
 
 import dataclasses
+import datetime
 import glob
 import json
 import os
@@ -121,6 +122,7 @@ class Request:
     path: str  # the request URI without the query
     code: int  # 0 when no response was recorded yet (a watch still open)
     reason: str  # authorization.k8s.io/reason, when the server recorded it
+    received: float = 0.0  # requestReceivedTimestamp as seconds since the epoch; 0 when not recorded
 
     @property
     def key(self):
@@ -147,7 +149,7 @@ def requests_of(events, user):
         resource = ref.get("resource", "")
         if resource and ref.get("subresource"):
             resource += "/" + ref["subresource"]
-        code, reason = 0, ""
+        code, reason, received = 0, "", _epoch(first.get("requestReceivedTimestamp"))
         for s in stages:
             status = s.get("responseStatus") or {}
             if s.get("stage") == "ResponseComplete" or (not code and s.get("stage") == "ResponseStarted"):
@@ -155,8 +157,18 @@ def requests_of(events, user):
             reason = (s.get("annotations") or {}).get("authorization.k8s.io/reason", reason)
         out.append(Request(verb=verb, group=ref.get("apiGroup", ""), resource=resource,
                            namespace=ref.get("namespace", ""), name=ref.get("name", ""), path=path, code=code,
-                           reason=reason))
+                           reason=reason, received=received))
     return out
+
+
+def _epoch(stamp):
+    """An RFC 3339 time of the audit log ("2026-11-29T04:34:55.123456Z") as seconds since the epoch; 0 if absent."""
+    if not stamp:
+        return 0.0
+    try:
+        return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
 # -- roles --------------------------------------------------------------------------------------------------------

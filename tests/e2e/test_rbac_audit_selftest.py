@@ -159,6 +159,14 @@ class AuditLogTest(unittest.TestCase):
                          [("watch", "pods", 403), ("create", "pods/binding", 201)])
         self.assertEqual(reqs[1].namespace, "n")
 
+    def test_the_time_a_request_was_received(self):
+        e = event(EXT, "create", "pods", sub="binding", ns="n", name="p", stage="RequestReceived", audit_id="b")
+        e["requestReceivedTimestamp"] = "2026-11-29T04:34:55.250000Z"
+        got = rbac_audit.requests_of([e, event(EXT, "get", "pods", ns="n", name="p")], EXT)
+        self.assertEqual(got[0].code, 0)  # no response recorded: the client may have died mid-request
+        self.assertAlmostEqual(got[0].received, 1795926895.25, places=3)
+        self.assertEqual(got[1].received, 0.0)
+
 
 class CompareTest(unittest.TestCase):
     def compare(self, events, roles, component=rbac_audit.EXTENDER, **kw):
