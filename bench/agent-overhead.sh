@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The agent's cost (issue 4's targets) with the fake backend: /metrics scrape latency for 8 GPUs (goal p99 <= 5 ms),
+# The agent's cost with the fake backend: /metrics scrape latency for 8 GPUs (goal p99 <= 5 ms),
 # and CPU and memory at a 1 s sampling interval (goal < 1 % of a core, < 30 MiB RSS). Release build.
 #   scrape: SCRAPES sequential GETs over one keep-alive connection (python http.client), p50/p99 per run;
 #   cost:   the agent runs DURATION seconds, scraped every 15 s as Prometheus would; CPU from /proc/<pid>/stat

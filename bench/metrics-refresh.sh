@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The cost of a metrics refresh for 5000 nodes x 8 GPUs from Prometheus (issue 5 section 4: "one query per metric,
-# parse <= 50 ms"). Release build.
+# The cost of a metrics refresh for 5000 nodes x 8 GPUs from Prometheus (goal: one query per metric,
+# parse <= 50 ms). Release build.
 #   decode: prometheus_benchmark on synthetic /api/v1/query answers, 40,000 series per metric: one metric and a full
 #           refresh (7 metrics), for the default `max by (UUID)` queries (full:0) and the raw selectors with the
 #           agent's whole label set (full:1); medians of REPEATS repetitions.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Simulator speed on the openb default trace (issue 2's targets): one fgd run (goal <= 0.5 s wall) and the six
+# Simulator speed on the openb default trace (targets): one fgd run (goal <= 0.5 s wall) and the six
 # policies x 10 seeds with --jobs 2 (goal <= 60 s). Median over REPEATS runs of each; release build.
 # Usage: bench/sim-speed.sh [TRACE_DIR]   (default ../shared/traces/alibaba-gpu-v2023)
 set -euo pipefail

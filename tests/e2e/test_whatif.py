@@ -191,6 +191,11 @@ class WhatIfTest(unittest.TestCase):
         self.assertEqual(missing.returncode, 1)
         self.assertIn('node "no-such-node" not found', missing.stderr)
 
+    def pod_lists(self):
+        """How many times the reader has listed pods so far (the audit log)."""
+        return sum(1 for q in rbac_audit.requests_of(rbac_audit.read_audit_log(self.cp.audit_log), READER)
+                   if q.verb == "list" and q.resource == "pods")
+
     def test_5_why(self):
         bound = subprocess.run([os.environ["GPUSCHED_BIN"], "why", "running-node-a", "--kubeconfig", self.kubeconfig],
                                capture_output=True, text=True, timeout=60)
@@ -218,10 +223,14 @@ class WhatIfTest(unittest.TestCase):
             pod["spec"]["schedulerName"] = "gpusched"
             self.kube.create("pods", pod)
             time.sleep(1.1)  # creationTimestamp has one-second resolution: the order is by age
+        lists_before = self.pod_lists()
         q = subprocess.run([os.environ["GPUSCHED_BIN"], "why", "queued-me", "--kubeconfig", self.kubeconfig],
                            capture_output=True, text=True, timeout=60)
         log(q.stdout + q.stderr)
         self.assertEqual(q.returncode, 0, q.stderr)
+        # The cluster and the queue's view come from one list of the pods (the audit log has it once the command
+        # has exited: blocking mode).
+        self.assertEqual(self.pod_lists() - lists_before, 1, "why lists the pods more than once")
         self.assertIn("GPU queue default: 3rd of 3 pending pod(s) (the scheduler takes them by priority, then age); "
                       "ahead of it: default/queued-old (priority 0), default/queued-urgent (priority 1000)", q.stdout)
         self.assertIn("the queue holds gpus=2 milli=2000 memory=0Mi (2 running)", q.stdout)

@@ -865,6 +865,15 @@ TEST_F(DevicePluginTest, ARefusedHandoffIsToldToThePod) {
     std::mutex mu;
     std::vector<ports::PodEvent> events;
   } recorder;
+  // The refusal is logged once, with the pod (the sink is swapped before any server thread runs, and back after
+  // they are gone).
+  auto lines = std::make_shared<std::vector<std::string>>();
+  auto lines_mu = std::make_shared<std::mutex>();
+  common::SetLogSink([lines, lines_mu](common::LogLevel, std::string_view line) {
+    std::lock_guard lock(*lines_mu);
+    lines->emplace_back(line);
+  });
+  common::SetLogLevel(common::LogLevel::kWarn);
   DevicePluginOptions o = Options();
   o.events = &recorder;
   o.mps_daemon = [] { return common::Unavailable("nvidia-cuda-mps-control exited with 1"); };
@@ -875,6 +884,21 @@ TEST_F(DevicePluginTest, ARefusedHandoffIsToldToThePod) {
   pods_.Put(whole.Json());
   ASSERT_FALSE(kubelet_->AdmitPod(shared.Spec()).ok());
   ASSERT_TRUE(kubelet_->AdmitPod(whole.Spec()).ok());
+  plugin_.reset();
+  kubelet_.reset();
+  common::SetLogLevel(common::LogLevel::kError);
+  common::SetLogSink([](common::LogLevel, std::string_view line) {
+    std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+  });
+  std::vector<std::string> refused;
+  for (const std::string& line : *lines) {
+    if (line.find("refused") != std::string::npos) {
+      refused.push_back(line);
+    }
+  }
+  ASSERT_EQ(refused.size(), 1U) << ::testing::PrintToString(*lines);
+  EXPECT_THAT(refused[0], HasSubstr("gpusched agent refused to hand GPUs to container main"));
+  EXPECT_THAT(refused[0], HasSubstr("pod=default/shared"));
   std::lock_guard lock(recorder.mu);
   ASSERT_EQ(recorder.events.size(), 1U);
   const ports::PodEvent& e = recorder.events[0];

@@ -88,7 +88,7 @@ common::Result<ManifestPods> PodsFromObjects(const std::vector<std::pair<std::st
 }
 
 common::Result<sim::WhatIfCluster> ReadLiveCluster(const std::string& kubeconfig, const std::string& context,
-                                                   std::ostream& warnings) {
+                                                   std::ostream& warnings, std::vector<json>* pod_objects) {
   GPUSCHED_ASSIGN_OR_RETURN(config, k8s::ResolveClientConfig(kubeconfig, context));
   GPUSCHED_ASSIGN_OR_RETURN(api, k8s::ApiClient::Create(config));
   // Read-only: two lists, nothing else.
@@ -116,6 +116,9 @@ common::Result<sim::WhatIfCluster> ReadLiveCluster(const std::string& kubeconfig
       continue;
     }
     cluster.pods.push_back(std::move(pod.value()));
+  }
+  if (pod_objects != nullptr) {
+    *pod_objects = std::move(listed->items);
   }
   return cluster;
 }

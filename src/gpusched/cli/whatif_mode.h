@@ -34,9 +34,11 @@ struct ManifestPods {
     const std::vector<std::pair<std::string, nlohmann::json>>& objects);
 
 // The live cluster's nodes and pods, decoded as the scheduler's watches decode them; read-only (two lists). An object
-// that cannot be decoded is left out, with a line on `warnings`.
+// that cannot be decoded is left out, with a line on `warnings`. With `pod_objects`, the listed pods are also handed
+// back as the API server sent them (every one, decodable or not), so that a caller needs no second list.
 [[nodiscard]] common::Result<sim::WhatIfCluster> ReadLiveCluster(const std::string& kubeconfig,
-                                                                 const std::string& context, std::ostream& warnings);
+                                                                 const std::string& context, std::ostream& warnings,
+                                                                 std::vector<nlohmann::json>* pod_objects = nullptr);
 
 // Exit status: 0 done, 2 usage error (bad files, unknown policy), 1 the cluster could not be read.
 int RunWhatIfMode(const WhatIfFlags& flags);

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,8 +28,10 @@ namespace {
 namespace k8s = adapters::k8s;
 using nlohmann::json;
 
-// The pod's standing in its GPU queue, from every pod and the GpuQueue objects (none when their API is not served).
-common::Result<sim::QueueWhy> ExplainPodQueue(k8s::ApiClient& api, const sim::WhatIfCluster& cluster, const json& pod) {
+// The pod's standing in its GPU queue, from every pod (`pods`, as listed for the cluster) and the GpuQueue objects
+// (none when their API is not served).
+common::Result<sim::QueueWhy> ExplainPodQueue(k8s::ApiClient& api, const sim::WhatIfCluster& cluster,
+                                              const std::vector<json>& pods, const json& pod) {
   std::vector<core::QueueSpec> specs;
   auto queues = api.List(kube::kGpuQueuesPath);
   if (queues.ok()) {
@@ -39,10 +42,6 @@ common::Result<sim::QueueWhy> ExplainPodQueue(k8s::ApiClient& api, const sim::Wh
     }
   } else if (queues.status().code() != common::StatusCode::kNotFound) {
     return common::Status(queues.status().code(), "listing GpuQueues: " + queues.status().message());
-  }
-  auto pods = api.List("/api/v1/pods");
-  if (!pods.ok()) {
-    return common::Status(pods.status().code(), "listing pods: " + pods.status().message());
   }
   core::GpuAmount capacity;
   for (const core::Node& n : cluster.nodes) {
@@ -80,7 +79,7 @@ common::Result<sim::QueueWhy> ExplainPodQueue(k8s::ApiClient& api, const sim::Wh
     return v;
   };
   std::vector<sim::QueuedPodView> all;
-  for (const json& item : pods->items) {
+  for (const json& item : pods) {
     if (auto v = view(item); v.has_value()) {
       all.push_back(*std::move(v));
     }
@@ -149,7 +148,8 @@ int Run(const WhyFlags& flags) {
     return 1;
   }
   std::ostringstream warnings;
-  auto cluster = ReadLiveCluster(flags.kubeconfig, flags.context, warnings);
+  std::vector<json> pods;  // as listed once for the cluster; the GPU queue's view reads them too
+  auto cluster = ReadLiveCluster(flags.kubeconfig, flags.context, warnings, &pods);
   std::cerr << warnings.str();
   if (!cluster.ok()) {
     std::cerr << "gpusched why: " << cluster.status().message() << "\n";
@@ -160,7 +160,7 @@ int Run(const WhyFlags& flags) {
   // wait in kube-scheduler's queue).
   const std::string scheduler = p.value("spec", json::object()).value("schedulerName", "");
   if (!scheduler.empty() && scheduler != "default-scheduler") {
-    if (auto queue = ExplainPodQueue(**api, *cluster, p); queue.ok()) {
+    if (auto queue = ExplainPodQueue(**api, *cluster, pods, p); queue.ok()) {
       std::cout << "\n" << sim::FormatQueueWhy(*queue);
     } else {
       std::cerr << "gpusched why: its GPU queue: " << queue.status().message() << "\n";

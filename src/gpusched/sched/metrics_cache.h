@@ -1,7 +1,7 @@
 #pragma once
 
 // MetricsCache: the scheduler's copy of live GPU metrics, kept fresh by a background thread so that a scheduling
-// cycle never waits on the network (issue 5 section 1). Readers take an immutable snapshot with Current(); the
+// cycle never waits on the network. Readers take an immutable snapshot with Current(); the
 // refresher builds a new map and swaps the pointer under a mutex, so a reader holds its snapshot as long as it
 // likes without copying and without blocking the refresher.
 //

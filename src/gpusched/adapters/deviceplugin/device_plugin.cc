@@ -191,8 +191,10 @@ struct DevicePlugin::Impl {
   common::Result<ContainerEnv> AllocateOne(const std::string& resource, const std::vector<std::string>& ids);
   std::vector<std::string> Prefer(const std::string& resource, const pb::ContainerPreferredAllocationRequest& r);
   common::Status CheckPreStart(const std::string& resource, const std::vector<std::string>& ids);
-  // A Warning Event on the pod, through options.events (when set), and the decision's log fields.
-  void Tell(const PodView& pod, const std::string& reason, const std::string& message) const {
+  // A Warning Event on the pod, through options.events (when set), and the refusal's one log line, with the pod's
+  // fields (the gRPC side logs the refusals of pods that could not be identified).
+  void Tell(const PodView& pod, const std::string& reason, const std::string& message) {
+    refusal_logged = true;
     common::Log(LogLevel::kWarn, "device plugin: " + message,
                 {{"pod", pod.meta.Key()}, {"node", options.node_name}, {"reason", reason}});
     if (options.events != nullptr) {
@@ -229,7 +231,8 @@ struct DevicePlugin::Impl {
   std::string last_error;              // GUARDED_BY(mu)
 
   std::mutex allocate_mu;
-  HandoffLedger ledger;  // GUARDED_BY(allocate_mu)
+  HandoffLedger ledger;         // GUARDED_BY(allocate_mu)
+  bool refusal_logged = false;  // GUARDED_BY(allocate_mu) Tell logged the refusal of the call in progress
   std::atomic<uint64_t> allocations{0};
   std::atomic<uint64_t> refusals{0};
 
@@ -294,11 +297,14 @@ class DevicePlugin::Impl::Service final : public pb::DevicePlugin::Service {
     std::lock_guard lock(impl_.allocate_mu);
     for (const auto& r : req->container_requests()) {
       const std::vector<std::string> ids(r.devices_ids().begin(), r.devices_ids().end());
+      impl_.refusal_logged = false;
       auto env = impl_.AllocateOne(resource_, ids);
       if (!env.ok()) {
         ++impl_.refusals;
-        common::Log(LogLevel::kWarn, "device plugin: Allocate " + resource_ + " [" + Join(ids) +
-                                         "] refused: " + env.status().ToString());
+        if (!impl_.refusal_logged) {
+          common::Log(LogLevel::kWarn, "device plugin: Allocate " + resource_ + " [" + Join(ids) +
+                                           "] refused: " + env.status().ToString());
+        }
         return ToGrpc(env.status());
       }
       auto* out = resp->add_container_responses();
@@ -320,11 +326,14 @@ class DevicePlugin::Impl::Service final : public pb::DevicePlugin::Service {
                                  pb::PreStartContainerResponse* /*resp*/) override {
     std::lock_guard lock(impl_.allocate_mu);
     const std::vector<std::string> ids(req->devices_ids().begin(), req->devices_ids().end());
+    impl_.refusal_logged = false;
     common::Status s = impl_.CheckPreStart(resource_, ids);
     if (!s.ok()) {
       ++impl_.refusals;
-      common::Log(LogLevel::kError,
-                  "device plugin: PreStartContainer " + resource_ + " [" + Join(ids) + "] refused: " + s.ToString());
+      if (!impl_.refusal_logged) {
+        common::Log(LogLevel::kError,
+                    "device plugin: PreStartContainer " + resource_ + " [" + Join(ids) + "] refused: " + s.ToString());
+      }
     }
     return ToGrpc(s);
   }

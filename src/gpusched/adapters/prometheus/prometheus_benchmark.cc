@@ -1,5 +1,5 @@
-// The decode cost of a scheduler refresh from Prometheus for 5000 nodes x 8 GPUs (issue 5, section 4: "one query per
-// metric, parse <= 50 ms"). Synthetic /api/v1/query answers, 40,000 series each, in two shapes:
+// The decode cost of a scheduler refresh from Prometheus for 5000 nodes x 8 GPUs (goal: one query per metric, parse
+// <= 50 ms). Synthetic /api/v1/query answers, 40,000 series each, in two shapes:
 //   * full:     the raw selector (DCGM_FI_DEV_GPU_UTIL) with the agent's label set plus Prometheus's job/instance,
 //               about 350 bytes per series;
 //   * by_uuid:  the default query, max by (UUID) (...), one label per series, about 90 bytes.
