@@ -657,47 +657,50 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         return mine
 
     def bindings(self, names):
-        """{pod: [(HTTP status, time received) of each Binding the scheduler's user sent for it]}, from
-        kube-apiserver's audit log (status 0: no response recorded)."""
+        """{pod: [(user, HTTP status, time received) of each Binding anyone sent for it]}, from kube-apiserver's audit
+        log (status 0: no response recorded)."""
         sent = {n: [] for n in names}
-        for r in rbac_audit.requests_of(rbac_audit.read_audit_log(self.cp.audit_log), self.user):
-            if r.resource == "pods/binding" and r.verb == "create" and r.namespace == "default" and r.name in sent:
-                sent[r.name].append((r.code, r.received))
+        events = rbac_audit.read_audit_log(self.cp.audit_log)
+        for user in {(e.get("user") or {}).get("username", "") for e in events}:
+            for r in rbac_audit.requests_of(events, user):
+                if r.resource == "pods/binding" and r.verb == "create" and r.namespace == "default" and r.name in sent:
+                    sent[r.name].append((user, r.code, r.received))
         return sent
 
-    def assert_bound_once(self, names, killed_at=None):
-        """Every pod is bound, by exactly one successful Binding (the audit log, blocking mode, has them all once the
-        pods show their node; wait a little for the last lines all the same).
+    def assert_bound_once(self, names):
+        """Every pod is bound, by the scheduler's user, and by exactly one Binding that took effect (the audit log,
+        blocking mode, has them all once the pods show their node; wait a little for the last lines all the same).
 
-        killed_at (time.time() of a SIGKILL of a scheduler): a Binding received before it that got no success and no
-        refusal (no status, or 5xx: the client died mid-request, kube-apiserver may still have committed it) counts
-        as the pod's one Binding when the pod has no successful one; a pod with a success and such a Binding too,
-        or with two successes, fails."""
+        A Binding that took effect is one logged with success, or the only Binding anyone sent for a pod that is bound:
+        that one bound it, whatever status was logged. When the scheduler is SIGKILLed, kube-apiserver (1.20) ends
+        the Bindings still in flight with 409 in its audit log, at the moment the connection drops, whether or not
+        it had committed them (seen: 12 of 14 such Bindings had bound their pod; the other 2 pods were bound after
+        the restart). A pod with two successful Bindings, or bound by anyone else, fails; a Binding that was refused
+        besides the one that bound the pod is allowed and logged."""
         for n in names:
             self.assertTrue(self.kube.get("pods", n)["spec"].get("nodeName"), f"{n} is not bound")
         sent = {}
 
-        def ok(n):
-            return sum(200 <= code < 300 for code, _ in sent[n])
-
-        def in_flight(n):
-            return sum(killed_at is not None and 0 < received < killed_at and (code == 0 or code >= 500)
-                       for code, received in sent[n])
+        def effective(n):
+            ok = [b for b in sent[n] if 200 <= b[1] < 300]
+            return ok if ok or len(sent[n]) != 1 else sent[n]
 
         def recorded():
             sent.update(self.bindings(names))
-            return all(ok(n) + in_flight(n) >= 1 for n in names)
+            return all(effective(n) for n in names)
         try:
             wait_until(recorded, 10, interval=0.2, what="the bindings in the audit log")
         except TimeoutError:
             pass  # the assertion below names the pods
-        wrong = {n: sent[n] for n in names if ok(n) + in_flight(n) != 1}
-        self.assertFalse(wrong, "pods not bound by exactly one Binding (HTTP status, time received of each; "
-                         f"killed at {killed_at}): {wrong}")
-        refused = {n: [c for c, _ in sent[n] if not 200 <= c < 300] for n in names if ok(n) < len(sent[n])}
-        cut = [n for n in names if not ok(n)]
-        log(f"{len(names)} pods bound once each" + (f"; refused Bindings: {refused}" if refused else "") +
-            (f"; bound by a Binding in flight at the kill: {cut}" if cut else ""))
+        wrong = {n: sent[n] for n in names
+                 if len(effective(n)) != 1 or any(user != self.user for user, _, _ in effective(n))}
+        self.assertFalse(wrong, "pods not bound by exactly one Binding of the scheduler (user, HTTP status, time "
+                         f"received of each): {wrong}")
+        refused = {n: [c for _, c, _ in sent[n] if not 200 <= c < 300] for n in names
+                   if len(sent[n]) > 1}
+        odd = {n: sent[n][0][1] for n in names if not 200 <= effective(n)[0][1] < 300}
+        log(f"{len(names)} pods bound once each" + (f"; refused Bindings besides the one that bound the pod: {refused}" if refused else "") +
+            (f"; bound by a Binding logged without success (status): {odd}" if odd else ""))
 
     def stop_main(self):
         """Stops the suite's scheduler (SIGTERM: it hands the Lease back) for a test that runs its own replicas, and
@@ -1095,7 +1098,7 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
 
         transitions = (self.lease()["spec"].get("leaseTransitions") or 0)
         leader.kill()
-        t_kill, killed_at = time.monotonic(), time.time()
+        t_kill = time.monotonic()
         for name in names[2:]:
             self.create_pod(name, SHARE, pool)
         deadline = LEASE_S + 10
@@ -1111,29 +1114,28 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         self.assertNotEqual(spec.get("holderIdentity"), holder)
         self.assertGreaterEqual(spec.get("leaseTransitions") or 0, transitions + 1, spec)
         self.audit(pool)
-        self.assert_bound_once(names, killed_at)
+        self.assert_bound_once(names)
 
     @dump_logs_on_failure
     def test_7_kill_mid_stream(self):
-        """20 pods of 20% / 8000 MiB, created at once on 2 nodes x 2 GPUs (exactly 4 x 1000 milli): the scheduler is
-        SIGKILLed as soon as 5 are bound (a watch tells), started again, and all 20 end bound, no GPU over capacity,
-        the pods bound before the kill unchanged, each pod bound by exactly one Binding."""
+        """40 pods of 20% / 8000 MiB, created at once on 2 nodes x 4 GPUs (exactly 8 x 1000 milli): the scheduler is
+        SIGKILLed as soon as 5 are bound (a watch tells), started again, and all 40 end bound, no GPU over capacity,
+        the pods bound before the kill unchanged, each pod bound by exactly one Binding. (40, not fewer: a release
+        build binds 20 pods in under 100 ms, before the kill lands.)"""
         self.stop_main()
         pool = "burst"
-        self.make_pool(pool, nodes=2, gpus=2)
+        self.make_pool(pool, nodes=2, gpus=4)
         small = {"gpusched.io/gpu": 1, "gpusched.io/gpu-memory": 8000, "gpusched.io/gpu-core": 20}
         s = self.new_scheduler("scheduler-burst")
         self.addCleanup(s.stop)
         s.start(timeout=LEASE_S + 30)
-        names = [f"burst-{i:02d}" for i in range(20)]
-        killed_at = []
+        names = [f"burst-{i:02d}" for i in range(40)]
 
         def kill_now():
             try:
                 os.killpg(s.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            killed_at.append(time.time())
         watcher = BindWatcher(self.kube, pool, threshold=5, fire=kill_now)
         try:
             t0 = time.monotonic()
@@ -1150,7 +1152,7 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         before = {p["metadata"]["name"]: (p["spec"]["nodeName"],
                                           p["metadata"].get("annotations", {}).get(ALLOCATION_ANNOTATION))
                   for p in self.kube.list("pods", labelSelector=f"{POOL_LABEL}={pool}") if p["spec"].get("nodeName")}
-        log(f"burst: 20 pods created in {created_s:.2f}s; kill -9 {watcher.fired_at[0] - t0:.2f}s after the first "
+        log(f"burst: {len(names)} pods created in {created_s:.2f}s; kill -9 {watcher.fired_at[0] - t0:.2f}s after the first "
             f"create, when {watcher.fired_at[1]} were bound; {len(before)} bound once it was dead")
         self.assertLess(len(before), len(names), "every pod was bound before the kill: nothing was mid-stream")
 
@@ -1166,9 +1168,9 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
             now = (pod["spec"]["nodeName"], pod["metadata"].get("annotations", {}).get(ALLOCATION_ANNOTATION))
             self.assertEqual(now, (node, alloc), f"{name} changed after the restart")
         usage = self.audit(pool)
-        self.assertEqual(len(usage), 4, usage)
-        self.assertEqual(sorted(u[0] for u in usage.values()), [1000] * 4, usage)
-        self.assert_bound_once(names, killed_at[0] if killed_at else None)
+        self.assertEqual(len(usage), 8, usage)
+        self.assertEqual(sorted(u[0] for u in usage.values()), [1000] * 8, usage)
+        self.assert_bound_once(names)
 
     @dump_logs_on_failure
     def test_8_share_preemption_with_budget(self):
