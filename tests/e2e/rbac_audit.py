@@ -123,6 +123,7 @@ class Request:
     code: int  # 0 when no response was recorded yet (a watch still open)
     reason: str  # authorization.k8s.io/reason, when the server recorded it
     received: float = 0.0  # requestReceivedTimestamp as seconds since the epoch; 0 when not recorded
+    user: str = ""  # who made it
 
     @property
     def key(self):
@@ -130,10 +131,10 @@ class Request:
 
 
 def requests_of(events, user):
-    """The requests `user` made, in log order."""
+    """The requests `user` made (None: everyone's), in log order."""
     by_id = {}
     for e in events:
-        if (e.get("user") or {}).get("username") != user:
+        if user is not None and (e.get("user") or {}).get("username") != user:
             continue
         audit_id = e.get("auditID") or id(e)
         by_id.setdefault(audit_id, []).append(e)
@@ -157,7 +158,7 @@ def requests_of(events, user):
             reason = (s.get("annotations") or {}).get("authorization.k8s.io/reason", reason)
         out.append(Request(verb=verb, group=ref.get("apiGroup", ""), resource=resource,
                            namespace=ref.get("namespace", ""), name=ref.get("name", ""), path=path, code=code,
-                           reason=reason, received=received))
+                           reason=reason, received=received, user=(first.get("user") or {}).get("username", "")))
     return out
 
 

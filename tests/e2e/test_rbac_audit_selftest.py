@@ -166,6 +166,9 @@ class AuditLogTest(unittest.TestCase):
         self.assertEqual(got[0].code, 0)  # no response recorded: the client may have died mid-request
         self.assertAlmostEqual(got[0].received, 1795926895.25, places=3)
         self.assertEqual(got[1].received, 0.0)
+        self.assertEqual(got[0].user, EXT)
+        everyone = rbac_audit.requests_of([e, event(AGENT, "get", "nodes", name="n")], None)
+        self.assertEqual([r.user for r in everyone], [EXT, AGENT])
 
 
 class CompareTest(unittest.TestCase):

@@ -660,11 +660,9 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         """{pod: [(user, HTTP status, time received) of each Binding anyone sent for it]}, from kube-apiserver's audit
         log (status 0: no response recorded)."""
         sent = {n: [] for n in names}
-        events = rbac_audit.read_audit_log(self.cp.audit_log)
-        for user in {(e.get("user") or {}).get("username", "") for e in events}:
-            for r in rbac_audit.requests_of(events, user):
-                if r.resource == "pods/binding" and r.verb == "create" and r.namespace == "default" and r.name in sent:
-                    sent[r.name].append((user, r.code, r.received))
+        for r in rbac_audit.requests_of(rbac_audit.read_audit_log(self.cp.audit_log), None):
+            if r.resource == "pods/binding" and r.verb == "create" and r.namespace == "default" and r.name in sent:
+                sent[r.name].append((r.user, r.code, r.received))
         return sent
 
     def assert_bound_once(self, names):
@@ -696,11 +694,11 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
                  if len(effective(n)) != 1 or any(user != self.user for user, _, _ in effective(n))}
         self.assertFalse(wrong, "pods not bound by exactly one Binding of the scheduler (user, HTTP status, time "
                          f"received of each): {wrong}")
-        refused = {n: [c for _, c, _ in sent[n] if not 200 <= c < 300] for n in names
-                   if len(sent[n]) > 1}
+        refused = {n: [c for _, c, _ in sent[n] if not 200 <= c < 300] for n in names if len(sent[n]) > 1}
         odd = {n: sent[n][0][1] for n in names if not 200 <= effective(n)[0][1] < 300}
-        log(f"{len(names)} pods bound once each" + (f"; refused Bindings besides the one that bound the pod: {refused}" if refused else "") +
-            (f"; bound by a Binding logged without success (status): {odd}" if odd else ""))
+        log(f"{len(names)} pods bound once each"
+            + (f"; refused Bindings besides the one that bound the pod: {refused}" if refused else "")
+            + (f"; bound by a Binding logged without success (status): {odd}" if odd else ""))
 
     def stop_main(self):
         """Stops the suite's scheduler (SIGTERM: it hands the Lease back) for a test that runs its own replicas, and
@@ -1152,8 +1150,8 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         before = {p["metadata"]["name"]: (p["spec"]["nodeName"],
                                           p["metadata"].get("annotations", {}).get(ALLOCATION_ANNOTATION))
                   for p in self.kube.list("pods", labelSelector=f"{POOL_LABEL}={pool}") if p["spec"].get("nodeName")}
-        log(f"burst: {len(names)} pods created in {created_s:.2f}s; kill -9 {watcher.fired_at[0] - t0:.2f}s after the first "
-            f"create, when {watcher.fired_at[1]} were bound; {len(before)} bound once it was dead")
+        log(f"burst: {len(names)} pods created in {created_s:.2f}s; kill -9 {watcher.fired_at[0] - t0:.2f}s after the "
+            f"first create, when {watcher.fired_at[1]} were bound; {len(before)} bound once it was dead")
         self.assertLess(len(before), len(names), "every pod was bound before the kill: nothing was mid-stream")
 
         t1 = time.monotonic()
