@@ -1400,7 +1400,9 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
 
     @dump_logs_on_failure
     def test_11_queues_reclaim_and_report(self):
-        """GpuQueues qa and qb (2 guaranteed GPUs each), and qbad whose guarantee (3) exceeds its limit (2). The API
+        """GpuQueues qa and qb (2 guaranteed GPUs each, children of qteam, which lists the default namespace), and
+        qbad whose guarantee (3) exceeds its limit (2). A pod labelled with qother (another team's namespace) is
+        refused with the reason and charged nowhere. The API
         server refuses a negative amount by the CRD's schema; the scheduler leaves qbad out and says so in its
         status (Valid=False, the reason). qb's pods borrow all 4 GPUs of a node; a pod of qa, within qa's
         guarantee, reclaims one GPU from qb (one of qb's pods evicted, a Preempted event) and binds; a second
@@ -1409,16 +1411,23 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         pool = "queues"
         node = list(self.make_pool(pool, nodes=1, gpus=4))[0]
 
-        def queue(name, guaranteed, limit=None):
+        def queue(name, guaranteed, limit=None, parent=None, namespaces=None):
             spec = {"guaranteed": {"gpus": guaranteed}}
             if limit is not None:
                 spec["limit"] = {"gpus": limit}
+            if parent is not None:
+                spec["parent"] = parent
+            if namespaces is not None:
+                spec["namespaces"] = namespaces
             return {"apiVersion": "gpusched.io/v1alpha1", "kind": "GpuQueue", "metadata": {"name": name},
                     "spec": spec}
         status, body = self.kube.raw("POST", QUEUES, queue("q-negative", -1))
         self.assertEqual(status, 422, f"a negative guarantee must be refused by the schema: {body}")
         self.assertIn("spec.guaranteed.gpus", json.dumps(body))
-        for q in (queue("qa", 2), queue("qb", 2), queue("qbad", 3, 2)):
+        # The default namespace's pods may join qa or qb (their parent lists it), never qother (another team's).
+        for q in (queue("qteam", 8, namespaces=["default"]), queue("qa", 2, parent="qteam"),
+                  queue("qb", 2, parent="qteam"), queue("qbad", 3, 2),
+                  queue("qother", 4, namespaces=["gpusched-e2e-other-team"])):
             self.kube.call("POST", QUEUES, q)
             self.addCleanup(lambda n=q["metadata"]["name"]: self.kube.raw("DELETE", f"{QUEUES}/{n}"))
 
@@ -1430,20 +1439,30 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         self.assertIn("guaranteed gpus 3 exceeds its limit 2", bad["message"])
         self.assertEqual(Kube.wait_for(lambda: condition("qa"), 15, what="qa's status")["status"], "True")
 
+        def held(name):
+            obj = self.kube.call("GET", f"{QUEUES}/{name}")
+            return ((obj.get("status") or {}).get("allocated") or {}).get("gpus")
+
         def in_queue(name, q):
             p = self.pod(name, {"nvidia.com/gpu": 1}, pool)
             p["metadata"]["labels"]["gpusched.io/queue"] = q
             p["spec"]["terminationGracePeriodSeconds"] = 30  # evicted pods stay terminating, as on a real node
             return p
+        # A pod labelled with another team's queue is refused, names the reason, and is charged nowhere.
+        self.kube.create("pods", in_queue("jumper", "qother"))
+        self.addCleanup(lambda: self.kube.delete("pods", "jumper", grace=0))
+        jumped = self.wait_failed("jumper")
+        self.assertIn("pods of namespace default may not join queue qother: it admits namespaces "
+                      "gpusched-e2e-other-team only", jumped)
+        self.assertFalse(self.kube.get("pods", "jumper")["spec"].get("nodeName"))
+        self.assertFalse(held("qother"), "nothing may be charged to qother")
+        self.kube.delete("pods", "jumper", grace=0)
         borrowers = [f"qb-{i}" for i in range(4)]
         for name in borrowers:
             self.kube.create("pods", in_queue(name, "qb"))
         for name in borrowers:
             self.wait_bound(name)
 
-        def held(name):
-            obj = self.kube.call("GET", f"{QUEUES}/{name}")
-            return ((obj.get("status") or {}).get("allocated") or {}).get("gpus")
         Kube.wait_for(lambda: held("qb") == 4 or None, 15, what="qb's status to show 4 GPUs", on_poll=self.alive)
 
         evicted = []

@@ -193,11 +193,13 @@ class K8sClientTest : public ::testing::Test {
   }
 
   Informer& StartInformer(InformerOptions options, Recorder& recorder) {
+    return StartInformerWith(std::move(options), [&recorder](const WatchEvent& e) { recorder(e); });
+  }
+  Informer& StartInformerWith(InformerOptions options, Informer::Handler handler) {
     options.initial_backoff = milliseconds(20);
     options.max_backoff = milliseconds(200);
     options.seed = 1;
-    informers_.push_back(
-        std::make_unique<Informer>(Client(), std::move(options), [&recorder](const WatchEvent& e) { recorder(e); }));
+    informers_.push_back(std::make_unique<Informer>(Client(), std::move(options), std::move(handler)));
     Informer& informer = *informers_.back();
     informer.Start();
     EXPECT_TRUE(informer.WaitForSync(kDeadline));
@@ -470,6 +472,28 @@ TEST_F(K8sClientTest, InformerSyncsAndFollowsChanges) {
   // Bookmarks move the rv to the server's.
   EXPECT_TRUE(WaitFor([&] { return informer.resource_version() == std::to_string(server_->resource_version()); }));
   EXPECT_EQ(informer.relists(), 0U);
+}
+
+// A handler that throws on one object (a shape no check foresaw) neither ends the process nor silences the
+// informer: the failure is counted, the informer lists again, and later changes still arrive.
+TEST_F(K8sClientTest, AnExceptionInTheHandlerRestartsTheWatchInsteadOfEndingTheProcess) {
+  server_->UpsertNode(Node("n1"));
+  Recorder& recorder = NewRecorder();
+  std::atomic<int> thrown{0};
+  Informer& informer = StartInformerWith({.path = "/api/v1/nodes"}, [&](const WatchEvent& e) {
+    if (ObjectKey(e.object) == "bad" && thrown.fetch_add(1) == 0) {
+      throw std::runtime_error("type must be string, but is number");  // what nlohmann::json throws
+    }
+    recorder(e);
+  });
+  server_->UpsertNode(Node("bad"));
+  ASSERT_TRUE(WaitFor([&] { return informer.handler_failures() == 1U; }));
+  server_->UpsertNode(Node("n2"));
+  ASSERT_TRUE(WaitFor([&] { return informer.Get("n2").has_value() && recorder.size() >= 3; })) << recorder.size();
+  const std::vector<std::string> lines = recorder.Lines();
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "ADDED bad"), lines.end()) << "the relist delivers it again";
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "ADDED n2"), lines.end());
+  EXPECT_GE(informer.relists(), 1U);
 }
 
 TEST_F(K8sClientTest, InformerWithSelectorsSeesPodsEnterAndLeave) {
@@ -750,6 +774,41 @@ TEST_F(K8sClientTest, BindPod) {
   EXPECT_EQ(Client().BindPod("default", "q", "some-other-uid", "n1").code(), StatusCode::kAborted);
   EXPECT_EQ(Client().BindPod("default", "missing", "", "n1").code(), StatusCode::kNotFound);
   EXPECT_EQ(server_->RequestCount("POST", "binding"), 4);
+}
+
+// The leadership fence: with no budget a write is not sent at all (reads and the Lease still are, so the replica
+// can renew); with a little budget the write's timeout is that budget, not the client's request timeout.
+TEST_F(K8sClientTest, WritesAreFencedByLeadership) {
+  server_->UpsertPod(Pod("default", "p"));
+  auto client = MakeClient(Config());
+  ASSERT_GT(client->config().request_timeout, milliseconds(2000));
+  std::atomic<int64_t> budget{0};
+  client->SetWriteFence([&budget] { return budget.load(); });
+  const common::Status fenced = client->BindPod("default", "p", "", "n1");
+  EXPECT_EQ(fenced.code(), StatusCode::kFailedPrecondition) << fenced;
+  EXPECT_THAT(fenced.message(), HasSubstr("POST /api/v1/namespaces/default/pods/p/binding not sent"));
+  EXPECT_EQ(server_->RequestCount("POST", "binding"), 0);
+  EXPECT_FALSE(server_->GetPod("default", "p")->at("spec").contains("nodeName"));
+  EXPECT_EQ(client->PatchPodAnnotations("default", "p", {{"a", "b"}}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(client->Get("/api/v1/namespaces/default/pods/p").ok());
+  const json lease = {{"metadata", {{"name", "fenced"}}}, {"spec", {{"holderIdentity", "a"}}}};
+  EXPECT_TRUE(client->CreateLease("kube-system", lease).ok()) << "a lease call is never fenced";
+
+  // 300 ms of budget against a server that takes 2 s: the Binding gives up at the budget (the client's own timeout
+  // would have waited for the answer).
+  budget = 300;
+  server_->SetDelay(milliseconds(2000));
+  const common::Status late = client->BindPod("default", "p", "", "n1");
+  server_->SetDelay(milliseconds(0));
+  EXPECT_EQ(late.code(), StatusCode::kDeadlineExceeded) << late;
+
+  budget = 60000;
+  server_->UpsertPod(Pod("default", "q"));
+  EXPECT_TRUE(client->BindPod("default", "q", "", "n1").ok());
+  client->SetWriteFence(nullptr);
+  server_->UpsertPod(Pod("default", "r"));
+  budget = 0;
+  EXPECT_TRUE(client->BindPod("default", "r", "", "n1").ok()) << "no fence, no refusal";
 }
 
 TEST_F(K8sClientTest, PatchAnnotations) {

@@ -39,7 +39,7 @@ common::Result<Election> MakeElection(adapters::k8s::ApiClient& client,
   }
   Election e;
   e.lease = std::make_unique<adapters::k8s::LeaseLock>(client, ns, config.name);
-  e.elector = std::make_unique<sched::LeaderElector>(
+  e.elector = std::make_shared<sched::LeaderElector>(
       *e.lease, common::SystemClock::Instance(),
       [] {
         return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -47,6 +47,10 @@ common::Result<Election> MakeElection(adapters::k8s::ApiClient& client,
             .count();
       },
       options);
+  client.SetWriteFence([weak = std::weak_ptr<sched::LeaderElector>(e.elector)]() -> int64_t {
+    const std::shared_ptr<sched::LeaderElector> elector = weak.lock();
+    return elector == nullptr ? 0 : elector->ActBudgetMs();
+  });
   return e;
 }
 

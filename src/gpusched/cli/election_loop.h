@@ -25,10 +25,12 @@ namespace gpusched::cli {
 
 // The Lease and the elector of a leaderElection config: the Lease in its namespace (else $POD_NAMESPACE, else
 // kube-system), an identity from the host name (`fallback` without one), settle time one retry period. Bad timings
-// are an error.
+// are an error. It fences `client`'s writes by the elector (ApiClient::SetWriteFence, LeaderElector::ActBudgetMs):
+// no Binding, eviction or status write is sent after this replica's renew deadline, nor given longer than that to
+// complete; once the elector is gone (shutdown) no write is sent at all.
 struct Election {
   std::unique_ptr<adapters::k8s::LeaseLock> lease;
-  std::unique_ptr<sched::LeaderElector> elector;
+  std::shared_ptr<sched::LeaderElector> elector;
 };
 [[nodiscard]] common::Result<Election> MakeElection(adapters::k8s::ApiClient& client,
                                                     const adapters::extender::LeaderElectionConfig& config,

@@ -201,7 +201,7 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
 
   // Leader election: only the Lease holder binds and reports ready.
   std::unique_ptr<k8s::LeaseLock> lease;
-  std::unique_ptr<sched::LeaderElector> elector;
+  std::shared_ptr<sched::LeaderElector> elector;
   if (config.leader_election.enabled) {
     auto made = MakeElection(**client, config.leader_election, "gpusched-extender");
     if (!made.ok()) {

@@ -130,7 +130,7 @@ int RunScheduler(const SchedulerFlags& flags) {
 
   // Leader election first: its settings are checked before anything starts.
   std::unique_ptr<k8s::LeaseLock> lease;
-  std::unique_ptr<sched::LeaderElector> elector;
+  std::shared_ptr<sched::LeaderElector> elector;
   if (config.leader_election.enabled) {
     auto election = MakeElection(**client, config.leader_election, "gpusched-scheduler");
     if (!election.ok()) {

@@ -121,7 +121,6 @@ std::map<std::string, std::string> ValidateQueues(const std::vector<QueueSpec>& 
   }
   for (const auto& [parent, kids] : children) {
     const QueueSpec& p = *by_name[parent];
-    if (!p.namespaces.empty()) reject(parent, "a parent queue serves no namespace itself (its children do)");
     GpuAmount sum;
     for (const auto* k : kids) {
       if (!rejected.contains(k->name)) sum += k->guaranteed;

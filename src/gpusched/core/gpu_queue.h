@@ -54,7 +54,7 @@ inline constexpr int kMaxQueueDepth = 2;
 struct QueueSpec {
   std::string name;
   std::string parent;                   // empty: a top-level queue
-  std::vector<std::string> namespaces;  // the namespaces whose pods it takes
+  std::vector<std::string> namespaces;  // the namespaces whose pods it takes, the only ones its label admits
   GpuAmount guaranteed;
   GpuAmount limit = GpuAmount::Unlimited();
   double weight = 1;  // share of what is beyond guarantees, > 0
@@ -62,8 +62,9 @@ struct QueueSpec {
 
 // Why each rejected queue was rejected; the others are valid together. Rules: a name; weight > 0; no negative
 // amount; guaranteed within limit in every dimension; the parent exists, is top level, and its guarantee covers the
-// sum of its children's, and it serves no namespace itself; a namespace served by one queue only (the first by name
-// keeps it).
+// sum of its children's; a namespace served by one queue only (the first by name keeps it). A parent may list
+// namespaces: its pods must then name one of its children by label (the parent takes no pods itself), and every
+// child admits them (sched::GpuQueues::JoinRefusal).
 std::map<std::string, std::string> ValidateQueues(const std::vector<QueueSpec>& specs);
 
 }  // namespace gpusched::core

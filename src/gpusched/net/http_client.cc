@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include <exception>
 #include <mutex>
 #include <utility>
 
@@ -58,6 +59,8 @@ struct StreamState {
   const HttpClient::DataHandler* on_data = nullptr;
   long status = 0;
   bool aborted = false;
+  // An exception from on_data, held while curl's C frames unwind and rethrown by Stream: never thrown through them.
+  std::exception_ptr thrown;
 };
 
 size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
@@ -65,7 +68,13 @@ size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
   if (s->status == 0) {
     curl_easy_getinfo(s->handle, CURLINFO_RESPONSE_CODE, &s->status);
   }
-  if (!(*s->on_data)(s->status, std::string_view(data, size * n))) {
+  bool more = false;
+  try {
+    more = (*s->on_data)(s->status, std::string_view(data, size * n));
+  } catch (...) {
+    s->thrown = std::current_exception();
+  }
+  if (!more) {
     s->aborted = true;
     return 0;  // curl ends the transfer with CURLE_WRITE_ERROR
   }
@@ -296,6 +305,9 @@ common::Result<StreamEnd> HttpClient::Stream(const ClientRequest& request, const
     }
   }
   curl_multi_remove_handle(multi.get(), h.get());
+  if (state.thrown) {
+    std::rethrow_exception(state.thrown);  // the handler's, to its caller, now that curl is out of the way
+  }
   if (!multi_error.ok()) {
     return multi_error;
   }

@@ -89,6 +89,8 @@ class HttpClient {
   // One request whose response body is handed to `on_data` as it arrives (with the HTTP status, known by then);
   // returning false ends the transfer (aborted). `stop` is looked at least every `poll` while the stream is idle:
   // when it becomes true the transfer ends (stopped). The stream uses a handle of its own for its whole life.
+  // An exception from `on_data` ends the transfer and is rethrown from Stream once curl has returned (never thrown
+  // through curl's frames).
   using DataHandler = std::function<bool(long status, std::string_view data)>;
   common::Result<StreamEnd> Stream(const ClientRequest& request, const DataHandler& on_data,
                                    const std::atomic<bool>& stop,

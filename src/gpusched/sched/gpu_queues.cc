@@ -6,6 +6,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace gpusched::sched {
 namespace {
@@ -87,10 +88,40 @@ void GpuQueues::SetCapacity(const GpuAmount& capacity) {
 }
 
 std::string GpuQueues::QueueOf(const std::string& namespace_, const std::string& label_queue) const {
-  if (!label_queue.empty()) return label_queue;
   std::lock_guard lock(mu_);
+  if (!label_queue.empty() && JoinRefusalLocked(label_queue, namespace_).empty()) return label_queue;
   auto it = by_namespace_.find(namespace_);
   return it != by_namespace_.end() ? it->second : kDefaultQueue;
+}
+
+std::string GpuQueues::JoinRefusal(const std::string& queue, const std::string& namespace_) const {
+  std::lock_guard lock(mu_);
+  return JoinRefusalLocked(queue, namespace_);
+}
+
+std::string GpuQueues::JoinRefusalLocked(const std::string& queue, const std::string& namespace_) const {
+  const Queue* q = Find(queue);
+  if (q == nullptr) return {};
+  const auto served = by_namespace_.find(namespace_);
+  const std::string head = fmt::format("pods of namespace {} may not join queue {}: ", namespace_, queue);
+  if (queue == kDefaultQueue && !q->declared) {
+    return served == by_namespace_.end()
+               ? std::string()
+               : head + fmt::format("namespace {} is served by queue {}", namespace_, served->second);
+  }
+  auto lists = [&](const Queue& x) {
+    return std::find(x.spec.namespaces.begin(), x.spec.namespaces.end(), namespace_) != x.spec.namespaces.end();
+  };
+  const Queue* parent = q->spec.parent.empty() ? nullptr : Find(q->spec.parent);
+  if (lists(*q) || (parent != nullptr && lists(*parent))) return {};
+  if (queue == kDefaultQueue && served == by_namespace_.end()) return {};  // a declared default serves the rest
+  std::vector<std::string> admitted = q->spec.namespaces;
+  if (parent != nullptr) {
+    admitted.insert(admitted.end(), parent->spec.namespaces.begin(), parent->spec.namespaces.end());
+  }
+  return head + (admitted.empty() ? fmt::format("it admits no namespace (list {} in its spec.namespaces{})", namespace_,
+                                                parent != nullptr ? " or its parent's" : "")
+                                  : fmt::format("it admits namespaces {} only", fmt::join(admitted, ", ")));
 }
 
 bool GpuQueues::Exists(const std::string& queue) const {

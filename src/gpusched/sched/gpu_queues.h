@@ -67,9 +67,16 @@ class GpuQueues {
   // The cluster's GPUs (the total the top-level queues share).
   void SetCapacity(const GpuAmount& capacity);
 
-  // The queue of a pod: the label's queue when it names one (checked by Admit: an unknown queue admits nothing),
-  // else the queue serving the namespace, else the default queue.
+  // The queue of a pod: the label's queue when it names one the pod may join (JoinRefusal; an unknown queue is
+  // checked by Admit: it admits nothing), else the queue serving the namespace, else the default queue. A pod is
+  // therefore never counted against a queue it may not join, whatever its label says.
   [[nodiscard]] std::string QueueOf(const std::string& namespace_, const std::string& label_queue) const;
+  // Why a pod of `namespace_` may not join `queue` by its label; empty when it may, or when no such queue exists
+  // (Admit refuses that). A declared queue admits the namespaces listed in its spec.namespaces or its parent's;
+  // the default queue admits the namespaces that no declared queue serves. So a label can move a pod among the
+  // queues its namespace was given, never into another team's queue (spending its guarantee, deciding whom
+  // reclaim evicts) nor out of its own queue's limit into the default queue.
+  [[nodiscard]] std::string JoinRefusal(const std::string& queue, const std::string& namespace_) const;
   [[nodiscard]] bool Exists(const std::string& queue) const;
 
   // A placed pod (assumed or bound) charges its queue; a pending one counts in its queue's demand. A uid is in at
@@ -123,6 +130,7 @@ class GpuQueues {
     bool placed = false;
   };
   Queue& QueueFor(const std::string& name);  // the queue, or the default one; mu_ held
+  std::string JoinRefusalLocked(const std::string& queue, const std::string& namespace_) const;
   const Queue* Find(const std::string& name) const;
   void Recompute() const;  // fair shares when dirty; mu_ held
   double RankLocked(const Queue& q) const;

@@ -200,5 +200,51 @@ TEST(GpuQueuesTest, PodsFollowTheirQueueAndFallBackToDefault) {
   EXPECT_TRUE(q.Status("a")->allocated.IsZero());
 }
 
+TEST(GpuQueuesTest, ALabelJoinsOnlyAQueueThatAdmitsThePodsNamespace) {
+  GpuQueues q(Gpus(8));
+  QueueSpec a = Q("a", 2, 1, {}, 2), b = Q("b", 2, 1), research = Q("research", 4, 1), r1 = Q("r1", 2, 1, "research"),
+            r2 = Q("r2", 2, 1, "research");
+  a.namespaces = {"team-a"};
+  b.namespaces = {"team-b"};
+  research.namespaces = {"lab"};
+  ASSERT_TRUE(q.SetQueues({a, b, research, r1, r2}).empty());
+  // team-a's pod labelled with team-b's queue: refused, and counted against its own queue, never b.
+  EXPECT_EQ(q.JoinRefusal("b", "team-a"),
+            "pods of namespace team-a may not join queue b: it admits namespaces team-b only");
+  EXPECT_EQ(q.QueueOf("team-a", "b"), "a");
+  // ... nor can it leave its queue's limit for the default queue.
+  EXPECT_EQ(q.JoinRefusal("default", "team-a"),
+            "pods of namespace team-a may not join queue default: namespace team-a is served by queue a");
+  EXPECT_EQ(q.QueueOf("team-a", "default"), "a");
+  // Its own queue, and a namespace no queue serves joining the default queue, are fine.
+  EXPECT_EQ(q.JoinRefusal("a", "team-a"), "");
+  EXPECT_EQ(q.JoinRefusal("default", "team-z"), "");
+  EXPECT_EQ(q.QueueOf("team-z", "default"), "default");
+  // The parent's namespaces join any of its children by label; other namespaces none of them.
+  EXPECT_EQ(q.JoinRefusal("r1", "lab"), "");
+  EXPECT_EQ(q.QueueOf("lab", "r2"), "r2");
+  EXPECT_EQ(q.QueueOf("lab", ""), "research");  // unlabelled: the parent, which Admit refuses with the reason
+  EXPECT_FALSE(q.Admit("research", Gpus(1)).admitted);
+  EXPECT_EQ(q.JoinRefusal("r1", "team-a"),
+            "pods of namespace team-a may not join queue r1: it admits namespaces lab only");
+  // A queue listing no namespace (nor its parent) admits no label.
+  QueueSpec open = Q("open", 0, 1);
+  ASSERT_TRUE(q.SetQueues({a, open}).empty());
+  EXPECT_EQ(q.JoinRefusal("open", "team-a"),
+            "pods of namespace team-a may not join queue open: it admits no namespace (list team-a in its "
+            "spec.namespaces)");
+  // An unknown queue is Admit's to refuse ("does not exist"), as before.
+  EXPECT_EQ(q.JoinRefusal("missing", "team-a"), "");
+  EXPECT_EQ(q.Admit(q.QueueOf("team-a", "missing"), Gpus(1)).reason, "queue missing does not exist");
+}
+
+TEST(GpuQueuesTest, AParentMayListTheNamespacesItsChildrenAdmit) {
+  QueueSpec p = Q("p", 2, 1), c = Q("c", 2, 1, "p");
+  p.namespaces = {"lab"};
+  EXPECT_TRUE(ValidateQueues({p, c}).empty());
+  c.namespaces = {"lab"};  // still one queue a namespace
+  EXPECT_EQ(ValidateQueues({p, c})["p"], "namespace lab is served by queue c already");
+}
+
 }  // namespace
 }  // namespace gpusched::sched

@@ -1,5 +1,6 @@
 #include "gpusched/sched/leader_elector.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace gpusched::sched {
@@ -27,11 +28,12 @@ LeaderElector::LeaderElector(ports::LeaderLock& lock, const common::Clock& clock
 bool LeaderElector::Tick() {
   const int64_t now = clock_.NowMs();
   const bool leads = TryAcquireOrRenew(now);
+  const int64_t after = clock_.NowMs();
   std::lock_guard lock(mu_);
-  if (!leads && holding_ && now - last_renew_ms_ >= options_.renew_deadline_ms) {
+  if (!leads && holding_ && after - last_renew_ms_ >= options_.renew_deadline_ms) {
     holding_ = false;  // could not renew in time: another replica may take over once the lease runs out
   }
-  return holding_ && now - last_renew_ms_ < options_.renew_deadline_ms;
+  return holding_ && after - last_renew_ms_ < options_.renew_deadline_ms;
 }
 
 bool LeaderElector::TryAcquireOrRenew(int64_t now) {
@@ -42,6 +44,10 @@ bool LeaderElector::TryAcquireOrRenew(int64_t now) {
                             .renew_wall_ms = wall,
                             .transitions = 0};
   auto current = lock_.Get();
+  // The record was seen as it is now, not when the GET was sent: a standby times the holder's lease from here, so a
+  // slow GET never makes the lease look older than it is. (Our own renewals are timed from `now`, before the
+  // write was sent: the lease as others see it starts later than that, so our deadline errs early.)
+  const int64_t seen = clock_.NowMs();
   if (!current.ok()) {
     if (current.status().code() != common::StatusCode::kNotFound) {
       std::lock_guard lock(mu_);
@@ -56,14 +62,14 @@ bool LeaderElector::TryAcquireOrRenew(int64_t now) {
     if (!have_observed_ || !(record == observed_)) {
       observed_ = record;
       have_observed_ = true;
-      observed_ms_ = now;
+      observed_ms_ = seen;
     }
     const bool ours = record.holder == options_.identity;
     if (!ours) {
       holding_ = false;  // someone else holds or released it: we do not lead, whatever we thought
     }
     const int64_t duration = record.lease_duration_ms > 0 ? record.lease_duration_ms : options_.lease_duration_ms;
-    if (!ours && !record.holder.empty() && now - observed_ms_ < duration) {
+    if (!ours && !record.holder.empty() && seen - observed_ms_ < duration) {
       last_error_.clear();
       return false;  // held by another replica that renewed within a lease duration (as we timed it)
     }
@@ -121,6 +127,14 @@ void LeaderElector::Release() {
 bool LeaderElector::IsLeader() const {
   std::lock_guard lock(mu_);
   return holding_ && clock_.NowMs() - last_renew_ms_ < options_.renew_deadline_ms;
+}
+
+int64_t LeaderElector::ActBudgetMs() const {
+  std::lock_guard lock(mu_);
+  if (!holding_) {
+    return 0;
+  }
+  return std::max<int64_t>(0, last_renew_ms_ + options_.renew_deadline_ms - clock_.NowMs());
 }
 
 bool LeaderElector::CanAct() const {

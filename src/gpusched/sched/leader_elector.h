@@ -10,6 +10,8 @@
 //     acting (lease - deadline) before any other replica can take over.
 //   - A new leader is told to wait `settle` after acquiring before it acts (CanAct), so that its caches hold what
 //     the previous leader did last.
+//   - A standby times the holder's lease from when its GET returned, not when it was sent: a slow API server never
+//     makes a lease look older than it is.
 //   - Release() on shutdown hands the record back (holder "") so that a standby takes over at its next tick.
 //
 // Pure: the lock and the clocks are injected. Thread-safety: Tick and Release from one thread; the queries from any.
@@ -50,6 +52,11 @@ class LeaderElector {
   [[nodiscard]] bool IsLeader() const;
   // Leader for at least settle_ms: may act.
   [[nodiscard]] bool CanAct() const;
+  // How long from now this replica may still write as the leader: until its last successful renew plus the renew
+  // deadline; 0 when it does not hold the lock or the deadline has passed. The API client's write fence: no
+  // Binding, eviction or status write is sent with less budget, and none is given longer than this to complete,
+  // so every write of a deposed leader ends (lease duration - renew deadline) before a standby may take over.
+  [[nodiscard]] int64_t ActBudgetMs() const;
   // The holder this replica last saw ("" when none), and what the last failed attempt said ("" after a success).
   [[nodiscard]] std::string Holder() const;
   [[nodiscard]] std::string LastError() const;

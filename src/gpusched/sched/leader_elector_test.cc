@@ -113,6 +113,58 @@ TEST(LeaderElectorTest, PartitionedLeaderStopsBeforeTheStandbyStarts) {
   EXPECT_FALSE(p.a.IsLeader());
 }
 
+// A slow API server: the standby's GET is sent at t=0 and answered at t=13 s with the leader's renewal of t=13 s.
+// The standby times the lease from the answer (t=13), so at t=15 it does not take over from a leader that may act
+// until t=23 (timed from the GET's start it would: two leaders for 8 s).
+TEST(LeaderElectorTest, AStandbyTimesTheLeaseFromWhenItsGetReturned) {
+  Pair p;
+  ASSERT_TRUE(p.a.Tick());
+  bool slow = true;
+  p.lock_b.SetBeforeGet([&] {
+    if (!slow) {
+      return;
+    }
+    slow = false;
+    p.Advance(13000);
+    ASSERT_TRUE(p.a.Tick());  // the leader renews while the standby's GET is on its way
+  });
+  ASSERT_FALSE(p.b.Tick());
+  p.lock_a.SetUnreachable(true);
+  for (int step = 1; step <= 20; ++step) {
+    p.Advance(1000);  // t = 13 + step s
+    const bool a_leads = p.a.Tick();
+    const bool b_leads = p.b.Tick();
+    EXPECT_FALSE(a_leads && b_leads) << "both lead at t=" << 13 + step << " s";
+    EXPECT_FALSE(b_leads && p.a.ActBudgetMs() > 0) << "the old leader may still write at t=" << 13 + step << " s";
+    if (b_leads) {
+      EXPECT_GE(step, 15) << "the standby took over before a whole lease since it saw the renewal";
+    }
+  }
+  EXPECT_TRUE(p.b.IsLeader());
+}
+
+// The write fence: how long the leader may still write, counted from its last renewal; 0 once the deadline passed
+// (partitioned), and always 0 for a standby.
+TEST(LeaderElectorTest, TheWriteBudgetRunsOutAtTheRenewDeadline) {
+  Pair p;
+  EXPECT_EQ(p.a.ActBudgetMs(), 0);
+  ASSERT_TRUE(p.a.Tick());
+  ASSERT_FALSE(p.b.Tick());
+  EXPECT_EQ(p.a.ActBudgetMs(), 10000);
+  EXPECT_EQ(p.b.ActBudgetMs(), 0);
+  p.Advance(4000);
+  EXPECT_EQ(p.a.ActBudgetMs(), 6000);  // 10 s from the renewal at 0, 4 s gone
+  ASSERT_TRUE(p.a.Tick());             // renewed at 4 s
+  EXPECT_EQ(p.a.ActBudgetMs(), 10000);
+  p.lock_a.SetUnreachable(true);
+  p.Advance(9999);
+  EXPECT_EQ(p.a.ActBudgetMs(), 1);
+  p.Advance(1);
+  EXPECT_EQ(p.a.ActBudgetMs(), 0);
+  EXPECT_FALSE(p.a.Tick());
+  EXPECT_EQ(p.a.ActBudgetMs(), 0);
+}
+
 // Between ticks too: IsLeader turns false by itself once the renew deadline passes.
 TEST(LeaderElectorTest, LeadershipLapsesWithoutATick) {
   Pair p;

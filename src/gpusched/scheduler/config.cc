@@ -136,7 +136,9 @@ common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, co
       GPUSCHED_ASSIGN_OR_RETURN(n, Seconds(v, source, key, 1, 3600));
       c.max_backoff_seconds = n;
     } else if (key == "assumedPodTtlSeconds") {
-      GPUSCHED_ASSIGN_OR_RETURN(n, Seconds(v, source, key, 1, 3600));
+      // Shorter than a stalled watch takes to detect, an assumption could expire while the watch that would show its
+      // Binding is stuck, and its GPUs be given twice.
+      GPUSCHED_ASSIGN_OR_RETURN(n, Seconds(v, source, key, kMinAssumedTtlSeconds, 3600));
       c.assumed_ttl_seconds = n;
     } else if (key == "gpushareMemoryUnit" || key == "geniusLabels") {
       if (auto st = adapters::extender::ParseResourceCompat(key, v, source, c.resources); !st.ok()) {

@@ -36,6 +36,10 @@
 
 namespace gpusched::scheduler {
 
+// The shortest assumedPodTtlSeconds allowed: a stalled watch's timeout (60 s) plus twice its grace (15 s), the
+// time after which the informer's /readyz reports it stale.
+inline constexpr int kMinAssumedTtlSeconds = 90;
+
 struct SchedulerConfig {
   std::vector<std::string> scheduler_names = {"gpusched"};
   std::string policy = "binpack";
@@ -47,7 +51,10 @@ struct SchedulerConfig {
   int bind_workers = 16;
   int initial_backoff_seconds = 1;
   int max_backoff_seconds = 10;
-  int assumed_ttl_seconds = 30;
+  // Longer than the watch's stall detection (a watch the server neither feeds nor ends is cut off after its 60 s
+  // timeout plus 15 s of grace, then relisted): an assumption must not expire, freeing GPUs a Binding may hold,
+  // while the watch that would show that Binding is silently stuck. kMinAssumedTtlSeconds is that bound.
+  int assumed_ttl_seconds = 120;
   adapters::extender::LeaderElectionConfig leader_election{.enabled = true, .name = "gpusched-scheduler"};
   kube::ResourceConfig resources;  // gpushareMemoryUnit, geniusLabels
   bool preemption = true;

@@ -38,7 +38,7 @@ kubeconfig: /etc/kube.conf
 bindWorkers: 8
 podInitialBackoffSeconds: 2
 podMaxBackoffSeconds: 20
-assumedPodTtlSeconds: 60
+assumedPodTtlSeconds: 100
 leaderElection: {enabled: false, namespace: gpu, name: sched, leaseDurationSeconds: 4, renewDeadlineSeconds: 3,
                  retryPeriodSeconds: 1}
 gpushareMemoryUnit: MiB
@@ -58,7 +58,7 @@ preemption: {enabled: false, evictionGracePeriodSeconds: 0}
   EXPECT_EQ(c->bind_workers, 8);
   EXPECT_EQ(c->initial_backoff_seconds, 2);
   EXPECT_EQ(c->max_backoff_seconds, 20);
-  EXPECT_EQ(c->assumed_ttl_seconds, 60);
+  EXPECT_EQ(c->assumed_ttl_seconds, 100);
   EXPECT_FALSE(c->leader_election.enabled);
   EXPECT_EQ(c->leader_election.namespace_, "gpu");
   EXPECT_EQ(c->leader_election.name, "sched");
@@ -72,6 +72,8 @@ preemption: {enabled: false, evictionGracePeriodSeconds: 0}
 TEST(SchedulerConfigTest, MistakesAreErrorsNamingTheKey) {
   const std::pair<const char*, const char*> cases[] = {
       {"schedulerNames: []", "schedulerNames"},
+      // Shorter than a stalled watch takes to detect (60 s + 2 x 15 s): GPUs could be freed under a Binding.
+      {"assumedPodTtlSeconds: 30", "\"assumedPodTtlSeconds\" must be 90..3600"},
       {"schedulerNames: [\"\"]", "empty name"},
       {"policy: best-guess", "unknown policy \"best-guess\""},
       {"policy: load-aware", "reads live GPU metrics or an interference forecast"},

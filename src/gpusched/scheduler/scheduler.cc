@@ -602,6 +602,11 @@ void Scheduler::OnGpuQueue(EventType type, const json& object) {
   Wake();
 }
 
+std::string Scheduler::QueueJoinRefusal(const Pending& pod) const {
+  const std::string label = pod.request.ok() ? kube::QueueLabel(pod.request->labels) : std::string();
+  return label.empty() || label == pod.queue ? std::string() : gpu_queues_.JoinRefusal(label, pod.namespace_);
+}
+
 std::vector<sched::QueuedPod> Scheduler::Remap() {
   std::vector<sched::QueuedPod> moved;
   for (auto& [uid, r] : running_) {
@@ -1257,6 +1262,10 @@ bool Scheduler::ScheduleOne() {
   // The pod's GPU queue: over its limit, the pod waits for quota (a pod of the queue leaving, or new queues).
   bool within_guarantee = false;
   if (request.RequestsGpu() && !charged) {
+    if (std::string refusal = QueueJoinRefusal(pod); !refusal.empty()) {
+      Unschedulable(uid, pod, refusal, sched::kBlockedByQuota);
+      return true;
+    }
     const auto admission = gpu_queues_.Admit(pod.queue, pod.demand);
     if (!admission.admitted) {
       Unschedulable(uid, pod, admission.reason, sched::kBlockedByQuota);
@@ -1486,7 +1495,11 @@ void Scheduler::ScheduleGang(const std::string& uid, const Pending& pod, const s
     const core::PodRequest& r = *m.pending.request;
     // The members reserved so far are charged to the queue already: the group as a whole stays within its limit.
     if (r.RequestsGpu()) {
-      if (auto admission = gpu_queues_.Admit(m.pending.queue, m.pending.demand); !admission.admitted) {
+      auto admission = gpu_queues_.Admit(m.pending.queue, m.pending.demand);
+      if (std::string refusal = QueueJoinRefusal(m.pending); !refusal.empty()) {
+        admission = {.reason = std::move(refusal)};
+      }
+      if (!admission.admitted) {
         if (first_failure.empty()) {
           first_failure = m.pending.name + ": " + admission.reason;
         }

@@ -324,6 +324,9 @@ class Scheduler {
   // pending member with the reason. `lock` is the cache's write lock, held on entry and released on return.
   void ScheduleGang(const std::string& uid, const Pending& pod, const std::string& group, size_t placed,
                     std::unique_lock<std::shared_mutex>& lock, std::chrono::steady_clock::time_point started);
+  // Why the pod may not join the queue its label names (it then waits, counted in its namespace's queue); empty
+  // when it names none or may.
+  [[nodiscard]] std::string QueueJoinRefusal(const Pending& pod) const;
   void Count(uint64_t SchedulerStats::*counter);  // one more, under mu_
   // FailedScheduling; the pod waits for an event that may free `blockers`, or with `backoff` for its backoff.
   void Unschedulable(const std::string& uid, const Pending& pod, std::string message, uint32_t blockers,

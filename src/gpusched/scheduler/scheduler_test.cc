@@ -1408,6 +1408,48 @@ TEST_F(SchedulerTest, AQueueLimitKeepsPodsWaitingUntilOneOfItsPodsLeaves) {
   EXPECT_EQ(binder_.bound().back().pod.str(), "uid-team-a-p2");
 }
 
+json Labelled(json pod, const std::string& queue) {
+  pod["metadata"]["labels"]["gpusched.io/queue"] = queue;
+  return pod;
+}
+
+TEST_F(SchedulerTest, APodCannotJoinAnotherTeamsQueueByLabel) {
+  scheduler_->OnNode(EventType::kAdded, Node("a", 4));
+  scheduler_->OnGpuQueue(EventType::kAdded, GpuQueue("team-a", "team-a", 0, 1));
+  scheduler_->OnGpuQueue(EventType::kAdded, GpuQueue("team-b", "team-b", 2));
+  Running(InNamespace(Pod("p1", WholeGpu()), "team-a"));  // team-a is at its limit
+  // Over its own queue's limit, a team-a pod names team-b's queue, then the default queue: it binds in neither.
+  scheduler_->OnPod(EventType::kAdded, Labelled(InNamespace(Pod("jump", WholeGpu()), "team-a"), "team-b"));
+  scheduler_->OnPod(EventType::kAdded, Labelled(InNamespace(Pod("jump2", WholeGpu()), "team-a"), "default"));
+  Drain();
+  EXPECT_EQ(binder_.bound().size(), 1U) << "p1 only";
+  ASSERT_FALSE(EventsFor("jump", "FailedScheduling").empty());
+  EXPECT_EQ(EventsFor("jump", "FailedScheduling").back().message,
+            "pods of namespace team-a may not join queue team-b: it admits namespaces team-b only");
+  EXPECT_EQ(EventsFor("jump2", "FailedScheduling").back().message,
+            "pods of namespace team-a may not join queue default: namespace team-a is served by queue team-a");
+  // Nothing is charged to team-b; the pods count as team-a's demand.
+  auto status = scheduler_->QueueStatuses();
+  ASSERT_EQ(status.size(), 3U);
+  EXPECT_EQ(status[2].name, "team-b");
+  EXPECT_TRUE(status[2].allocated.IsZero());
+  EXPECT_EQ(status[2].pending_pods, 0U);
+  EXPECT_EQ(status[1].name, "team-a");
+  EXPECT_EQ(status[1].pending_pods, 2U);
+  // A pod bound by someone else with that label (before the rule, or by another scheduler) is charged to its own
+  // namespace's queue, never to team-b: reclaim and preemption see it there.
+  core::Allocation elsewhere = binder_.bound().back();
+  elsewhere.pod = common::PodUid("uid-team-a-bound-elsewhere");
+  elsewhere.containers.at(0).gpus.at(0).index = 3;
+  elsewhere.containers.at(0).gpus.at(0).uuid = common::GpuUuid("GPU-a-3");
+  scheduler_->OnPod(EventType::kAdded,
+                    AsBound(Labelled(InNamespace(Pod("bound-elsewhere", WholeGpu()), "team-a"), "team-b"), elsewhere,
+                            kube::EncodeAllocation(elsewhere)));
+  status = scheduler_->QueueStatuses();
+  EXPECT_TRUE(status[2].allocated.IsZero());
+  EXPECT_EQ(status[1].allocated.gpus, 2);
+}
+
 TEST_F(SchedulerTest, AnInvalidQueueIsLeftOutAndItsPodsGoToTheDefaultQueue) {
   scheduler_->OnNode(EventType::kAdded, Node("a", 4));
   scheduler_->OnGpuQueue(EventType::kAdded, GpuQueue("bad", "team-b", 4, 2));

@@ -5,9 +5,11 @@
 // the latest write is Aborted). A store can be made unreachable to play a partition.
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "gpusched/ports/leader_lock.h"
 
@@ -37,8 +39,14 @@ class FakeLeaderLock final : public ports::LeaderLock {
 
   // While set, every call fails with Unavailable (this replica cannot reach the API server).
   void SetUnreachable(bool unreachable) { unreachable_ = unreachable; }
+  // Runs at the start of each Get, before the record is read (a slow API server: advance a clock, let another
+  // replica write meanwhile). Not under the store's lock.
+  void SetBeforeGet(std::function<void()> hook) { before_get_ = std::move(hook); }
 
   common::Result<ports::LeaderRecord> Get() override {
+    if (before_get_) {
+      before_get_();
+    }
     if (unreachable_) {
       return common::Unavailable("lease: connection refused");
     }
@@ -81,6 +89,7 @@ class FakeLeaderLock final : public ports::LeaderLock {
   LeaseStore& store_;
   bool unreachable_ = false;
   uint64_t seen_ = 0;
+  std::function<void()> before_get_;
 };
 
 }  // namespace gpusched::testing

@@ -105,7 +105,7 @@ struct ServiceOptions {
   // outcome is unknown (timeout, 5xx, 409): the watch confirms or frees it within that time, else it expires
   // (ClusterMirror::ExpireAssumed).
   int64_t bind_in_flight_ms = 300000;
-  int64_t assumed_ttl_ms = 30000;
+  int64_t assumed_ttl_ms = 120000;  // longer than a stalled watch takes to detect (60 s + 2 x 15 s)
   // Bind waits up to this long (real time) for the pod cache to show the pod, with the uid kube-scheduler sent,
   // before refusing: kube-scheduler's watch may be ahead of the extender's by a few milliseconds.
   int64_t pod_cache_wait_ms = 2000;

@@ -848,7 +848,7 @@ TEST_F(ServiceTest, PodsThatEndReleaseTheirGpus) {
 }
 
 // A timeout, a 5xx or a 409 may follow a Binding the API server wrote: the GPUs stay assumed until the watch says
-// what happened, or the TTL (30 s by default) runs out. Only a definite refusal gives them back at once.
+// what happened, or the TTL (120 s by default: longer than a stalled watch takes to detect) runs out. Only a definite refusal gives them back at once.
 TEST_F(ServiceTest, ABindWhoseOutcomeIsUnknownStaysAssumedUntilTheWatchOrItsTtl) {
   const json p = Pod("p", Share(30));
   const json q = Pod("q", Share(30));
@@ -870,7 +870,7 @@ TEST_F(ServiceTest, ABindWhoseOutcomeIsUnknownStaysAssumedUntilTheWatchOrItsTtl)
   binder_.Fail(common::Unavailable("POST .../pods/q/binding: HTTP 503"));
   (void)service_->Bind(BindArgs(q, "a"));
   EXPECT_EQ(Allocated(), 600);
-  clock_.AdvanceMs(29000);
+  clock_.AdvanceMs(119000);
   EXPECT_EQ(mirror_.ExpireAssumed(), 0u);
   EXPECT_EQ(Allocated(), 600);
   clock_.AdvanceMs(2000);

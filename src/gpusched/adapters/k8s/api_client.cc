@@ -185,6 +185,33 @@ struct ApiClient::Impl {
   ClientConfig config;
   std::unique_ptr<net::HttpClient> http;  // URL, TLS and the connection pool
 
+  std::mutex fence_mu;
+  std::function<int64_t()> write_fence;  // GUARDED_BY(fence_mu); null = none
+
+  // The write fence's verdict for one request: nullopt = send with the usual timeout; else the timeout to send it
+  // with, or an error when there is no budget left. Reads and lease calls are never fenced (a leader renews
+  // through the same client).
+  std::optional<Result<std::chrono::milliseconds>> Fence(const std::string& method, const std::string& target) {
+    if (method == "GET" || method == "HEAD" || target.starts_with("/apis/coordination.k8s.io/")) {
+      return std::nullopt;
+    }
+    std::function<int64_t()> fence;
+    {
+      std::lock_guard<std::mutex> lock(fence_mu);
+      fence = write_fence;
+    }
+    if (!fence) {
+      return std::nullopt;
+    }
+    const int64_t budget = fence();
+    if (budget <= 0) {
+      return Result<std::chrono::milliseconds>(common::FailedPrecondition(
+          method + " " + PathOnly(target) +
+          " not sent: this replica's leadership lapsed (no lease renewal within the renew deadline)"));
+    }
+    return Result<std::chrono::milliseconds>(std::min(config.request_timeout, std::chrono::milliseconds(budget)));
+  }
+
   std::mutex token_mu;
   std::string token;             // GUARDED_BY(token_mu)
   Clock::time_point token_read;  // GUARDED_BY(token_mu)
@@ -266,6 +293,12 @@ struct ApiClient::Impl {
                                const std::string& content_type, size_t reserve = 0) {
     net::ClientRequest request = Request(method, target, body, content_type);
     request.reserve = reserve;
+    if (auto fenced = Fence(method, target); fenced.has_value()) {
+      if (!fenced->ok()) {
+        return fenced->status();
+      }
+      request.timeout = **fenced;
+    }
     Result<HttpResponse> response = http->Send(request);
     if (!response.ok()) {
       return StatusFromTransport(method, PathOnly(target),
@@ -320,6 +353,11 @@ Result<std::unique_ptr<ApiClient>> ApiClient::Create(ClientConfig config) {
 }
 
 const ClientConfig& ApiClient::config() const { return impl_->config; }
+
+void ApiClient::SetWriteFence(std::function<int64_t()> budget_ms) {
+  std::lock_guard<std::mutex> lock(impl_->fence_mu);
+  impl_->write_fence = std::move(budget_ms);
+}
 
 Result<json> ApiClient::Get(const std::string& path) { return impl_->Call("GET", path); }
 

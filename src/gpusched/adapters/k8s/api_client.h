@@ -57,6 +57,13 @@ class ApiClient {
 
   [[nodiscard]] const ClientConfig& config() const;
 
+  // Fences every write (any method but GET, except coordination.k8s.io Lease calls) by leadership: `budget_ms`
+  // says how long this replica may still write (sched::LeaderElector::ActBudgetMs). With no budget left the
+  // request is not sent (FailedPrecondition, naming the request); else its timeout is at most the budget, so a
+  // deposed leader's Binding, eviction or status write cannot complete after its renew deadline from this side.
+  // Null (the default) fences nothing. Any thread; takes effect for requests that start afterwards.
+  void SetWriteFence(std::function<int64_t()> budget_ms);
+
   // GET; the parsed body.
   common::Result<nlohmann::json> Get(const std::string& path);
 

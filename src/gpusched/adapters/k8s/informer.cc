@@ -137,6 +137,11 @@ std::string Informer::last_error() const {
   return last_error_;
 }
 
+uint64_t Informer::handler_failures() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return handler_failures_;
+}
+
 uint64_t Informer::stalls() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stalls_;
@@ -164,8 +169,24 @@ std::string Informer::Staleness() const {
 }
 
 void Informer::Deliver(const WatchEvent& event) {
-  if (handler_) {
+  if (!handler_) {
+    return;
+  }
+  try {
     handler_(event);
+  } catch (...) {
+    // The handler did not take the event: make the cache say so, so that the relist Run starts after this
+    // delivers it again (an addition or change as kAdded, a deletion as kDeleted) instead of finding nothing new.
+    const std::string key = ObjectKey(event.object);
+    if (!key.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (event.type == WatchEvent::Type::kDeleted) {
+        cache_.insert_or_assign(key, options_.cache_identity_only ? Identity(event.object) : event.object);
+      } else {
+        cache_.erase(key);
+      }
+    }
+    throw;
   }
 }
 
@@ -390,6 +411,30 @@ void Informer::OnWatchEvent(json& event, bool& got_events) {
 }
 
 void Informer::Run() {
+  // A handler that throws (or anything under it: a JSON type error on an object no check foresaw) must not end the
+  // process through std::terminate, nor leave the informer silent: it is logged, counted, and the informer lists
+  // again after a backoff, since the event it was delivering may be half applied by the handler.
+  while (!stop_.load()) {
+    std::string what;
+    try {
+      RunLoop();
+      return;
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+      what = "an exception that is not a std::exception";
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++handler_failures_;
+    }
+    common::Log(common::LogLevel::kError,
+                "informer of " + options_.path + ": " + what + "; listing again and watching from there");
+    Backoff(common::Internal("the informer's handler threw: " + what));
+  }
+}
+
+void Informer::RunLoop() {
   // The watch call takes the field selector; the label selector rides in the path.
   std::string watch_path = options_.path;
   if (!options_.label_selector.empty()) {
@@ -397,7 +442,7 @@ void Informer::Run() {
                   UrlEncode(options_.label_selector);
   }
   bool need_list = true;
-  bool first_list = true;
+  bool first_list = !HasSynced();  // after a handler failure, a relist diffed against the cache
   bool first_watch = true;
   while (!stop_.load()) {
     if (need_list) {

@@ -99,14 +99,16 @@ class Informer {
   [[nodiscard]] uint64_t relists() const;     // lists after the first (each one follows a 410)
   [[nodiscard]] uint64_t reconnects() const;  // watches started after the first
   [[nodiscard]] std::string resource_version() const;
-  [[nodiscard]] std::string last_error() const;  // the last failure, "" when none yet
-  [[nodiscard]] uint64_t stalls() const;         // watches cut off because the server sent nothing and did not end
+  [[nodiscard]] std::string last_error() const;     // the last failure, "" when none yet
+  [[nodiscard]] uint64_t stalls() const;            // watches cut off because the server sent nothing and did not end
+  [[nodiscard]] uint64_t handler_failures() const;  // exceptions out of the handler, each followed by a relist
   // "" while the informer hears from the server (an event, a bookmark, a list, a watch the server ended) at least
   // every stale_after; else what is wrong, for readiness.
   [[nodiscard]] std::string Staleness() const;
 
  private:
-  void Run();
+  void Run();                       // RunLoop, restarted after an exception
+  void RunLoop();                   // list, then watch, until stopped
   bool ListAndDeliver(bool first);  // false on error (backoff already applied)
   // The first list, delivered a page at a time as the pages arrive (never the whole list in memory at once).
   bool SyncPageByPage();
@@ -133,6 +135,7 @@ class Informer {
   bool synced_ = false;                                                                    // GUARDED_BY(mu_)
   uint64_t relists_ = 0, reconnects_ = 0;                                                  // GUARDED_BY(mu_)
   uint64_t stalls_ = 0;                                                                    // GUARDED_BY(mu_)
+  uint64_t handler_failures_ = 0;                                                          // GUARDED_BY(mu_)
   std::chrono::steady_clock::time_point last_contact_ = std::chrono::steady_clock::now();  // GUARDED_BY(mu_)
   void Contact();
 
