@@ -675,7 +675,8 @@ class ExtenderE2E(AllocationChecks, unittest.TestCase):
             if time.monotonic() - nudges[1] >= 10:
                 nudges[0] += 1
                 nudges[1] = time.monotonic()
-                self.kube.patch("nodes", f"{pool}-node-0", {"metadata": {"labels": {"gpusched-e2e/nudge": str(nudges[0])}}})
+                self.kube.patch("nodes", f"{pool}-node-0",
+                                {"metadata": {"labels": {"gpusched-e2e/nudge": str(nudges[0])}}})
         Kube.wait_for(decided, 120, interval=0.5, what="every stream pod bound or refused by the filter",
                       on_poll=nudge)
         placed = [n for n in names if bound(n)]
