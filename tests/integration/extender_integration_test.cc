@@ -8,12 +8,16 @@
 #include <unistd.h>
 
 #include <arpa/inet.h>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,11 +26,15 @@
 #include <nlohmann/json.hpp>
 
 #include "gpusched/adapters/extender/server.h"
+#include "gpusched/adapters/influxdb/influx_source.h"
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/client_config.h"
 #include "gpusched/adapters/k8s/informer.h"
 #include "gpusched/adapters/k8s/pod_binder.h"
+#include "gpusched/adapters/prometheus/prometheus_source.h"
+#include "gpusched/common/log.h"
 #include "gpusched/kube/annotations.h"
+#include "gpusched/sched/metrics_cache.h"
 #include "gpusched/testing/fake_apiserver.h"
 #include "gpusched/testing/processes.h"
 #include "gpusched/testing/test_pki.h"
@@ -79,6 +87,7 @@ struct Extender {
   ext::ExtenderMetrics metrics;
   std::unique_ptr<ext::ExtenderService> service;
   std::unique_ptr<ext::ExtenderServer> server;
+  std::function<std::string()> degraded;  // handed to the server before it starts, when set
 
   static ext::EventType Type(k8s::WatchEvent::Type t) {
     return t == k8s::WatchEvent::Type::kAdded      ? ext::EventType::kAdded
@@ -98,22 +107,42 @@ struct Extender {
     pods = std::make_unique<k8s::Informer>(*client, k8s::InformerOptions{.path = "/api/v1/pods"},
                                            [this](const k8s::WatchEvent& e) { mirror.OnPod(Type(e.type), e.object); });
     binder = std::make_unique<k8s::PodBinder>(*client);
+    // The sync gate as `gpusched extender` wires it: the verbs wait for both informers' first list.
+    ext::ServiceOptions options{.policy = config.policy, .seed = 3};
+    options.sync_gate = [this] { return Waiting(); };
     auto s = ext::ExtenderService::Create(
         mirror, *binder, [this](const std::string& ns, const std::string& name) { return pods->Get(ns + "/" + name); },
-        ext::ServiceOptions{.policy = config.policy, .seed = 3}, &metrics);
+        std::move(options), &metrics);
     ASSERT_TRUE(s.ok()) << s.status();
     service = std::move(s).value();
     server = std::make_unique<ext::ExtenderServer>(*service, mirror, metrics, config, [this]() -> std::string {
-      return nodes->HasSynced() && pods->HasSynced() ? "" : "caches not synced";
+      const std::string w = Waiting();
+      return w.empty() ? "" : "not synced: waiting for " + w;
     });
+    if (degraded) {
+      server->SetDegraded(degraded);
+    }
     ASSERT_TRUE(server->Start().ok());
     if (start_informers) {
       StartInformers();
     }
   }
+  std::string Waiting() const {
+    std::string w = pods->HasSynced() ? "" : "pods";
+    if (!nodes->HasSynced()) {
+      w += (w.empty() ? "" : ", ") + std::string("nodes");
+    }
+    return w;
+  }
   void StartInformers() {
+    StartNodes();
+    StartPods();
+  }
+  void StartNodes() {
     nodes->Start();
     ASSERT_TRUE(nodes->WaitForSync(milliseconds(15000)));
+  }
+  void StartPods() {
     pods->Start();
     ASSERT_TRUE(pods->WaitForSync(milliseconds(15000)));
   }
@@ -156,10 +185,15 @@ class ExtenderIntegrationTest : public ::testing::Test {
   // kube-scheduler's cycle for one pod: filter, prioritize, then bind to the best-scored passing node.
   // Returns the bind Error ("" on success) or a description of what failed before bind.
   std::string Schedule(Extender& e, const json& pod, const std::vector<std::string>& nodes) {
-    auto c = Client(e);
+    return ScheduleOn(e.server->port(), pod, nodes);
+  }
+  std::string ScheduleOn(int port, const json& pod, const std::vector<std::string>& nodes) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(10, 0);
     const std::string args = json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", nodes}}.dump();
     auto f = c.Post("/scheduler/filter", args, "application/json");
-    if (!f || f->status != 200) return "filter failed";
+    if (!f) return "filter failed: " + httplib::to_string(f.error());
+    if (f->status != 200) return "filter failed: HTTP " + std::to_string(f->status) + " " + f->body;
     const json fr = json::parse(f->body);
     if (fr["NodeNames"].empty()) return "no node fits: " + fr["FailedNodes"].dump();
     auto p = c.Post("/scheduler/prioritize",
@@ -181,7 +215,8 @@ class ExtenderIntegrationTest : public ::testing::Test {
                         .dump(),
                     "application/json");
     if (!b) return "bind transport failed";
-    return json::parse(b->body)["Error"].get<std::string>();
+    const std::string error = json::parse(b->body)["Error"].get<std::string>();
+    return b->status == 200 || !error.empty() ? error : "bind failed: HTTP " + std::to_string(b->status);
   }
 
   // Σ milli and MiB per GPU uuid over every bound pod's annotation, as the API server holds them.
@@ -518,6 +553,300 @@ TEST_F(ExtenderIntegrationTest, OnlyAllowedClientCertificatesReachTheVerbs) {
   EXPECT_EQ(denied->status, 403);
   EXPECT_NE(denied->body.find("gpusched"), std::string::npos) << denied->body;
   EXPECT_EQ(named.server->http()->stats().requests, 0U);
+}
+
+json ShareOf(int core, int memory_mib) {
+  return {{"gpusched.io/gpu", "1"},
+          {"gpusched.io/gpu-core", std::to_string(core)},
+          {"gpusched.io/gpu-memory", std::to_string(memory_mib)}};
+}
+
+// kube-scheduler keeps calling while the extender restarts: 4 threads stream filter, prioritize and bind for 40
+// pods against whatever listens on the extender's port. Mid-stream the extender stops (binds in flight finish or
+// are cut off) and a new one starts on the same port against the same API server, whose pods carry the
+// allocations written so far; it serves before its caches synced, as a container restarted under load does.
+// Until they synced every verb must refuse (503), and from then on it must place beside what the annotations
+// say: no GPU ever holds more than 1000 milli or its 81920 MiB, and no pod is bound twice.
+TEST_F(ExtenderIntegrationTest, ARestartUnderAStreamOfFilterAndBindCallsNeverDoubleAllocates) {
+  api_->UpsertNode(Node("n1", 2));
+  api_->UpsertNode(Node("n2", 2));
+  // 30 % + 20000 MiB and 20 % + 30000 MiB, alternating: compute and memory both run out on some GPUs.
+  constexpr int kPods = 40;
+  std::vector<json> pods;
+  for (int i = 0; i < kPods; ++i) {
+    pods.push_back(api_->UpsertPod(Pod("s" + std::to_string(i), i % 2 == 0 ? ShareOf(30, 20000) : ShareOf(20, 30000))));
+  }
+  auto first = std::make_unique<Extender>();
+  first->Start(kubeconfig_, config_);
+  ASSERT_TRUE(WaitFor([&] { return first->pods->Get("default/s" + std::to_string(kPods - 1)).has_value(); }));
+  const int port = first->server->port();
+
+  std::mutex mu;
+  std::map<std::string, int> successes;  // bind answered "" (GUARDED_BY(mu))
+  std::set<std::string> unfit;           // no node fits, said by the synced second extender (GUARDED_BY(mu))
+  std::set<std::string> busy;            // a thread is scheduling it now (GUARDED_BY(mu))
+  std::atomic<bool> second_synced{false};
+  std::atomic<bool> done{false};
+  // The pods kube-scheduler has seen so far: 8 before the restart (so that the first extender cannot bind them all
+  // before it is stopped), all 40 after.
+  std::atomic<size_t> released{8};
+  auto bound_in_api = [&](const std::string& name) {
+    auto p = api_->GetPod("default", name);
+    return p.has_value() && !(*p)["spec"].value("nodeName", "").empty();
+  };
+  auto resolved = [&](const std::string& name) {  // holds mu
+    return successes.contains(name) || unfit.contains(name) || bound_in_api(name);
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      size_t idle = 0;  // pods passed over in a row
+      for (size_t round = static_cast<size_t>(t); !done; ++round) {
+        const size_t seen = released;
+        const json& pod = pods[round % seen];
+        const std::string name = pod["metadata"]["name"];
+        {
+          std::lock_guard lock(mu);
+          if (busy.contains(name) || resolved(name)) {
+            if (++idle >= seen) {  // nothing to do this pass: let the others finish
+              idle = 0;
+              std::this_thread::sleep_for(milliseconds(1));
+            }
+            continue;
+          }
+          busy.insert(name);
+          idle = 0;
+        }
+        const bool synced_before = second_synced;
+        const std::string outcome = ScheduleOn(port, pod, {"n1", "n2"});
+        std::lock_guard lock(mu);
+        busy.erase(name);
+        if (outcome.empty()) {
+          ++successes[name];
+        } else if (synced_before && outcome.starts_with("no node fits")) {
+          unfit.insert(name);
+        } else if (outcome.starts_with("filter failed")) {
+          // The extender is gone or not synced: kube-scheduler backs off before it retries the pod.
+          std::this_thread::sleep_for(milliseconds(2));
+        }
+      }
+    });
+  }
+  auto count_successes = [&] {
+    std::lock_guard lock(mu);
+    return successes.size();
+  };
+  ASSERT_TRUE(WaitFor([&] { return count_successes() >= 4; }));
+  first->Stop();  // binds in flight finish; the streamers' next calls find nobody listening
+  first.reset();
+  const size_t before_restart = count_successes();
+
+  config_.port = port;  // the restarted container listens where kube-scheduler calls
+  Extender second;
+  second.Start(kubeconfig_, config_, /*start_informers=*/false);
+  // Deterministically, next to the streamers: before any list every verb refuses and names what it waits for.
+  const json probe = pods[1];
+  httplib::Client c("127.0.0.1", port);
+  const std::string args = json{{"Pod", probe}, {"Nodes", nullptr}, {"NodeNames", {"n1", "n2"}}}.dump();
+  auto f = c.Post("/scheduler/filter", args, "application/json");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status, 503);
+  EXPECT_NE(json::parse(f->body)["Error"].get<std::string>().find("not synced: waiting for pods, nodes"),
+            std::string::npos)
+      << f->body;
+  auto ready = c.Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 503);
+  EXPECT_NE(ready->body.find("not synced: waiting for pods, nodes"), std::string::npos) << ready->body;
+  // Nodes first: the mirror knows every GPU and none of the allocations. An answer now would place on GPUs that
+  // bound pods hold.
+  second.StartNodes();
+  f = c.Post("/scheduler/filter", args, "application/json");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status, 503) << f->body;
+  EXPECT_NE(f->body.find("waiting for pods"), std::string::npos) << f->body;
+  auto b = c.Post(
+      "/scheduler/bind",
+      json{{"PodName", "s1"}, {"PodNamespace", "default"}, {"PodUID", probe["metadata"]["uid"]}, {"Node", "n1"}}.dump(),
+      "application/json");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->status, 503) << b->body;
+  {
+    auto lock = second.mirror.ReadLock();
+    EXPECT_EQ(second.mirror.state().AllocationCount(), 0U);
+  }
+  second.StartPods();
+  second_synced = true;
+  released = pods.size();
+  // Every pod ends bound, or refused by the synced extender because nothing fits any more.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::lock_guard lock(mu);
+        return std::all_of(pods.begin(), pods.end(),
+                           [&](const json& p) { return resolved(p["metadata"]["name"].get<std::string>()); });
+      },
+      milliseconds(60000)));
+  done = true;
+  for (auto& t : threads) {
+    t.join();
+  }
+
+  std::lock_guard lock(mu);
+  EXPECT_GT(successes.size(), before_restart) << "the second extender bound nothing";
+  for (const auto& [name, n] : successes) {
+    EXPECT_EQ(n, 1) << name << " was bound " << n << " times";
+    EXPECT_TRUE(bound_in_api(name)) << name << ": bind said yes but the pod is not bound";
+  }
+  int bound = 0;
+  for (const auto& p : api_->Pods()) {
+    bound += p["spec"].value("nodeName", "").empty() ? 0 : 1;
+  }
+  // A bind cut off by the stop may have landed without its answer arriving: at most one per streamer.
+  EXPECT_GE(bound, static_cast<int>(successes.size()));
+  EXPECT_LE(bound, static_cast<int>(successes.size()) + 4);
+  int64_t milli = 0;
+  for (const auto& [uuid, use] : UsageFromAnnotations()) {
+    EXPECT_LE(use.first, 1000) << uuid;
+    EXPECT_LE(use.second, 81920) << uuid;
+    milli += use.first;
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    auto l = second.mirror.ReadLock();
+    return second.mirror.state().AllocatedMilli().value() == milli;
+  })) << "the second extender's state differs from the annotations";
+  auto l = second.mirror.ReadLock();
+  EXPECT_TRUE(second.mirror.state().CheckInvariants().ok());
+  const std::string metrics = second.metrics.Serialize(second.mirror);
+  EXPECT_NE(metrics.find("gpusched_extender_unsynced_refusals_total{verb=\"bind\"}"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("gpusched_extender_unsynced_refusals_total{verb=\"filter\"}"), std::string::npos);
+}
+
+// cert-manager (or a Secret volume update) replaces the serving certificate on disk: after the next check the same
+// port presents the new one, the verbs answer over it, and a half-written pair (new certificate, old key) is never
+// served.
+TEST_F(ExtenderIntegrationTest, ARenewedCertificateIsServedOnTheSamePortAfterTheNextCheck) {
+  api_->UpsertNode(Node("n1", 1));
+  auto renewed = testing::MakeTestPki(dir_ + "/pki-b");  // another CA: B's certificate does not verify against A's
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  const std::string cert = dir_ + "/tls.crt";
+  const std::string key = dir_ + "/tls.key";
+  auto put = [](const std::string& from, const std::string& to) {
+    std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing);
+  };
+  put(pki_.server_cert_file, cert);
+  put(pki_.server_key_file, key);
+  config_.tls_cert_file = cert;
+  config_.tls_key_file = key;
+  config_.tls_reload_interval = milliseconds(20);
+  Extender e;
+  e.Start(kubeconfig_, config_);
+  const int port = e.server->port();
+  const std::string body = json{{"Pod", Pod("tls", Share(20))}, {"Nodes", nullptr}, {"NodeNames", {"n1"}}}.dump();
+  // A filter over a connection that verified the server against `ca`: its status, or 0 when the handshake failed.
+  auto filter_trusting = [&](const std::string& ca) {
+    httplib::SSLClient c("127.0.0.1", port);
+    c.set_ca_cert_path(ca.c_str());
+    c.enable_server_certificate_verification(true);
+    c.set_connection_timeout(5, 0);
+    c.set_read_timeout(5, 0);
+    auto r = c.Post("/scheduler/filter", body, "application/json");
+    return r ? r->status : 0;
+  };
+  EXPECT_EQ(filter_trusting(pki_.ca_file), 200);
+  EXPECT_EQ(filter_trusting(renewed->ca_file), 0);
+
+  put(renewed->server_cert_file, cert);  // half a renewal: B's certificate, A's key
+  ASSERT_TRUE(WaitFor([&] { return e.server->tls_reload_failures() >= 2; }));
+  EXPECT_EQ(e.server->tls_reloads(), 0U);
+  EXPECT_EQ(filter_trusting(pki_.ca_file), 200) << "a pair that does not load must leave the old one serving";
+
+  put(renewed->server_key_file, key);
+  ASSERT_TRUE(WaitFor([&] { return e.server->tls_reloads() == 1; }));
+  EXPECT_EQ(e.server->port(), port);
+  EXPECT_EQ(filter_trusting(renewed->ca_file), 200);
+  EXPECT_EQ(filter_trusting(pki_.ca_file), 0) << "the old certificate is still presented";
+  // The HTTP counters go on across the listeners: 3 filters answered, each a request.
+  EXPECT_GE(e.server->stats().requests, 3U);
+  httplib::SSLClient m("127.0.0.1", port);
+  m.set_ca_cert_path(renewed->ca_file.c_str());
+  m.enable_server_certificate_verification(true);
+  auto scraped = m.Get("/metrics");
+  ASSERT_TRUE(scraped) << httplib::to_string(scraped.error());
+  EXPECT_NE(scraped->body.find("gpusched_extender_requests_total{code=\"200\",verb=\"filter\"} 3"), std::string::npos)
+      << scraped->body;
+}
+
+// A metrics source may carry its credentials in its URL (userinfo, or InfluxDB 1.x's u and p parameters, or a
+// token). They must never show: not in /readyz when the source is down, not in the /metrics labels, not in a log
+// line.
+TEST_F(ExtenderIntegrationTest, CredentialsInAMetricsSourceUrlNeverReachReadyzMetricsOrLogs) {
+  api_->UpsertNode(Node("n1", 1));
+  // Refuses everyone, as an authenticating proxy in front of Prometheus or InfluxDB does when the secret is wrong.
+  httplib::Server refuser;
+  auto refuse = [](const httplib::Request&, httplib::Response& res) {
+    res.status = 401;
+    res.set_content("unauthorized", "text/plain");
+  };
+  refuser.set_keep_alive_max_count(1);  // one request per connection: stop() need not wait out idle keep-alives
+  refuser.Get(".*", refuse);
+  refuser.Post(".*", refuse);
+  const int refuser_port = refuser.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(refuser_port, 0);
+  std::thread serving([&] { refuser.listen_after_bind(); });
+  const std::string at = "127.0.0.1:" + std::to_string(refuser_port);
+  const std::vector<std::string> secrets = {"metrics-user", "hunter2", "tok-123", "influx-reader-7", "pw-456"};
+
+  std::mutex log_mu;
+  std::string logs;
+  common::SetLogSink([&](common::LogLevel, std::string_view line) {
+    std::lock_guard lock(log_mu);
+    logs.append(line).append("\n");
+  });
+  std::vector<std::unique_ptr<ports::MetricsSource>> sources;
+  auto prom = adapters::prometheus::PrometheusSource::Create(
+      {.url = "http://metrics-user:hunter2@" + at + "/prom?token=tok-123", .timeout = std::chrono::seconds(5)});
+  ASSERT_TRUE(prom.ok()) << prom.status();
+  sources.push_back(std::move(prom).value());
+  auto influx = adapters::influxdb::InfluxSource::Create(
+      {.url = "http://" + at + "/?u=influx-reader-7&p=pw-456", .database = "gpu", .timeout = std::chrono::seconds(5)});
+  ASSERT_TRUE(influx.ok()) << influx.status();
+  sources.push_back(std::move(influx).value());
+  sched::MetricsCache cache(std::move(sources), sched::MetricsCacheOptions{.interval = std::chrono::hours(1)});
+  cache.RefreshOnce();  // both fail: 401
+
+  Extender e;
+  e.metrics.SetMetricsCache(&cache);
+  e.degraded = [&cache] { return cache.Degraded(); };
+  e.Start(kubeconfig_, config_);
+  auto c = Client(e);
+  auto ready = c.Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200);
+  auto scraped = c.Get("/metrics");
+  ASSERT_TRUE(scraped);
+  e.Stop();  // no thread logs any more: the sink can go back to stderr
+  common::SetLogSink([](common::LogLevel, std::string_view line) {
+    std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+  });
+  refuser.stop();
+  serving.join();
+
+  // Host, port and path stay, so that an operator can tell which server is meant.
+  EXPECT_NE(ready->body.find("degraded: metrics source prometheus http://***@" + at + "/prom?token=***"),
+            std::string::npos)
+      << ready->body;
+  EXPECT_NE(ready->body.find("influxdb http://" + at + "/?u=***&p=***"), std::string::npos) << ready->body;
+  EXPECT_NE(ready->body.find("401"), std::string::npos) << ready->body;
+  EXPECT_NE(
+      scraped->body.find("gpusched_metrics_source_up{source=\"prometheus http://***@" + at + "/prom?token=***\"} 0"),
+      std::string::npos)
+      << scraped->body;
+  EXPECT_NE(logs.find("is down"), std::string::npos) << logs;
+  for (const std::string& secret : secrets) {
+    EXPECT_EQ(ready->body.find(secret), std::string::npos) << secret << " in /readyz: " << ready->body;
+    EXPECT_EQ(scraped->body.find(secret), std::string::npos) << secret << " in /metrics";
+    EXPECT_EQ(logs.find(secret), std::string::npos) << secret << " in the log: " << logs;
+  }
 }
 
 }  // namespace

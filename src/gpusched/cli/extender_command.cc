@@ -223,6 +223,16 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
     return "this replica is a standby (leader: " + (holder.empty() ? std::string("none yet") : holder) + ")";
   };
 
+  // What the verbs wait for (service.h, sync gate): the informers deliver their whole first list to the mirror,
+  // allocations included, before they count as synced, and stay synced from then on.
+  auto waiting = [&pods, &nodes]() -> std::string {
+    std::string w = pods.HasSynced() ? "" : "pods";
+    if (!nodes.HasSynced()) {
+      w += (w.empty() ? "" : ", ") + std::string("nodes");
+    }
+    return w;
+  };
+
   k8s::PodBinder binder(**client);
   k8s::EventWriter events(**client, "gpusched-extender");
   ext::ExtenderMetrics metrics;
@@ -241,6 +251,7 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
                           .scheduler_names = config.scheduler_names,
                           .bind_filter_window_ms = int64_t{config.bind_filter_window_seconds} * 1000,
                           .bind_gate = elector ? std::function<std::string()>(bind_gate) : nullptr,
+                          .sync_gate = waiting,
                           .events = &events},
       &metrics);
   if (!service.ok()) {
@@ -257,24 +268,27 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
                 "gpusched extender: the configured policy reads live GPU metrics but no metrics source is "
                 "configured (prometheus or influxdb): it ranks GPUs by their static attributes alone");
   }
-  ext::ExtenderServer server(**service, mirror, metrics, config, [&nodes, &pods, &bind_gate]() -> std::string {
-    std::string why;
-    if (std::string gate = bind_gate(); !gate.empty()) {
-      why += gate + "; ";  // a standby, or a leader still settling: not to be called yet
-    }
-    if (!nodes.HasSynced()) {
-      why += "node cache not synced" + (nodes.last_error().empty() ? "" : " (" + nodes.last_error() + ")") + "; ";
-    }
-    if (!pods.HasSynced()) {
-      why += "pod cache not synced" + (pods.last_error().empty() ? "" : " (" + pods.last_error() + ")") + "; ";
-    }
-    for (const k8s::Informer* informer : {&nodes, &pods}) {
-      if (std::string stale = informer->Staleness(); !stale.empty()) {
-        why += stale + "; ";
-      }
-    }
-    return why;
-  });
+  ext::ExtenderServer server(
+      **service, mirror, metrics, config, [&nodes, &pods, &bind_gate, &waiting]() -> std::string {
+        std::string why;
+        if (std::string gate = bind_gate(); !gate.empty()) {
+          why += gate + "; ";  // a standby, or a leader still settling: not to be called yet
+        }
+        if (std::string w = waiting(); !w.empty()) {
+          why += "not synced: waiting for " + w + "; ";
+          for (const auto& [name, informer] : {std::pair{"pods", &pods}, std::pair{"nodes", &nodes}}) {
+            if (!informer->HasSynced() && !informer->last_error().empty()) {
+              why += std::string(name) + ": " + informer->last_error() + "; ";
+            }
+          }
+        }
+        for (const k8s::Informer* informer : {&nodes, &pods}) {
+          if (std::string stale = informer->Staleness(); !stale.empty()) {
+            why += stale + "; ";
+          }
+        }
+        return why;
+      });
   if (metrics_cache) {
     server.SetDegraded([&metrics_cache] { return metrics_cache->Degraded(); });
   }
@@ -295,8 +309,19 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
   // The main thread waits for a signal, and once a second forgets assumed allocations whose time ran out.
   int sig = 0;
   const timespec tick{.tv_sec = 1, .tv_nsec = 0};
+  bool synced = false;
+  const auto started = std::chrono::steady_clock::now();
   while ((sig = sigtimedwait(&signals, nullptr, &tick)) < 0) {
     (void)mirror.ExpireAssumed();
+    if (!synced && waiting().empty()) {
+      synced = true;
+      const auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
+      common::Log(common::LogLevel::kInfo, "gpusched extender: pod and node caches synced (" +
+                                               std::to_string(mirror.stats().rebuilt_allocations) +
+                                               " allocations rebuilt from annotations) within " +
+                                               std::to_string(ms / 1000 + 1) + " s of serving: the verbs answer");
+    }
   }
   common::Log(common::LogLevel::kInfo, std::string("gpusched extender: stopping on ") + strsignal(sig));
   if (election != nullptr) {

@@ -183,6 +183,14 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
           c.tls_allowed_client_names = std::move(names);
           continue;
         }
+        if (tk == "reloadIntervalSeconds") {
+          GPUSCHED_ASSIGN_OR_RETURN(seconds, As<int>(t.second, source, "tls." + tk));
+          if (seconds < 1 || seconds > 86400) {
+            return Bad(source, "\"tls.reloadIntervalSeconds\" must be 1..86400");
+          }
+          c.tls_reload_interval = std::chrono::milliseconds(int64_t{seconds} * 1000);
+          continue;
+        }
         GPUSCHED_ASSIGN_OR_RETURN(value, As<std::string>(t.second, source, "tls." + tk));
         if (tk == "certFile") {
           c.tls_cert_file = value;

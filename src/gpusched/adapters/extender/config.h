@@ -13,6 +13,8 @@
 //     clientCAFile: /etc/gpusched/client-ca.crt   clients must present a certificate this CA signed (needs certFile)
 //     allowedClientNames: [kube-scheduler]        ... carrying one of these names (subject CN, DNS or URI SAN);
 //                                  needs clientCAFile. kube-scheduler: tlsConfig.certFile/keyFile
+//     reloadIntervalSeconds: 30    certFile and keyFile are read again this often; when they changed and the new
+//                                  pair loads, the verbs' listener is replaced by one serving it, on the same port
 //   maxConnections: 256            connections open at once; more are closed at once
 //   idleTimeoutSeconds: 30         a keep-alive connection idle this long is closed
 //   schedulerNames: [default-scheduler]   /bind refuses pods whose spec.schedulerName is not listed ("" counts as
@@ -65,6 +67,7 @@
 //     refuseHarmfulPairs: true     nor is one where sharing is predicted slower than taking turns (the pod waits)
 //     minSharingGain: 0.25         ... or adds less than this to the GPU's progress rate (0..1; 0 = break-even)
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -132,6 +135,7 @@ struct ExtenderConfig {
   std::string tls_key_file;
   std::string tls_client_ca_file;                                    // tls.clientCAFile
   std::vector<std::string> tls_allowed_client_names;                 // tls.allowedClientNames
+  std::chrono::milliseconds tls_reload_interval{30000};              // tls.reloadIntervalSeconds
   size_t max_connections = 256;                                      // maxConnections
   int idle_timeout_seconds = 30;                                     // idleTimeoutSeconds
   std::vector<std::string> scheduler_names = {"default-scheduler"};  // schedulerNames

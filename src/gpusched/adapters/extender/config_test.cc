@@ -9,7 +9,8 @@ TEST(ConfigTest, ParsesEveryKey) {
   auto c = ParseExtenderConfig(R"yaml(
 listen: "127.0.0.1:18890"
 pathPrefix: /scheduler/
-tls: {certFile: /a.crt, keyFile: /a.key, clientCAFile: /ca.crt, allowedClientNames: [kube-scheduler, ks-2]}
+tls: {certFile: /a.crt, keyFile: /a.key, clientCAFile: /ca.crt, allowedClientNames: [kube-scheduler, ks-2],
+      reloadIntervalSeconds: 5}
 maxConnections: 64
 idleTimeoutSeconds: 7
 schedulerNames: [default-scheduler, gpu-scheduler]
@@ -41,6 +42,7 @@ loadAware:
   EXPECT_EQ(c->tls_key_file, "/a.key");
   EXPECT_EQ(c->tls_client_ca_file, "/ca.crt");
   EXPECT_EQ(c->tls_allowed_client_names, (std::vector<std::string>{"kube-scheduler", "ks-2"}));
+  EXPECT_EQ(c->tls_reload_interval, std::chrono::seconds(5));
   EXPECT_EQ(c->max_connections, 64u);
   EXPECT_EQ(c->idle_timeout_seconds, 7);
   EXPECT_EQ(c->scheduler_names, (std::vector<std::string>{"default-scheduler", "gpu-scheduler"}));
@@ -82,6 +84,7 @@ loadAware:
   EXPECT_EQ(empty->scheduler_names, std::vector<std::string>{"default-scheduler"});
   EXPECT_EQ(empty->bind_filter_window_seconds, 30);
   EXPECT_TRUE(empty->tls_client_ca_file.empty());
+  EXPECT_EQ(empty->tls_reload_interval, std::chrono::seconds(30));
 }
 
 // Anyone who reaches the extender can bind pods (it writes Bindings with its own ServiceAccount), so off loopback
@@ -127,6 +130,12 @@ TEST(ConfigTest, ListenOffLoopbackNeedsClientCertificates) {
        .yaml = "tls: {certFile: /s.crt, keyFile: /s.key, clientCAFile: /c, allowedClientNames: [\"\"]}",
        .want_error = "\"tls.allowedClientNames\" has an empty name"},
       {.name = "unknown tls key", .yaml = "tls: {caFile: /c}", .want_error = "unknown key \"tls.caFile\""},
+      {.name = "a reload interval of 0",
+       .yaml = "tls: {certFile: /s.crt, keyFile: /s.key, reloadIntervalSeconds: 0}",
+       .want_error = "\"tls.reloadIntervalSeconds\" must be 1..86400"},
+      {.name = "a reload interval that is not a number",
+       .yaml = "tls: {certFile: /s.crt, keyFile: /s.key, reloadIntervalSeconds: soon}",
+       .want_error = "tls.reloadIntervalSeconds"},
       // The probe listener serves no verb: plain HTTP on any address is fine.
       {.name = "probes on all interfaces", .yaml = "healthListen: 0.0.0.0:10262", .want_error = ""},
       {.name = "probes on a bad address",

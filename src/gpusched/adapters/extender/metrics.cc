@@ -13,6 +13,8 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "gpusched/common/redact.h"
+
 namespace gpusched::adapters::extender {
 
 struct ExtenderMetrics::Impl {
@@ -35,6 +37,11 @@ struct ExtenderMetrics::Impl {
                                                                .Name("gpusched_extender_bind_refusals_total")
                                                                .Help("Binds refused before any API call, by reason")
                                                                .Register(*registry);
+  prometheus::Family<prometheus::Counter>& unsynced =
+      prometheus::BuildCounter()
+          .Name("gpusched_extender_unsynced_refusals_total")
+          .Help("Calls answered 503 because the pod and node caches had not synced yet, by verb")
+          .Register(*registry);
   prometheus::Family<prometheus::Gauge>& leader =
       prometheus::BuildGauge()
           .Name("gpusched_extender_leader")
@@ -123,6 +130,10 @@ void ExtenderMetrics::BindRefused(std::string_view reason) {
   impl_->bind_refusals.Add({{"reason", std::string(reason)}}).Increment();
 }
 
+void ExtenderMetrics::NotSynced(std::string_view verb) {
+  impl_->unsynced.Add({{"verb", std::string(verb)}}).Increment();
+}
+
 std::string ExtenderMetrics::Serialize(const ClusterMirror& mirror) const {
   std::vector<prometheus::MetricFamily> families = impl_->registry->Collect();
   auto milli_alloc = Gauges("gpusched_node_gpu_milli_allocated", "GPU compute allocated on the node (1000 = one GPU)");
@@ -193,7 +204,8 @@ std::string ExtenderMetrics::Serialize(const ClusterMirror& mirror) const {
     for (const auto& h : cache_->Health()) {
       auto add = [&](prometheus::MetricFamily& f, double v) {
         prometheus::ClientMetric m;
-        m.label.push_back(prometheus::ClientMetric::Label{"source", h.source});
+        // A source named by its URL keeps no credentials in the label.
+        m.label.push_back(prometheus::ClientMetric::Label{"source", common::RedactUrls(h.source)});
         if (f.type == prometheus::MetricType::Counter) {
           m.counter.value = v;
         } else {

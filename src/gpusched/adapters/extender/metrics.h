@@ -10,7 +10,9 @@
 //   gpusched_extender_bind_refusals_total{reason}               counter; binds refused before any API call:
 //       invalid_request, no_uid, unknown_pod, invalid_pod, uid_mismatch, already_bound, terminating,
 //       other_scheduler, not_filtered, filter_expired, node_not_filtered, unknown_policy, unknown_node,
-//       already_allocated, no_fit
+//       already_allocated, no_fit, not_synced, not_leader
+//   gpusched_extender_unsynced_refusals_total{verb}            counter; calls answered 503 because the pod and
+//       node caches had not synced yet (a bind refused so is counted in bind_refusals{reason="not_synced"} too)
 //   gpusched_node_gpu_milli_allocated{node}, gpusched_node_gpu_milli_capacity{node},
 //   gpusched_node_gpu_memory_allocated_mib{node}, gpusched_node_gpu_memory_capacity_mib{node}
 //                                                               gauges, read from the ClusterState at scrape time
@@ -47,6 +49,8 @@ class ExtenderMetrics {
   void BindUnknown();
   // A bind refused before any API call (service.h lists why), by reason category.
   void BindRefused(std::string_view reason);
+  // A call refused because the caches have not synced yet (service.h, sync gate).
+  void NotSynced(std::string_view verb);
   // Leader election: whether this replica leads now, and how many times it became leader so far.
   void SetLeader(bool leading, uint64_t became_leader);
   // Adds gpusched_metrics_source_up{source}, ..._consecutive_failures{source}, ..._refresh_errors_total{source}

@@ -30,6 +30,10 @@ std::atomic<uint64_t> next_service_id{1};
 
 Reply BadRequest(const common::Status& s) { return Reply{.status = 400, .body = EncodeBindingResult(s.message())}; }
 
+std::string FilterError(std::string_view message) {
+  return EncodeFilterResult(FilterResult{.error = std::string(message)});
+}
+
 // The CycleRunner of this thread for (service, policy): runners own a score cache and are single-threaded.
 sched::CycleRunner& RunnerFor(uint64_t service, const policy::PlacementPolicy& p) {
   thread_local std::map<std::pair<uint64_t, const policy::PlacementPolicy*>, std::unique_ptr<sched::CycleRunner>>
@@ -275,7 +279,27 @@ const policy::PlacementPolicy* ExtenderService::PolicyFor(const DecodedPod& pod)
   return it == policies_.end() ? nullptr : it->second.get();
 }
 
+std::optional<Reply> ExtenderService::RefuseUnsynced(std::string_view verb,
+                                                     std::string (*encode)(std::string_view message)) {
+  if (!options_.sync_gate) {
+    return std::nullopt;
+  }
+  const std::string waiting = options_.sync_gate();
+  if (waiting.empty()) {
+    return std::nullopt;
+  }
+  if (metrics_ != nullptr) {
+    metrics_->NotSynced(verb);
+  }
+  return Reply{.status = 503,
+               .body = encode(std::string(verb) + " refused: not synced: waiting for " + waiting +
+                              " (the extender answers once its caches hold every pod and node; retry)")};
+}
+
 Reply ExtenderService::Filter(std::string body) {
+  if (auto refused = RefuseUnsynced("filter", &FilterError); refused.has_value()) {
+    return *std::move(refused);
+  }
   auto args = DecodeExtenderArgs(std::move(body));
   if (!args.ok()) {
     if (metrics_ != nullptr) {
@@ -379,6 +403,9 @@ Reply ExtenderService::Filter(std::string body) {
 }
 
 Reply ExtenderService::Prioritize(std::string body) {
+  if (auto refused = RefuseUnsynced("prioritize", &EncodeBindingResult); refused.has_value()) {
+    return *std::move(refused);
+  }
   auto args = DecodeExtenderArgs(std::move(body));
   if (!args.ok()) {
     return BadRequest(args.status());
@@ -433,6 +460,14 @@ Reply ExtenderService::Prioritize(std::string body) {
 }
 
 Reply ExtenderService::Bind(std::string body) {
+  // Before anything else: an unsynced mirror would choose GPUs that bound pods hold.
+  if (auto refused = RefuseUnsynced("bind", &EncodeBindingResult); refused.has_value()) {
+    if (metrics_ != nullptr) {
+      metrics_->Bind(false);
+      metrics_->BindRefused("not_synced");
+    }
+    return *std::move(refused);
+  }
   // Set once the pod is known (the cache's pod has the uid kube-scheduler sent): refusals from then on are told to
   // it as an Event too.
   std::optional<ports::PodEvent> about;
@@ -629,6 +664,9 @@ Reply ExtenderService::Bind(std::string body) {
 }
 
 Reply ExtenderService::Preempt(std::string body) {
+  if (auto refused = RefuseUnsynced("preempt", &EncodeBindingResult); refused.has_value()) {
+    return *std::move(refused);
+  }
   auto args = DecodePreemptionArgs(std::move(body));
   if (!args.ok()) {
     return BadRequest(args.status());

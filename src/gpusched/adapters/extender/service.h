@@ -33,6 +33,14 @@
 //     whatever callers send. This is a consistency check, not authentication: a caller that may call filter can
 //     record what it likes; who may call at all is the HTTP server's business (TLS client certificates).
 // Refusals are counted in ExtenderMetrics::BindRefused by reason.
+//
+// Sync gate: until the watch caches have delivered their first list (ServiceOptions::sync_gate says which are
+// still waiting), every verb answers 503 with "not synced: waiting for pods, nodes" in the body's Error and changes
+// nothing (no filter record, no Assume, no API call): an empty mirror would place pods on GPUs that bound pods
+// already hold. kube-scheduler takes any answer but 200 as an error: filter and bind errors fail the scheduling
+// cycle and the pod is retried with backoff (the extender is not ignorable), prioritize errors add no score,
+// preempt errors fail that preemption attempt. Refusals are counted in ExtenderMetrics::NotSynced by verb. The
+// gate is asked once per request and is expected to latch (an informer stays synced once it has listed).
 // Preempt and prioritize change nothing; preempt reads the victims' UIDs only to look up their allocations.
 //
 // Interference: when a slowdown model is configured and the policy in use (or one of the weighted mix) is
@@ -53,6 +61,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -111,6 +120,10 @@ struct ServiceOptions {
   int64_t pod_cache_wait_ms = 2000;
   // Asked before each bind: "" = this replica may bind, else why not ("standby: the leader is x"). Null = always.
   std::function<std::string()> bind_gate;
+  // Asked before every verb: "" once the pod and node caches (and so the allocations rebuilt from the pods'
+  // gpusched.io/allocation annotations) are synced, else what is still awaited ("pods, nodes"). Null = synced
+  // (tests that feed the mirror themselves).
+  std::function<std::string()> sync_gate;
   // Events on the pod a bind was for, once the pod is known (null = none): GPUsAssigned (Normal: which GPUs on
   // which node), GPUBindRefused (Warning: a refusal above, with its reason), GPUBindFailed (Warning: the API
   // server did not take the Binding). Refusals before the pod is known (no uid, a standby, a pod not in the cache)
@@ -159,6 +172,9 @@ class ExtenderService {
 
   ExtenderService(ClusterMirror& mirror, ports::Binder& binder, PodLookup lookup, ServiceOptions options,
                   ExtenderMetrics* metrics);
+  // The 503 every verb answers while the caches are not synced (the sync gate above), else nullopt. `encode` makes
+  // the verb's body from the message.
+  std::optional<Reply> RefuseUnsynced(std::string_view verb, std::string (*encode)(std::string_view message));
   // A pod from a request body, decoded once per distinct text (filter and prioritize of one cycle).
   common::Result<std::shared_ptr<const DecodedPod>> Decode(std::string_view pod_json);
   common::Result<std::shared_ptr<DecodedPod>> DecodeObject(nlohmann::json object);

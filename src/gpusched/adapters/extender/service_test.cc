@@ -542,6 +542,79 @@ TEST_F(ServiceTest, AStandbyRefusesBindsAndChangesNothing) {
   EXPECT_EQ(Allocated(), 300);
 }
 
+// Until the pod and node caches synced, the mirror may lack pods that hold GPUs: every verb answers 503 (an error
+// to kube-scheduler, which fails the cycle and retries the pod), never an empty success, and nothing changes.
+TEST_F(ServiceTest, BeforeTheCachesSyncEveryVerbRefusesAndChangesNothing) {
+  std::string waiting = "pods, nodes";
+  ServiceOptions o{.policy = "binpack", .seed = 7};
+  o.sync_gate = [&waiting] { return waiting; };
+  MakeWith(std::move(o));
+  const json pod = Pod("p", Share(30));
+  Known(pod);
+  const std::string preempt = json{{"Pod", Pod("hi", {{"nvidia.com/gpu", "1"}}, 100)},
+                                   {"NodeNameToMetaVictims", {{"a", {{"Pods", json::array()}}}}}}
+                                  .dump();
+  const std::pair<const char*, std::function<Reply()>> verbs[] = {
+      {"filter",
+       [&] {
+         return service_->Filter(Args(pod, {"a", "b"}));
+       }},
+      {"prioritize",
+       [&] {
+         return service_->Prioritize(Args(pod, {"a", "b"}));
+       }},
+      {"bind", [&] { return service_->Bind(BindArgs(pod, "a")); }},
+      {"preempt", [&] { return service_->Preempt(preempt); }},
+  };
+  for (const auto& [verb, call] : verbs) {
+    for (const char* still : {"pods, nodes", "nodes"}) {
+      waiting = still;
+      const Reply r = call();
+      EXPECT_EQ(r.status, 503) << verb << ": " << r.body;
+      const json body = json::parse(r.body);
+      EXPECT_EQ(body["Error"].get<std::string>().find(std::string(verb) + " refused: not synced: waiting for " + still),
+                0U)
+          << r.body;
+      if (std::string_view(verb) == "filter") {  // not an empty success: no node passes, none is listed as failing
+        EXPECT_TRUE(body["NodeNames"].empty()) << r.body;
+        EXPECT_TRUE(body["FailedNodes"].empty()) << r.body;
+      }
+    }
+  }
+  EXPECT_TRUE(binder_.bound().empty());
+  EXPECT_EQ(Allocated(), 0);
+  const std::string metrics = metrics_.Serialize(mirror_);
+  for (const char* verb : {"filter", "prioritize", "bind", "preempt"}) {
+    EXPECT_NE(metrics.find(std::string("gpusched_extender_unsynced_refusals_total{verb=\"") + verb + "\"} 2"),
+              std::string::npos)
+        << verb << "\n"
+        << metrics;
+  }
+  EXPECT_NE(metrics.find("gpusched_extender_bind_refusals_total{reason=\"not_synced\"} 2"), std::string::npos);
+
+  // The caches synced: the pod list brought a bound pod holding GPU a/0. A filter before the sync left no record,
+  // so a bind without a new filter is still refused; after a filter the pod binds beside what the list showed.
+  mirror_.OnPod(EventType::kAdded, BoundPod("resident", "a", 0, 800));
+  waiting.clear();
+  Reply r = service_->Bind(BindArgs(pod, "a"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("filter"), std::string::npos) << r.body;
+  EXPECT_TRUE(binder_.bound().empty());
+  r = service_->Filter(Args(pod, {"a", "b"}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["NodeNames"], json::array({"a", "b"}));
+  EXPECT_EQ(service_->Prioritize(Args(pod, {"a", "b"})).status, 200);
+  EXPECT_EQ(service_->Preempt(preempt).status, 200);
+  r = service_->Bind(BindArgs(pod, "a"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(binder_.bound().size(), 1U);
+  // 800 milli on GPU a/0 leave 200: the 300-milli share goes to a/1.
+  EXPECT_EQ(binder_.bound()[0].second.containers[0].gpus[0].index, 1);
+  EXPECT_EQ(Allocated(), 1100);
+  auto lock = mirror_.ReadLock();
+  EXPECT_TRUE(mirror_.state().CheckInvariants().ok());
+}
+
 TEST_F(ServiceTest, FailedOrRejectedBindsChangeNothing) {
   const json pod = Pod("p", Share(30));
   Known(pod);

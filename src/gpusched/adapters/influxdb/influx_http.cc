@@ -2,11 +2,14 @@
 
 #include <utility>
 
+#include "gpusched/common/redact.h"
+
 namespace gpusched::adapters::influxdb::detail {
 common::Status ValidateEndpoint(const std::string& url, const std::string& database,
                                 std::chrono::milliseconds timeout) {
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
-    return common::InvalidArgument("InfluxDB URL \"" + url + "\" must start with http:// or https://");
+    return common::InvalidArgument("InfluxDB URL \"" + common::RedactUrl(url) +
+                                   "\" must start with http:// or https://");
   }
   if (database.empty()) {
     return common::InvalidArgument("InfluxDB: no database given");

@@ -1,5 +1,6 @@
 #include "gpusched/adapters/influxdb/influx_source.h"
 #include "gpusched/adapters/influxdb/influx_http.h"
+#include "gpusched/common/redact.h"
 
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -222,7 +223,7 @@ common::Result<std::unique_ptr<InfluxSource>> InfluxSource::Create(InfluxSourceO
   if (impl->metrics.empty()) {
     return common::InvalidArgument("InfluxDB: every metric is disabled (no query)");
   }
-  impl->base = options.url;
+  impl->base = common::RedactUrl(options.url);  // for messages only
   while (!impl->base.empty() && impl->base.back() == '/') {
     impl->base.pop_back();
   }

@@ -14,6 +14,7 @@ using common::GpuUuid;
 using common::StatusCode;
 using core::GpuMetric;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(InfluxSourceTest, DefaultQueriesReadTheAgentsFields) {
   const auto q = DefaultInfluxQueries();
@@ -46,6 +47,19 @@ TEST(InfluxSourceTest, CreateValidatesOptions) {
   auto ok = InfluxSource::Create({.url = "http://influx:8086/", .database = "gpusched"});
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ((*ok)->Describe(), "influxdb http://influx:8086 db=gpusched");
+}
+
+// InfluxDB 1.x takes its credentials as u and p in the query string; they never show in what is printed.
+TEST(InfluxSourceTest, DescribeAndErrorsNeverShowCredentials) {
+  auto ok = InfluxSource::Create({.url = "http://influx:8086/?u=admin&p=pw", .database = "gpu"});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ((*ok)->Describe(), "influxdb http://influx:8086/?u=***&p=*** db=gpu");
+  auto userinfo = InfluxSource::Create({.url = "https://admin:pw@influx:8086", .database = "gpu"});
+  ASSERT_TRUE(userinfo.ok()) << userinfo.status();
+  EXPECT_EQ((*userinfo)->Describe(), "influxdb https://***@influx:8086 db=gpu");
+  auto bad = InfluxSource::Create({.url = "influx:8086/?p=pw", .database = "gpu"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), Not(HasSubstr("pw")));
 }
 
 const std::vector<GpuMetric> kMetrics = {GpuMetric::kGpuUtil, GpuMetric::kMemoryUsedMib, GpuMetric::kPowerW};

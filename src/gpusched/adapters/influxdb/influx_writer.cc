@@ -1,5 +1,6 @@
 #include "gpusched/adapters/influxdb/influx_writer.h"
 #include "gpusched/adapters/influxdb/influx_http.h"
+#include "gpusched/common/redact.h"
 
 #include <mutex>
 #include <utility>
@@ -28,7 +29,7 @@ common::Result<std::unique_ptr<InfluxWriter>> InfluxWriter::Create(InfluxWriterO
   auto impl = std::make_unique<Impl>();
   GPUSCHED_ASSIGN_OR_RETURN(http, detail::Connect(options.url, options.timeout, options.username, options.password));
   impl->http = std::move(http);
-  impl->base = options.url;
+  impl->base = common::RedactUrl(options.url);  // for messages only
   while (!impl->base.empty() && impl->base.back() == '/') {
     impl->base.pop_back();
   }

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpusched/common/redact.h"
 #include "gpusched/net/http_client.h"
 
 namespace gpusched::adapters::prometheus {
@@ -167,7 +168,7 @@ MergeCounts MergeSeries(const QueryResult& result, core::GpuMetric metric, std::
 
 struct PrometheusSource::Impl {
   PrometheusSourceOptions options;
-  std::string base;  // url without a trailing slash
+  std::string base;  // url without a trailing slash, credentials redacted: for messages only
   std::string timeout_param;
   mutable std::mutex mu;
   std::unique_ptr<net::HttpClient> http;
@@ -252,7 +253,8 @@ PrometheusSource::~PrometheusSource() = default;
 
 common::Result<std::unique_ptr<PrometheusSource>> PrometheusSource::Create(PrometheusSourceOptions options) {
   if (options.url.rfind("http://", 0) != 0 && options.url.rfind("https://", 0) != 0) {
-    return common::InvalidArgument("Prometheus URL \"" + options.url + "\" must start with http:// or https://");
+    return common::InvalidArgument("Prometheus URL \"" + common::RedactUrl(options.url) +
+                                   "\" must start with http:// or https://");
   }
   if (options.timeout.count() <= 0) {
     return common::InvalidArgument("Prometheus: the timeout must be positive");
@@ -274,7 +276,7 @@ common::Result<std::unique_ptr<PrometheusSource>> PrometheusSource::Create(Prome
                                                                                  .accept_gzip = options.gzip,
                                                                                  .max_idle_handles = 1}));
   impl->http = std::move(http);
-  impl->base = options.url;
+  impl->base = common::RedactUrl(options.url);
   while (!impl->base.empty() && impl->base.back() == '/') {
     impl->base.pop_back();
   }

@@ -14,6 +14,7 @@ using common::GpuUuid;
 using common::StatusCode;
 using core::GpuMetric;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(PrometheusSourceTest, DefaultQueriesUseTheDcgmNamesAndTheUuidLabel) {
   const auto q = DefaultQueries();
@@ -41,6 +42,17 @@ TEST(PrometheusSourceTest, CreateValidatesOptions) {
   EXPECT_EQ((*ok)->Describe(), "prometheus http://prom:9090");
   EXPECT_EQ((*ok)->RangeQuery("up", 10, 5, std::chrono::seconds(1)).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ((*ok)->RangeQuery("up", 5, 10, std::chrono::seconds(0)).status().code(), StatusCode::kInvalidArgument);
+}
+
+// The URL is used as given; what is printed of it (Describe, errors, and so /readyz, /metrics, logs) is not.
+TEST(PrometheusSourceTest, DescribeAndErrorsNeverShowCredentials) {
+  auto ok = PrometheusSource::Create({.url = "https://reader:s3cret@prom.example:9090/prom?token=t0k/"});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ((*ok)->Describe(), "prometheus https://***@prom.example:9090/prom?token=***");
+  auto bad = PrometheusSource::Create({.url = "ftp://reader:s3cret@prom"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("ftp://***@prom"));
+  EXPECT_THAT(bad.status().message(), Not(HasSubstr("s3cret")));
 }
 
 QueryResult Vector(std::vector<std::pair<std::string, core::MetricSample>> by_uuid) {
