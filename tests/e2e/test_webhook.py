@@ -227,7 +227,7 @@ class WebhookE2E(unittest.TestCase):
             counts = [e.get("count", 1) for e in events]
             return events if len(events) == 2 and min(counts) >= 2 else None
         events = Kube.wait_for(told, 15, what="shared-1's two AdmissionDenied events, each counted again")
-        self.assertEqual(sorted("may not change" in e["message"] for e in events), [False, True], events)
+        self.assertEqual(sorted("to change its annotation" in e["message"] for e in events), [False, True], events)
         status, metrics = self.https_get("/metrics")
         self.assertEqual(status, 200)
         written = re.search(r'gpusched_webhook_events_total\{result="written"\} (\d+)', metrics)
@@ -239,8 +239,9 @@ class WebhookE2E(unittest.TestCase):
             self.assertEqual(e["type"], "Warning")
             self.assertEqual(e["source"]["component"], "gpusched-webhook")
             self.assertEqual(e["involvedObject"]["uid"], uid)
-            self.assertTrue(e["message"].startswith(f"gpusched webhook denied UPDATE pods {NS}/shared-1 by alice: "),
-                            e["message"])
+            # Fixed words of the rule (the review's text, its user included, is not the Event's to repeat); written
+            # because oldObject was the live pod (the webhook GETs it: a review POSTed to its port writes nothing).
+            self.assertTrue(e["message"].startswith("gpusched webhook denied UPDATE pods: a request to "), e["message"])
         log(f"shared-1 events: {[(e['count'], e['message'][:120]) for e in events]}")
         self.alice.patch("pods", "shared-1", {"metadata": {"labels": {"team": "vision"}}}, namespace=NS)
         pod = self.pod("shared-1")
@@ -334,6 +335,46 @@ class WebhookE2E(unittest.TestCase):
                                                    content_type="application/merge-patch+json"),
                            422, "GpuQueue wh-qok: guaranteed gpus 5 exceeds its limit 4")
         self.assertEqual(self.admin.call("GET", f"{QUEUES}/wh-qok")["spec"]["guaranteed"], {"gpus": 2})
+
+    def test_8b_handoff_variables_are_refused(self):
+        # A pod without any GPU resource that names every GPU of the node for the NVIDIA runtime.
+        pod = gpu_pod("sees-all", {"cpu": "100m"})
+        pod["spec"]["containers"][0]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+        self.assertRefused(lambda: self.alice.create("pods", pod, namespace=NS), 403,
+                           'container "main" sets NVIDIA_VISIBLE_DEVICES in env')
+        self.assertIsNone(self.pod("sees-all"))
+
+    def test_8c_a_forged_review_writes_no_event(self):
+        # A review POSTed straight to the webhook's port (as any pod could), about a real pod, with a denied change:
+        # answered, but no Event, since its oldObject is not the live pod.
+        self.admin.create("pods", gpu_pod("victim", {"cpu": "100m"}), namespace=NS)
+        live = self.pod("victim")
+        old = json.loads(json.dumps(live))
+        old["metadata"]["resourceVersion"] = "1"
+        new = json.loads(json.dumps(old))
+        new["metadata"].setdefault("annotations", {})[ALLOCATION_ANNOTATION] = ALLOCATION
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                  "request": {"uid": "forged-1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                              "resource": {"group": "", "version": "v1", "resource": "pods"},
+                              "operation": "UPDATE", "namespace": NS, "name": "victim",
+                              "userInfo": {"username": "mallory: your GPUs are revoked"},
+                              "object": new, "oldObject": old}}
+
+        def unverified():
+            m = re.search(r"gpusched_webhook_events_unverified_total (\d+)", self.https_get("/metrics")[1])
+            return int(m.group(1))
+        before = unverified()
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=10, context=self.tls)
+        try:
+            conn.request("POST", "/validate", json.dumps(review), {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            answer = json.loads(r.read())
+        finally:
+            conn.close()
+        self.assertEqual(r.status, 200)
+        self.assertFalse(answer["response"]["allowed"], answer)
+        self.assertEqual(unverified(), before + 1)  # counted before the answer went out
+        self.assertEqual(self.admin.events_for("victim", namespace=NS, reason="AdmissionDenied"), [])
 
     def test_9_an_outage_does_not_block_pods_without_gpus(self):
         self.webhook.stop()
