@@ -245,7 +245,7 @@ void AddWebhookCommand(CLI::App& app, WebhookFlags& flags, int& exit_code) {
                "pod (needs events create and patch, pods get; without it and --queues the webhook calls no API)");
   wh->add_flag("--queues", flags.queues,
                "List the GpuQueues (at start and every 30 s) and deny a pod whose gpusched.io/queue label names a "
-               "queue that does not admit its namespace (needs gpuqueues get and list)");
+               "queue that does not admit its namespace (needs gpuqueues list)");
   wh->add_option("--client-ca", flags.client_ca,
                  "PEM CA that callers' client certificates must chain to (kube-apiserver presents one when its "
                  "AdmissionConfiguration gives it a kubeConfigFile for this webhook); with --apiserver-client-names")

@@ -40,7 +40,7 @@ struct WebhookFlags {
   // of --kubeconfig/--context (in a pod: its ServiceAccount's token). Off: the webhook calls no API.
   bool events = false;
   // --queues: list the GpuQueues (at start, then every 30 s) and deny a pod whose gpusched.io/queue label names a
-  // queue that does not admit its namespace (webhook/validator.h, rule 5). Needs get and list on gpuqueues.
+  // queue that does not admit its namespace (webhook/validator.h, rule 5). Needs list on gpuqueues.
   bool queues = false;
   std::string kubeconfig, context;
   // --client-ca and --apiserver-client-names: require a client certificate signed by that CA and naming one of

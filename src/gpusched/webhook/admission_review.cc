@@ -211,8 +211,10 @@ const char* OperationName(Operation operation) {
   return "UNKNOWN";
 }
 
+common::Status CheckReviewBounds(std::string_view body) { return PreScan(body); }
+
 common::Result<AdmissionRequest> DecodeAdmissionReview(std::string_view body) {
-  GPUSCHED_RETURN_IF_ERROR(PreScan(body));
+  GPUSCHED_RETURN_IF_ERROR(CheckReviewBounds(body));
   json review = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (review.is_discarded()) {
     return Bad("the body is not valid JSON");

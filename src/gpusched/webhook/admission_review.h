@@ -104,6 +104,10 @@ struct AdmissionResponse {
 
 [[nodiscard]] const char* OperationName(Operation operation);
 
+// The bounds checked over the bytes before parsing (nesting, number of values); one pass, no allocation. OK or
+// InvalidArgument naming the bound. DecodeAdmissionReview checks them too.
+common::Status CheckReviewBounds(std::string_view body);
+
 // Decodes a whole AdmissionReview body. Errors are InvalidArgument and name the field.
 common::Result<AdmissionRequest> DecodeAdmissionReview(std::string_view body);
 

@@ -135,6 +135,10 @@ HandlerReply HandleAdmission(Endpoint endpoint, std::string_view content_type, s
     return Text(415, "Content-Type must be application/json, got \"" + std::string(content_type.substr(0, 100)) + "\"",
                 Outcome::kBadRequest);
   }
+  // The bounds first: a body they refuse costs one pass over its bytes and never waits for a decoding slot.
+  if (auto bounds = CheckReviewBounds(body); !bounds.ok()) {
+    return Text(400, bounds.message(), Outcome::kBadRequest);
+  }
   const std::optional<DecodeLimiter::Slot> slot = options.limiter != nullptr
                                                       ? options.limiter->TryAcquire(body.size())
                                                       : std::optional<DecodeLimiter::Slot>(std::in_place);

@@ -4,6 +4,7 @@
 // status code and body to answer out. The server (cli/webhook_command.cc) only moves bytes.
 //
 //   Content-Type other than application/json (when given)   415, text naming it
+//   a body past CheckReviewBounds (too deep, too many values) 400, text with its reason (before any slot is taken)
 //   a large body while DecodeLimiter's large slots are taken  429, Retry-After: 1 (kube-apiserver's webhook client
 //                                                             retries an answer that carries it)
 //   a body DecodeAdmissionReview refuses                      400, text with its reason

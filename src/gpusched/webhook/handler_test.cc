@@ -226,6 +226,11 @@ TEST(HandlerTest, LargeReviewsDecodeAtMostTwoAtOnce) {
     EXPECT_EQ(limiter.large_in_flight(), 2u);  // the refused one holds nothing
     EXPECT_EQ(HandleAdmission(Endpoint::kValidate, "", small, WebhookConfig{}, options).status, 200);
     EXPECT_EQ(HandleAdmission(Endpoint::kMutate, "", small, WebhookConfig{}, options).status, 200);
+    // A large body the bounds refuse is refused as such, without waiting for a slot.
+    const std::string deep = large.substr(0, large.size() - 2) + std::string(100, '[') + std::string(100, ']') + "}}";
+    const HandlerReply refused = HandleAdmission(Endpoint::kValidate, "", deep, WebhookConfig{}, options);
+    EXPECT_EQ(refused.status, 400);
+    EXPECT_NE(refused.body.find("levels deep"), std::string::npos) << refused.body;
   }
   EXPECT_EQ(limiter.large_in_flight(), 0u);
   EXPECT_EQ(HandleAdmission(Endpoint::kValidate, "", large, WebhookConfig{}, options).status, 200);
