@@ -271,7 +271,14 @@ std::optional<AdmissionResponse> CheckHandoffEnv(const AdmissionRequest& request
           found->second +
           " in env: only gpusched's device plugin sets NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES and "
           "CUDA_MPS_* (the container runtime hands a container the GPUs they name, whatever it was given)");
-  r.event_message = "an ephemeral container that sets " + found->second +
+  // The Event names the variable only as the API server's validation would have let it through (a C identifier),
+  // so that even a review that passed the live-pod check carries no free text into it.
+  const std::string& var = found->second;
+  const bool identifier =
+      var.size() <= 64 && std::all_of(var.begin(), var.end(), [](char c) {
+        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+      });
+  r.event_message = "an ephemeral container that sets " + (identifier ? var : std::string("a CUDA_MPS_* variable")) +
                     " was denied: only gpusched's device plugin sets the GPU handoff variables";
   return r;
 }

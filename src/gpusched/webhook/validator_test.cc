@@ -335,6 +335,13 @@ TEST(ValidatorTest, ContainersMayNotSetTheGpuHandoffVariables) {
   EXPECT_EQ(r.event_message,
             "an ephemeral container that sets NVIDIA_VISIBLE_DEVICES was denied: only gpusched's device plugin sets "
             "the GPU handoff variables");
+  // A name no API server would have admitted is not repeated in the Event.
+  const AdmissionResponse odd = Validate(
+      Update(with_debugger, WithEnv(with_debugger, "ephemeralContainers", "dbg2", "CUDA_MPS_ see evil.example"), kAlice,
+             "ephemeralcontainers"),
+      WebhookConfig{});
+  EXPECT_FALSE(odd.allowed);
+  EXPECT_EQ(odd.event_message.find("evil"), std::string::npos) << odd.event_message;
 }
 
 // Rule 5: a pod joins by label only a queue that admits its namespace (the scheduler's own rule).
