@@ -56,10 +56,6 @@ ALLOWED_UNUSED = {
         "the device plugin reads one pod alone (ApiPodSource::GetPod) only when the kubelet's PodResources lists a "
         "pod that the quorum list of the node's pods missed, a race with a fresh binding; it needs a kubelet calling "
         "Allocate, which tests/e2e does not run. tests/integration/device_plugin_test.cc covers it (a lagging list).",
-    ("gpusched-webhook", "gpusched.io", "gpuqueues", "list"):
-        "the webhook lists GpuQueues only with --queues, which tests/e2e/test_webhook.py does not pass (the CRD is "
-        "installed after the webhook starts); the queue rule is covered by src/gpusched/webhook's unit tests "
-        "(ValidatorTest.QueueLabelsMustNameAQueueOfThePodsNamespace, QueueMembershipTest).",
 }
 
 # Partial runs (one test of a suite) leave grants unused that the whole suite uses: with this set, they are

@@ -120,21 +120,23 @@ class WebhookE2E(unittest.TestCase):
         wcrt, wkey = cp.pki.client_cert("webhook-sa", f"/CN={rbac_audit.WEBHOOK.user}")
         kubeconfig = write_kubeconfig(os.path.join(cp.dir, "webhook.kubeconfig"), cp.server, cp.pki.ca_crt, wcrt,
                                       wkey)
-        cls.port = free_port()
-        cls.webhook = Process("gpusched-webhook",
-                              [os.environ["GPUSCHED_BIN"], "webhook", "--listen", f"127.0.0.1:{cls.port}",
-                               "--tls-cert", crt, "--tls-key", key, "--config", config,
-                               "--events", "--kubeconfig", kubeconfig],
-                              os.path.join(cp.dir, "webhook.log"))
-        cls.addClassCleanup(cls.webhook.stop)
-        cls.tls = ssl.create_default_context(cafile=cp.pki.ca_crt)
-        wait_until(lambda: cls.https_get("/healthz")[0] == 200, 30, what="webhook /healthz", alive=[cls.webhook])
-
-        # The GpuQueue CRD, as the scheduler's install ships it (the webhook judges its objects).
+        # The GpuQueue CRD, as the scheduler's install ships it (the webhook judges its objects), and another team's
+        # queue, before the webhook starts: --queues lists them at start (then every 30 s).
         with open(os.path.join(REPO_ROOT, "deploy", "base", "scheduler", "gpuqueue-crd.yaml")) as f:
             cls.admin.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", f.read(),
                            content_type="application/yaml")
         wait_until(lambda: cls.admin.raw("GET", QUEUES)[0] == 200, 30, what="the GpuQueue CRD to be served")
+        cls.admin.call("POST", QUEUES, {"apiVersion": "gpusched.io/v1alpha1", "kind": "GpuQueue",
+                                        "metadata": {"name": "wh-team-b"}, "spec": {"namespaces": ["wh-team-b"]}})
+        cls.port = free_port()
+        cls.webhook = Process("gpusched-webhook",
+                              [os.environ["GPUSCHED_BIN"], "webhook", "--listen", f"127.0.0.1:{cls.port}",
+                               "--tls-cert", crt, "--tls-key", key, "--config", config,
+                               "--events", "--queues", "--kubeconfig", kubeconfig],
+                              os.path.join(cp.dir, "webhook.log"))
+        cls.addClassCleanup(cls.webhook.stop)
+        cls.tls = ssl.create_default_context(cafile=cp.pki.ca_crt)
+        wait_until(lambda: cls.https_get("/healthz")[0] == 200, 30, what="webhook /healthz", alive=[cls.webhook])
 
         # deploy/base/webhook/webhook.yaml's configurations, as documented for clusters < 1.28, at the webhook's URL.
         with open(cp.pki.ca_crt, "rb") as f:
@@ -343,6 +345,21 @@ class WebhookE2E(unittest.TestCase):
         self.assertRefused(lambda: self.alice.create("pods", pod, namespace=NS), 403,
                            'container "main" sets NVIDIA_VISIBLE_DEVICES in env')
         self.assertIsNone(self.pod("sees-all"))
+
+    def test_8d_a_queue_label_must_name_a_queue_of_the_namespace(self):
+        # wh-team-b admits namespace wh-team-b only: alice's pod in team-a may not join it, at creation or later.
+        self.assertRefused(
+            lambda: self.alice.create("pods", gpu_pod("joins-b", SHARE, labels={"gpusched.io/queue": "wh-team-b"}),
+                                      namespace=NS),
+            403, "pods of namespace team-a may not join queue wh-team-b: it admits namespaces wh-team-b only")
+        self.assertIsNone(self.pod("joins-b"))
+        self.alice.create("pods", gpu_pod("relabelled", {"cpu": "100m"}), namespace=NS)
+        self.assertRefused(lambda: self.alice.patch("pods", "relabelled", {"metadata": {"labels": {
+            "gpusched.io/queue": "wh-team-b"}}}, namespace=NS), 403, "may not join queue wh-team-b")
+        self.assertNotIn("gpusched.io/queue", self.pod("relabelled")["metadata"]["labels"])
+        # A queue nobody declared is the scheduler's to judge (it keeps the pod waiting).
+        self.alice.create("pods", gpu_pod("undeclared", {"cpu": "100m"}, labels={"gpusched.io/queue": "nowhere"}),
+                          namespace=NS)
 
     def test_8c_a_forged_review_writes_no_event(self):
         # A review POSTed straight to the webhook's port (as any pod could), about a real pod, with a denied change:
