@@ -193,7 +193,8 @@ class CompareTest(unittest.TestCase):
         self.assertEqual([r["source"] for r in webhook],
                          ["ClusterRole gpusched-webhook (bound by ClusterRoleBinding gpusched-webhook)"])
         self.assertEqual([(r["resources"], r["verbs"]) for r in webhook[0]["rules"]],
-                         [(["events"], ["create", "patch"])], "the webhook writes Events and nothing else")
+                         [(["events"], ["create", "patch"]), (["pods"], ["get"]), (["gpuqueues"], ["list"])],
+                         "the webhook writes Events, reads the pod a denial is about and lists GpuQueues, nothing else")
 
     def test_allow_list_names_grants_of_deploy(self):
         grants = {}

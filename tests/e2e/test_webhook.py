@@ -120,21 +120,23 @@ class WebhookE2E(unittest.TestCase):
         wcrt, wkey = cp.pki.client_cert("webhook-sa", f"/CN={rbac_audit.WEBHOOK.user}")
         kubeconfig = write_kubeconfig(os.path.join(cp.dir, "webhook.kubeconfig"), cp.server, cp.pki.ca_crt, wcrt,
                                       wkey)
-        cls.port = free_port()
-        cls.webhook = Process("gpusched-webhook",
-                              [os.environ["GPUSCHED_BIN"], "webhook", "--listen", f"127.0.0.1:{cls.port}",
-                               "--tls-cert", crt, "--tls-key", key, "--config", config,
-                               "--events", "--kubeconfig", kubeconfig],
-                              os.path.join(cp.dir, "webhook.log"))
-        cls.addClassCleanup(cls.webhook.stop)
-        cls.tls = ssl.create_default_context(cafile=cp.pki.ca_crt)
-        wait_until(lambda: cls.https_get("/healthz")[0] == 200, 30, what="webhook /healthz", alive=[cls.webhook])
-
-        # The GpuQueue CRD, as the scheduler's install ships it (the webhook judges its objects).
+        # The GpuQueue CRD, as the scheduler's install ships it (the webhook judges its objects), and another team's
+        # queue, before the webhook starts: --queues lists them at start (then every 30 s).
         with open(os.path.join(REPO_ROOT, "deploy", "base", "scheduler", "gpuqueue-crd.yaml")) as f:
             cls.admin.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", f.read(),
                            content_type="application/yaml")
         wait_until(lambda: cls.admin.raw("GET", QUEUES)[0] == 200, 30, what="the GpuQueue CRD to be served")
+        cls.admin.call("POST", QUEUES, {"apiVersion": "gpusched.io/v1alpha1", "kind": "GpuQueue",
+                                        "metadata": {"name": "wh-team-b"}, "spec": {"namespaces": ["wh-team-b"]}})
+        cls.port = free_port()
+        cls.webhook = Process("gpusched-webhook",
+                              [os.environ["GPUSCHED_BIN"], "webhook", "--listen", f"127.0.0.1:{cls.port}",
+                               "--tls-cert", crt, "--tls-key", key, "--config", config,
+                               "--events", "--queues", "--kubeconfig", kubeconfig],
+                              os.path.join(cp.dir, "webhook.log"))
+        cls.addClassCleanup(cls.webhook.stop)
+        cls.tls = ssl.create_default_context(cafile=cp.pki.ca_crt)
+        wait_until(lambda: cls.https_get("/healthz")[0] == 200, 30, what="webhook /healthz", alive=[cls.webhook])
 
         # deploy/base/webhook/webhook.yaml's configurations, as documented for clusters < 1.28, at the webhook's URL.
         with open(cp.pki.ca_crt, "rb") as f:
@@ -227,7 +229,7 @@ class WebhookE2E(unittest.TestCase):
             counts = [e.get("count", 1) for e in events]
             return events if len(events) == 2 and min(counts) >= 2 else None
         events = Kube.wait_for(told, 15, what="shared-1's two AdmissionDenied events, each counted again")
-        self.assertEqual(sorted("may not change" in e["message"] for e in events), [False, True], events)
+        self.assertEqual(sorted("to change its annotation" in e["message"] for e in events), [False, True], events)
         status, metrics = self.https_get("/metrics")
         self.assertEqual(status, 200)
         written = re.search(r'gpusched_webhook_events_total\{result="written"\} (\d+)', metrics)
@@ -239,8 +241,9 @@ class WebhookE2E(unittest.TestCase):
             self.assertEqual(e["type"], "Warning")
             self.assertEqual(e["source"]["component"], "gpusched-webhook")
             self.assertEqual(e["involvedObject"]["uid"], uid)
-            self.assertTrue(e["message"].startswith(f"gpusched webhook denied UPDATE pods {NS}/shared-1 by alice: "),
-                            e["message"])
+            # Fixed words of the rule (the review's text, its user included, is not the Event's to repeat); written
+            # because oldObject was the live pod (the webhook GETs it: a review POSTed to its port writes nothing).
+            self.assertTrue(e["message"].startswith("gpusched webhook denied UPDATE pods: a request to "), e["message"])
         log(f"shared-1 events: {[(e['count'], e['message'][:120]) for e in events]}")
         self.alice.patch("pods", "shared-1", {"metadata": {"labels": {"team": "vision"}}}, namespace=NS)
         pod = self.pod("shared-1")
@@ -334,6 +337,61 @@ class WebhookE2E(unittest.TestCase):
                                                    content_type="application/merge-patch+json"),
                            422, "GpuQueue wh-qok: guaranteed gpus 5 exceeds its limit 4")
         self.assertEqual(self.admin.call("GET", f"{QUEUES}/wh-qok")["spec"]["guaranteed"], {"gpus": 2})
+
+    def test_8b_handoff_variables_are_refused(self):
+        # A pod without any GPU resource that names every GPU of the node for the NVIDIA runtime.
+        pod = gpu_pod("sees-all", {"cpu": "100m"})
+        pod["spec"]["containers"][0]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+        self.assertRefused(lambda: self.alice.create("pods", pod, namespace=NS), 403,
+                           'container "main" sets NVIDIA_VISIBLE_DEVICES in env')
+        self.assertIsNone(self.pod("sees-all"))
+
+    def test_8d_a_queue_label_must_name_a_queue_of_the_namespace(self):
+        # wh-team-b admits namespace wh-team-b only: alice's pod in team-a may not join it, at creation or later.
+        self.assertRefused(
+            lambda: self.alice.create("pods", gpu_pod("joins-b", SHARE, labels={"gpusched.io/queue": "wh-team-b"}),
+                                      namespace=NS),
+            403, "pods of namespace team-a may not join queue wh-team-b: it admits namespaces wh-team-b only")
+        self.assertIsNone(self.pod("joins-b"))
+        self.alice.create("pods", gpu_pod("relabelled", {"cpu": "100m"}), namespace=NS)
+        self.assertRefused(lambda: self.alice.patch("pods", "relabelled", {"metadata": {"labels": {
+            "gpusched.io/queue": "wh-team-b"}}}, namespace=NS), 403, "may not join queue wh-team-b")
+        self.assertNotIn("gpusched.io/queue", self.pod("relabelled")["metadata"]["labels"])
+        # A queue nobody declared is the scheduler's to judge (it keeps the pod waiting).
+        self.alice.create("pods", gpu_pod("undeclared", {"cpu": "100m"}, labels={"gpusched.io/queue": "nowhere"}),
+                          namespace=NS)
+
+    def test_8c_a_forged_review_writes_no_event(self):
+        # A review POSTed straight to the webhook's port (as any pod could), about a real pod, with a denied change:
+        # answered, but no Event, since its oldObject is not the live pod.
+        self.admin.create("pods", gpu_pod("victim", {"cpu": "100m"}), namespace=NS)
+        live = self.pod("victim")
+        old = json.loads(json.dumps(live))
+        old["metadata"]["resourceVersion"] = "1"
+        new = json.loads(json.dumps(old))
+        new["metadata"].setdefault("annotations", {})[ALLOCATION_ANNOTATION] = ALLOCATION
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                  "request": {"uid": "forged-1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                              "resource": {"group": "", "version": "v1", "resource": "pods"},
+                              "operation": "UPDATE", "namespace": NS, "name": "victim",
+                              "userInfo": {"username": "mallory: your GPUs are revoked"},
+                              "object": new, "oldObject": old}}
+
+        def unverified():
+            m = re.search(r"gpusched_webhook_events_unverified_total (\d+)", self.https_get("/metrics")[1])
+            return int(m.group(1))
+        before = unverified()
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=10, context=self.tls)
+        try:
+            conn.request("POST", "/validate", json.dumps(review), {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            answer = json.loads(r.read())
+        finally:
+            conn.close()
+        self.assertEqual(r.status, 200)
+        self.assertFalse(answer["response"]["allowed"], answer)
+        self.assertEqual(unverified(), before + 1)  # counted before the answer went out
+        self.assertEqual(self.admin.events_for("victim", namespace=NS, reason="AdmissionDenied"), [])
 
     def test_9_an_outage_does_not_block_pods_without_gpus(self):
         self.webhook.stop()

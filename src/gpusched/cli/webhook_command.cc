@@ -27,8 +27,10 @@
 #include "gpusched/adapters/k8s/client_config.h"
 #include "gpusched/adapters/k8s/event_writer.h"
 #include "gpusched/common/log.h"
+#include "gpusched/kube/gpu_queue.h"
 #include "gpusched/net/http_server.h"
 #include "gpusched/webhook/handler.h"
+#include "gpusched/webhook/queue_membership.h"
 #include "gpusched/webhook/webhook_config.h"
 
 namespace gpusched::cli {
@@ -38,6 +40,11 @@ using webhook::Endpoint;
 using webhook::Outcome;
 
 constexpr auto kCertificateCheckInterval = std::chrono::seconds(30);
+constexpr auto kQueueRefreshInterval = std::chrono::seconds(30);
+// More GpuQueues than this are not read (a cluster has tens).
+constexpr size_t kMaxQueues = 10000;
+// Live-pod checks (a GET each) of denials at once; a denial past it writes no Event (they are best effort).
+constexpr int kMaxEventChecks = 2;
 
 void Say(common::LogLevel level, const std::string& m) { common::Log(level, "gpusched webhook: " + m); }
 
@@ -57,17 +64,50 @@ std::optional<std::string> ReadFile(const std::string& path) {
 // What the handlers share; outlives every server.
 struct State {
   webhook::WebhookConfig config;
+  adapters::k8s::ApiClient* client = nullptr;    // --events or --queues; set before serving
   adapters::k8s::EventWriter* events = nullptr;  // --events; set before serving
+  bool queues_enabled = false;                   // --queues
+  bool verify_callers = false;                   // --client-ca: every caller presented an allowed certificate
+  webhook::QueueDirectory queues;
+  webhook::DecodeLimiter limiter{2, 64 * 1024};
+  std::atomic<int> event_checks{0};
+  std::atomic<uint64_t> events_unverified{0};
   std::atomic<bool> draining{false};
-  std::array<std::array<std::atomic<uint64_t>, 4>, 2> admissions{};  // [endpoint][outcome]
+  std::array<std::array<std::atomic<uint64_t>, webhook::kOutcomes>, 2> admissions{};  // [endpoint][outcome]
+
+  // A denial's Event, when the review is verifiably real (webhook::TellIfReal).
+  void Tell(const webhook::HandlerReply& r, const net::Peer& peer) {
+    if (events == nullptr || !r.event.has_value()) {
+      return;
+    }
+    const bool from_apiserver = verify_callers && peer.client_certificate;
+    if (!from_apiserver && event_checks.fetch_add(1) >= kMaxEventChecks) {
+      event_checks.fetch_sub(1);
+      events_unverified.fetch_add(1);
+      return;
+    }
+    const bool told = webhook::TellIfReal(
+        r, from_apiserver,
+        [this](const std::string& ns, const std::string& name) {
+          return client->Get("/api/v1/namespaces/" + ns + "/pods/" + name);
+        },
+        *events);
+    if (!from_apiserver) {
+      event_checks.fetch_sub(1);
+    }
+    if (!told) {
+      events_unverified.fetch_add(1);
+    }
+  }
 
   std::string RenderMetrics(const net::HttpServer& server) const {
     std::string out =
         "# HELP gpusched_webhook_admissions_total Admission reviews answered, by endpoint and outcome "
-        "(bad_request: not a valid AdmissionReview).\n"
+        "(bad_request: not a valid AdmissionReview; throttled: 429, too many large reviews at once).\n"
         "# TYPE gpusched_webhook_admissions_total counter\n";
     for (Endpoint e : {Endpoint::kValidate, Endpoint::kMutate}) {
-      for (Outcome o : {Outcome::kAllowed, Outcome::kPatched, Outcome::kDenied, Outcome::kBadRequest}) {
+      for (Outcome o :
+           {Outcome::kAllowed, Outcome::kPatched, Outcome::kDenied, Outcome::kBadRequest, Outcome::kThrottled}) {
         out += std::string("gpusched_webhook_admissions_total{endpoint=\"") + webhook::EndpointName(e) +
                "\",outcome=\"" + webhook::OutcomeName(o) + "\"} " +
                std::to_string(admissions[static_cast<size_t>(e)][static_cast<size_t>(o)].load()) + "\n";
@@ -75,6 +115,19 @@ struct State {
     }
     if (events != nullptr) {
       out += events->RenderMetrics("gpusched_webhook_events_total");
+      out +=
+          "# HELP gpusched_webhook_events_unverified_total Denials about an existing pod whose Event was not written: "
+          "the review was not from a verified API server and its oldObject is not the live pod.\n"
+          "# TYPE gpusched_webhook_events_unverified_total counter\n"
+          "gpusched_webhook_events_unverified_total " +
+          std::to_string(events_unverified.load()) + "\n";
+    }
+    if (queues_enabled) {
+      out +=
+          "# HELP gpusched_webhook_queues GpuQueues the webhook judges labels by (the valid ones last listed).\n"
+          "# TYPE gpusched_webhook_queues gauge\n"
+          "gpusched_webhook_queues " +
+          std::to_string(queues.Get()->size()) + "\n";
     }
     return out + net::RenderStats(server.stats(), "gpusched_webhook");
   }
@@ -84,32 +137,47 @@ struct State {
 // replaced (certificate renewal) while another one is still answering.
 common::Result<std::unique_ptr<net::HttpServer>> MakeServer(const std::string& host, int port,
                                                             const WebhookFlags& flags, State& state) {
-  GPUSCHED_ASSIGN_OR_RETURN(
-      server, net::HttpServer::Create(net::HttpServerOptions{
-                  .host = host,
-                  .port = port,
-                  .threads = 4,
-                  // A review holds the object and the old object; the API server stores objects up to 1.5 MiB
-                  // (etcd's request limit). Idle keep-alive connections outlive the API server's 90 s idle timeout,
-                  // so it is always the client that closes them (no request lost on a connection closing under it).
-                  .limits = net::HttpLimits{.max_body_bytes = 4 << 20,
-                                            .idle_timeout = std::chrono::milliseconds(120000),
-                                            .max_connections = 256},
-                  .tls = net::TlsOptions{.cert_file = flags.tls_cert, .key_file = flags.tls_key},
-                  .name = "webhook"}));
+  GPUSCHED_ASSIGN_OR_RETURN(server,
+                            net::HttpServer::Create(net::HttpServerOptions{
+                                .host = host,
+                                .port = port,
+                                .threads = 4,
+                                // A review holds the object and the old object; the API server stores objects up to 1.5
+                                // MiB (etcd's request limit). Idle keep-alive connections outlive the API server's 90 s
+                                // idle timeout, so it is always the client that closes them (no request lost on a
+                                // connection closing under it). Connections are few (a handful per API server), and
+                                // each may be reading a 4 MiB body: 32 bound what bodies in flight can take.
+                                .limits = net::HttpLimits{.max_body_bytes = 4 << 20,
+                                                          .idle_timeout = std::chrono::milliseconds(120000),
+                                                          .max_connections = 32},
+                                .tls = net::TlsOptions{.cert_file = flags.tls_cert,
+                                                       .key_file = flags.tls_key,
+                                                       .client_ca_file = flags.client_ca,
+                                                       .allowed_client_names = flags.apiserver_client_names},
+                                .name = "webhook"}));
   net::HttpServer* self = server.get();
   for (Endpoint e : {Endpoint::kValidate, Endpoint::kMutate}) {
     server->Handle("POST", std::string("/") + webhook::EndpointName(e), [e, &state](net::HttpRequest& req) {
-      const webhook::HandlerReply r = webhook::HandleAdmission(e, req.Header("Content-Type"), req.body, state.config);
+      std::shared_ptr<const webhook::QueueView> queues;
+      if (state.queues_enabled) {
+        queues = state.queues.Get();
+      }
+      webhook::HandlerReply r =
+          webhook::HandleAdmission(e, req.Header("Content-Type"), req.body, state.config,
+                                   webhook::HandlerOptions{.limiter = &state.limiter, .queues = queues.get()});
+      std::string{}.swap(req.body);  // the body's memory goes back before the Event check's GET
       state.admissions[static_cast<size_t>(e)][static_cast<size_t>(r.outcome)].fetch_add(1);
       if (!r.summary.empty()) {
-        Say(r.outcome == Outcome::kPatched ? common::LogLevel::kDebug : common::LogLevel::kInfo,
+        Say(r.outcome == Outcome::kPatched || r.outcome == Outcome::kThrottled ? common::LogLevel::kDebug
+                                                                               : common::LogLevel::kInfo,
             std::string(webhook::EndpointName(e)) + ": " + r.summary + " (from " + req.peer.address + ")");
       }
-      if (r.event.has_value() && state.events != nullptr) {
-        state.events->Record(*r.event);
+      state.Tell(r, req.peer);
+      net::HttpResponse response{.status = r.status, .content_type = r.content_type, .body = std::move(r.body)};
+      if (r.retry_after_s > 0) {
+        response.headers.emplace_back("Retry-After", std::to_string(r.retry_after_s));
       }
-      return net::HttpResponse{.status = r.status, .content_type = r.content_type, .body = r.body};
+      return response;
     });
   }
   server->Handle("GET", "/healthz", [](net::HttpRequest&) { return net::HttpResponse{.body = "ok\n"}; });
@@ -122,6 +190,36 @@ common::Result<std::unique_ptr<net::HttpServer>> MakeServer(const std::string& h
                              .body = state.RenderMetrics(*self)};
   });
   return server;
+}
+
+// Lists the GpuQueues into `directory`; on failure keeps what it had (and says so, at the first list or when the
+// failure is new).
+void RefreshQueues(adapters::k8s::ApiClient& client, webhook::QueueDirectory& directory, bool first) {
+  static std::string last_error;
+  auto listed = client.List(kube::kGpuQueuesPath);
+  if (!listed.ok()) {
+    if (first || listed.status().message() != last_error) {
+      Say(common::LogLevel::kWarn, "--queues: cannot list GpuQueues (" + listed.status().message() +
+                                       "); queue labels are judged by the queues last listed" +
+                                       (first ? " (none yet)" : ""));
+    }
+    last_error = listed.status().message();
+    return;
+  }
+  last_error.clear();
+  std::vector<core::QueueSpec> specs;
+  for (const auto& item : listed->items) {
+    if (specs.size() >= kMaxQueues) {
+      break;
+    }
+    if (auto spec = kube::DecodeGpuQueue(item); spec.ok()) {
+      specs.push_back(std::move(spec).value());
+    }
+  }
+  directory.Set(specs);
+  if (first) {
+    Say(common::LogLevel::kInfo, "--queues: " + std::to_string(directory.Get()->size()) + " valid GpuQueues");
+  }
 }
 
 }  // namespace
@@ -142,11 +240,23 @@ void AddWebhookCommand(CLI::App& app, WebhookFlags& flags, int& exit_code) {
                  "Seconds to keep serving after SIGTERM, with /readyz at 503, so that callers move to other replicas")
       ->capture_default_str();
   wh->add_flag("--events", flags.events,
-               "Tell a pod, as a Warning Event (AdmissionDenied), when a change to it is denied (needs events create "
-               "and patch; without it the webhook calls no API)");
+               "Tell a pod, as a Warning Event (AdmissionDenied), when a change to it is denied and the review is "
+               "verifiably real: from a caller with an allowed --client-ca certificate, or whose oldObject is the live "
+               "pod (needs events create and patch, pods get; without it and --queues the webhook calls no API)");
+  wh->add_flag("--queues", flags.queues,
+               "List the GpuQueues (at start and every 30 s) and deny a pod whose gpusched.io/queue label names a "
+               "queue that does not admit its namespace (needs gpuqueues list)");
+  wh->add_option("--client-ca", flags.client_ca,
+                 "PEM CA that callers' client certificates must chain to (kube-apiserver presents one when its "
+                 "AdmissionConfiguration gives it a kubeConfigFile for this webhook); with --apiserver-client-names")
+      ->check(CLI::ExistingFile);
+  wh->add_option("--apiserver-client-names", flags.apiserver_client_names,
+                 "With --client-ca: the names (subject CN, DNS or URI SAN) a caller's certificate must carry")
+      ->delimiter(',');
   wh->add_option("--kubeconfig", flags.kubeconfig,
-                 "With --events: kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config)");
-  wh->add_option("--context", flags.context, "With --events: kubeconfig context (default: its current-context)");
+                 "With --events or --queues: kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config)");
+  wh->add_option("--context", flags.context,
+                 "With --events or --queues: kubeconfig context (default: its current-context)");
   wh->add_flag("-v,--verbose", flags.verbose, "Debug logging, every patch (--v=4)");
   AddLogFlags(*wh, flags.log);
   wh->callback([&flags, &exit_code] { exit_code = RunWebhook(flags); });
@@ -167,6 +277,14 @@ int RunWebhook(const WebhookFlags& flags) {
     return Fail("refusing to serve plain HTTP on " + flags.listen +
                 ": give --tls-cert and --tls-key (kube-apiserver calls webhooks over HTTPS only), or listen on a "
                 "loopback address");
+  }
+  if (flags.client_ca.empty() != flags.apiserver_client_names.empty()) {
+    return Fail(
+        "--client-ca and --apiserver-client-names go together (a CA alone would admit every certificate it "
+        "signed, a cluster CA signs every node's and many users')");
+  }
+  if (!flags.client_ca.empty() && !tls) {
+    return Fail("--client-ca needs --tls-cert and --tls-key");
   }
   if (!(flags.shutdown_delay_s >= 0 && flags.shutdown_delay_s <= 300)) {
     return Fail("--shutdown-delay must be between 0 and 300 seconds");
@@ -193,20 +311,29 @@ int RunWebhook(const WebhookFlags& flags) {
 
   std::unique_ptr<adapters::k8s::ApiClient> client;
   std::unique_ptr<adapters::k8s::EventWriter> events;
-  if (flags.events) {
+  state.verify_callers = !flags.client_ca.empty();
+  if (flags.events || flags.queues) {
+    const std::string which = flags.events ? "--events" : "--queues";
     auto config = adapters::k8s::ResolveClientConfig(flags.kubeconfig, flags.context);
     if (!config.ok()) {
-      return Fail("--events: " + config.status().message());
+      return Fail(which + ": " + config.status().message());
     }
     auto made_client = adapters::k8s::ApiClient::Create(std::move(config).value());
     if (!made_client.ok()) {
-      return Fail("--events: " + made_client.status().message());
+      return Fail(which + ": " + made_client.status().message());
     }
     client = std::move(made_client).value();
+    state.client = client.get();
+  } else if (!flags.kubeconfig.empty() || !flags.context.empty()) {
+    return Fail("--kubeconfig and --context are for --events and --queues");
+  }
+  if (flags.events) {
     events = std::make_unique<adapters::k8s::EventWriter>(*client, "gpusched-webhook");
     state.events = events.get();
-  } else if (!flags.kubeconfig.empty() || !flags.context.empty()) {
-    return Fail("--kubeconfig and --context are for --events");
+  }
+  state.queues_enabled = flags.queues;
+  if (flags.queues) {
+    RefreshQueues(*client, state.queues, /*first=*/true);
   }
 
   auto made = MakeServer(host, port, flags, state);
@@ -264,6 +391,18 @@ int RunWebhook(const WebhookFlags& flags) {
     });
   }
 
+  std::thread refresher;
+  if (flags.queues) {
+    refresher = std::thread([&] {
+      std::unique_lock lock(mu);
+      while (!cv.wait_for(lock, kQueueRefreshInterval, [&] { return stopping; })) {
+        lock.unlock();
+        RefreshQueues(*client, state.queues, /*first=*/false);
+        lock.lock();
+      }
+    });
+  }
+
   int sig = 0;
   sigwait(&signals, &sig);
   state.draining = true;
@@ -287,6 +426,9 @@ int RunWebhook(const WebhookFlags& flags) {
   cv.notify_all();
   if (renewer.joinable()) {
     renewer.join();
+  }
+  if (refresher.joinable()) {
+    refresher.join();
   }
   server->Stop();
   if (events != nullptr) {

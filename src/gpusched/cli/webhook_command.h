@@ -7,7 +7,11 @@
 //   GET  /healthz    200 while the process serves
 //   GET  /readyz     200, or 503 once SIGTERM arrived (the shutdown delay drains the replica first)
 //   GET  /metrics    admissions by endpoint and outcome, the HTTP layer's refusals (those restart from 0 when a
-//                    renewed certificate re-creates the listener), and with --events the events written
+//                    renewed certificate re-creates the listener), and with --events the events written and the
+//                    denials whose Event was not written because the review could not be verified
+//
+// At most 2 reviews over 64 KiB decode at once (webhook::DecodeLimiter); more get 429 with Retry-After. Bodies are
+// at most 4 MiB, at most 32 connections are open.
 //
 // TLS is required (kube-apiserver calls webhooks over HTTPS only) unless --listen is a loopback address. The
 // certificate and key are read again every 30 s; when they change (cert-manager renewed the Secret) the listener is
@@ -16,6 +20,8 @@
 // and the process exits 0.
 
 #include <string>
+#include <vector>
+
 #include "gpusched/cli/logging.h"
 
 namespace CLI {
@@ -33,7 +39,15 @@ struct WebhookFlags {
   // --events: denials about existing pods become Warning Events on them (AdmissionDenied), through the API server
   // of --kubeconfig/--context (in a pod: its ServiceAccount's token). Off: the webhook calls no API.
   bool events = false;
+  // --queues: list the GpuQueues (at start, then every 30 s) and deny a pod whose gpusched.io/queue label names a
+  // queue that does not admit its namespace (webhook/validator.h, rule 5). Needs list on gpuqueues.
+  bool queues = false;
   std::string kubeconfig, context;
+  // --client-ca and --apiserver-client-names: require a client certificate signed by that CA and naming one of
+  // those (kube-apiserver's, from its AdmissionConfiguration kubeConfigFile). Without them an Event is written
+  // only for a review whose oldObject is the live pod (uid and resourceVersion, fetched: needs get on pods).
+  std::string client_ca;
+  std::vector<std::string> apiserver_client_names;
   bool verbose = false;
   LogFlags log;
 };

@@ -96,15 +96,103 @@ common::Result<Operation> DecodeOperation(const json& request) {
   return Bad("request.operation \"" + s.substr(0, 32) + "\" is not one of CREATE, UPDATE, DELETE, CONNECT");
 }
 
-common::Result<json> DecodeObject(const json& request, std::string_view key) {
-  const json* o = Find(request, key);
-  if (o == nullptr) {
+// One pass over the bytes, before parsing: the nesting depth and the number of values ('{', '[' and ',' outside
+// strings). Sound for any bytes: up to the first byte the parser would refuse, it sees the same strings and brackets,
+// so nothing deeper or larger than this counts is ever built.
+common::Status PreScan(std::string_view body) {
+  int depth = 0;
+  size_t values = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (const char c : body) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        break;
+      case '[':
+      case '{':
+        if (++depth > kMaxNestingDepth) {
+          return Bad("the body nests arrays and objects more than " + std::to_string(kMaxNestingDepth) +
+                     " levels deep; no Kubernetes object does");
+        }
+        [[fallthrough]];
+      case ',':
+        if (++values > kMaxJsonValues) {
+          return Bad("the body holds more than " + std::to_string(kMaxJsonValues) +
+                     " JSON values (objects, arrays and their members); a review of the largest object the API "
+                     "server stores holds far fewer");
+        }
+        break;
+      case ']':
+      case '}':
+        --depth;
+        break;
+      default:
+        break;
+    }
+  }
+  return common::Status::Ok();
+}
+
+// A lower bound of the length of `j` as compact JSON (strings counted without escapes), stopping once it is past
+// `limit`. Recursive: PreScan has bounded the depth.
+size_t EncodedSizeAtLeast(const json& j, size_t limit) {
+  switch (j.type()) {
+    case json::value_t::object: {
+      size_t n = 2;
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        n += it.key().size() + 4 + EncodedSizeAtLeast(it.value(), limit);
+        if (n > limit) {
+          return n;
+        }
+      }
+      return n;
+    }
+    case json::value_t::array: {
+      size_t n = 2;
+      for (const json& value : j) {
+        n += 1 + EncodedSizeAtLeast(value, limit);
+        if (n > limit) {
+          return n;
+        }
+      }
+      return n;
+    }
+    case json::value_t::string:
+      return j.get_ref<const std::string&>().size() + 2;
+    case json::value_t::boolean:
+    case json::value_t::null:
+      return 4;
+    default:
+      return 1;
+  }
+}
+
+// Moves request[key] out (never a copy: the object can be large).
+common::Result<json> DecodeObject(json& request, std::string_view key) {
+  auto it = request.find(key);
+  if (it == request.end() || it->is_null()) {
     return json();
   }
-  if (!o->is_object()) {
+  if (!it->is_object()) {
     return Bad("request." + std::string(key) + " is not an object");
   }
-  return *o;
+  if (const size_t size = EncodedSizeAtLeast(*it, kMaxObjectBytes); size > kMaxObjectBytes) {
+    return Bad("request." + std::string(key) + " is larger than " + std::to_string(kMaxObjectBytes) +
+               " bytes of JSON, the most etcd stores for one object");
+  }
+  json out = std::move(*it);
+  return out;
 }
 
 }  // namespace
@@ -123,8 +211,11 @@ const char* OperationName(Operation operation) {
   return "UNKNOWN";
 }
 
+common::Status CheckReviewBounds(std::string_view body) { return PreScan(body); }
+
 common::Result<AdmissionRequest> DecodeAdmissionReview(std::string_view body) {
-  const json review = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  GPUSCHED_RETURN_IF_ERROR(CheckReviewBounds(body));
+  json review = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (review.is_discarded()) {
     return Bad("the body is not valid JSON");
   }
@@ -143,7 +234,8 @@ common::Result<AdmissionRequest> DecodeAdmissionReview(std::string_view body) {
   if (kind == nullptr || !kind->is_string() || kind->get_ref<const std::string&>() != "AdmissionReview") {
     return Bad("kind must be AdmissionReview");
   }
-  const json* request = Find(review, "request");
+  auto request_it = review.find("request");
+  json* request = request_it == review.end() ? nullptr : &*request_it;
   if (request == nullptr || !request->is_object()) {
     return Bad("request is missing or not an object");
   }

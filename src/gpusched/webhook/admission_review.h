@@ -9,6 +9,14 @@
 // missing or empty request.uid, an operation other than CREATE/UPDATE/DELETE/CONNECT, a missing userInfo or
 // resource, and object/oldObject that are neither an object nor null. The HTTP layer answers those with 400.
 //
+// Bounded whatever the bytes (the port is reachable by whoever can reach the Service, not only kube-apiserver).
+// Before anything is parsed, one pass over the bytes refuses a body that nests arrays and objects deeper than
+// kMaxNestingDepth or holds more than kMaxJsonValues values (each '{', '[' and ',' outside strings counts one: a
+// million empty objects would otherwise take a hundred bytes of memory each, 30 times the body). After parsing, an
+// object or oldObject whose compact JSON is longer than kMaxObjectBytes (etcd's default object limit; the API
+// server stores nothing larger) is refused. The parsed object and oldObject are moved into the request, never
+// copied.
+//
 // Encoding echoes the request's apiVersion and uid (the API server rejects an answer for another uid), and writes
 // status {status: Failure, code, reason, message} only when denying, patchType JSONPatch with the base64 patch only
 // when mutating, and warnings when there are any.
@@ -26,6 +34,15 @@ namespace gpusched::webhook {
 
 inline constexpr std::string_view kAdmissionV1 = "admission.k8s.io/v1";
 inline constexpr std::string_view kAdmissionV1beta1 = "admission.k8s.io/v1beta1";
+
+// A pod nests 10 levels deep (spec.containers[].resources.limits; managedFields' fieldsV1 adds about 10 more):
+// 64 leaves room for any real object and keeps every recursive walk over it shallow.
+inline constexpr int kMaxNestingDepth = 64;
+// '{', '[' and ',' outside strings, in the whole body. A real 1.5 MiB pod (object and oldObject) has about 150,000;
+// 250,000 of them decode to at most about 30 MiB (measured by bench/webhook-rss.sh).
+inline constexpr size_t kMaxJsonValues = 250'000;
+// etcd's default request limit (--max-request-bytes, 1.5 MiB): kube-apiserver cannot store a larger object.
+inline constexpr size_t kMaxObjectBytes = 1536 * 1024;
 
 enum class Operation { kCreate, kUpdate, kDelete, kConnect };
 
@@ -75,6 +92,9 @@ struct AdmissionResponse {
   std::string message;
   nlohmann::json patch;  // a JSON Patch (RFC 6902) array when mutating; null = no change
   std::vector<std::string> warnings;
+  // When denying a change to a pod that exists: what its Warning Event says. Fixed words and what the rule derived,
+  // never free text from the request (whose user, for one, is only known when the review is verified).
+  std::string event_message;
 
   static AdmissionResponse Allow() { return {}; }
   static AdmissionResponse Deny(int code, std::string reason, std::string message) {
@@ -83,6 +103,10 @@ struct AdmissionResponse {
 };
 
 [[nodiscard]] const char* OperationName(Operation operation);
+
+// The bounds checked over the bytes before parsing (nesting, number of values); one pass, no allocation. OK or
+// InvalidArgument naming the bound. DecodeAdmissionReview checks them too.
+common::Status CheckReviewBounds(std::string_view body);
 
 // Decodes a whole AdmissionReview body. Errors are InvalidArgument and name the field.
 common::Result<AdmissionRequest> DecodeAdmissionReview(std::string_view body);

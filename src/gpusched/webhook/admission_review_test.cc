@@ -127,6 +127,90 @@ TEST(AdmissionReviewTest, RefusesMalformedReviewsNamingTheField) {
   }
 }
 
+// The review of PodCreateReview with `object` replaced by raw JSON text (which may be anything).
+std::string WithRawObject(const std::string& object, const std::string& old_object = "null") {
+  json review = PodCreateReview();
+  review["request"]["object"] = "@OBJECT@";
+  review["request"]["oldObject"] = "@OLD@";
+  std::string text = review.dump();
+  text.replace(text.find("\"@OBJECT@\""), 10, object);
+  text.replace(text.find("\"@OLD@\""), 7, old_object);
+  return text;
+}
+
+// What a tenant pod can POST to the webhook's port: each is refused before any deep or huge value is built, with a
+// clear reason, and nothing crashes.
+TEST(AdmissionReviewTest, RefusesBodiesTooDeepOrTooLargeBeforeBuildingThem) {
+  constexpr size_t kMillion = 1'000'000;
+  // A million nested arrays (2 MB): the recursive copy of such a value overflowed the stack.
+  const std::string deep = WithRawObject("{\"a\":" + std::string(kMillion, '[') + std::string(kMillion, ']') + "}");
+  auto r = DecodeAdmissionReview(deep);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("more than 64 levels deep"), std::string::npos) << r.status();
+  // The same, never closed (invalid JSON: the parser would build it before failing).
+  r = DecodeAdmissionReview(WithRawObject(std::string(kMillion, '{') + std::string(kMillion, '"')));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("levels deep"), std::string::npos) << r.status();
+  // 64 levels are fine; 65 are not (the review itself takes 2: the body and request).
+  EXPECT_TRUE(DecodeAdmissionReview(WithRawObject("{\"a\":" + std::string(61, '[') + std::string(61, ']') + "}")).ok());
+  EXPECT_FALSE(
+      DecodeAdmissionReview(WithRawObject("{\"a\":" + std::string(62, '[') + std::string(62, ']') + "}")).ok());
+  // Brackets inside strings (escaped quotes too) are text, not nesting.
+  EXPECT_TRUE(
+      DecodeAdmissionReview(WithRawObject("{\"a\":\"\\\"" + std::string(kMillion, '[') + "\\\\\",\"b\":1}")).ok());
+
+  // 1.4 million empty objects in 4 MiB: 30 times the body in memory once parsed.
+  std::string wide = "{\"items\":[";
+  for (size_t i = 0; i < 1'400'000; ++i) {
+    wide += i == 0 ? "{}" : ",{}";
+  }
+  wide += "]}";
+  r = DecodeAdmissionReview(WithRawObject(wide));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("more than 250000 JSON values"), std::string::npos) << r.status();
+
+  // An object larger than etcd stores (1.5 MiB), as one long string; just under it decodes.
+  const auto annotated = [](size_t bytes) {
+    return json{{"metadata", {{"name", "trainer"}, {"annotations", {{"big", std::string(bytes, 'x')}}}}}}.dump();
+  };
+  r = DecodeAdmissionReview(WithRawObject(annotated(kMaxObjectBytes)));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("request.object is larger than 1572864 bytes"), std::string::npos) << r.status();
+  r = DecodeAdmissionReview(WithRawObject("{}", annotated(kMaxObjectBytes)));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("request.oldObject is larger"), std::string::npos) << r.status();
+  r = DecodeAdmissionReview(WithRawObject(annotated(kMaxObjectBytes - 200), annotated(kMaxObjectBytes - 200)));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->object["metadata"]["annotations"]["big"].get_ref<const std::string&>().size(), kMaxObjectBytes - 200);
+}
+
+// The value bound counts '{', '[' and ',' outside strings: at the bound a review decodes, one more is refused.
+TEST(AdmissionReviewTest, TheValueBoundIsExact) {
+  const std::string shell = WithRawObject("{\"a\":[@]}");
+  size_t base = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < shell.size(); ++i) {
+    if (shell[i] == '"' && shell[i - 1] != '\\') {
+      in_string = !in_string;
+    } else if (!in_string && (shell[i] == '{' || shell[i] == '[' || shell[i] == ',')) {
+      ++base;
+    }
+  }
+  const auto with_members = [&](size_t n) {  // n zeros in the array: n - 1 commas
+    std::string members = "0";
+    for (size_t i = 1; i < n; ++i) {
+      members += ",0";
+    }
+    std::string text = shell;
+    text.replace(text.find('@'), 1, members);
+    return text;
+  };
+  auto at = DecodeAdmissionReview(with_members(kMaxJsonValues - base + 1));
+  EXPECT_TRUE(at.ok()) << at.status();
+  auto over = DecodeAdmissionReview(with_members(kMaxJsonValues - base + 2));
+  EXPECT_FALSE(over.ok());
+}
+
 TEST(AdmissionReviewTest, EncodesAllowedDeniedAndPatchedAnswers) {
   auto request = DecodeAdmissionReview(PodCreateReview().dump());
   ASSERT_TRUE(request.ok());

@@ -1,6 +1,7 @@
 #include "gpusched/webhook/handler.h"
 
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -97,11 +98,14 @@ TEST(HandlerTest, DenialsOfExistingPodsAreToldToThePod) {
   EXPECT_EQ(denied.event->namespace_, "team-a");
   EXPECT_EQ(denied.event->name, "trainer");
   EXPECT_EQ(denied.event->uid, "pod-uid-7");
+  EXPECT_EQ(denied.event_resource_version, "");  // old_pod has none
   EXPECT_EQ(denied.event->type, "Warning");
   EXPECT_EQ(denied.event->reason, "AdmissionDenied");
-  EXPECT_EQ(denied.event->message.rfind("gpusched webhook denied UPDATE pods team-a/trainer by alice: ", 0), 0U)
-      << denied.event->message;
-  EXPECT_NE(denied.event->message.find("may not change"), std::string::npos) << denied.event->message;
+  // Fixed words from the rule: not the user, whom only a verified review names truly.
+  EXPECT_EQ(denied.event->message,
+            "gpusched webhook denied UPDATE pods: a request to change its annotation gpusched.io/allocation was "
+            "denied: only gpusched's scheduler writes it (the webhook's log names the user)");
+  EXPECT_EQ(denied.event->message.find("alice"), std::string::npos);
 
   EXPECT_FALSE(
       HandleAdmission(Endpoint::kValidate, "application/json", review(old_pod, changed, "UPDATE", true), config)
@@ -112,6 +116,135 @@ TEST(HandlerTest, DenialsOfExistingPodsAreToldToThePod) {
   EXPECT_FALSE(
       HandleAdmission(Endpoint::kValidate, "application/json", review(old_pod, old_pod, "UPDATE", false), config)
           .event.has_value());  // allowed
+}
+
+class RecordingRecorder : public ports::EventRecorder {
+ public:
+  void Record(ports::PodEvent event) override { events.push_back(std::move(event)); }
+  std::vector<ports::PodEvent> events;
+};
+
+// A review POSTed straight to the port (not by kube-apiserver) names a real pod and a denied change to it: no Event
+// may come of it unless the review is about the pod as it is (uid and resourceVersion of the live object) or came
+// from the verified API server.
+TEST(HandlerTest, ForgedReviewsWriteNoEvent) {
+  const WebhookConfig config;
+  json live = PodJson().Annotation("gpusched.io/allocation", R"({"node":"n"})");
+  live["metadata"]["uid"] = "pod-uid-7";
+  live["metadata"]["resourceVersion"] = "1234";
+  auto review = [](const json& old_object, const std::string& ns, const std::string& name, const std::string& user) {
+    json changed = old_object;
+    changed["metadata"]["annotations"]["gpusched.io/allocation"] = R"({"node":"m"})";
+    return json{{"apiVersion", "admission.k8s.io/v1"},
+                {"kind", "AdmissionReview"},
+                {"request",
+                 {{"uid", "u-44"},
+                  {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                  {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+                  {"operation", "UPDATE"},
+                  {"namespace", ns},
+                  {"name", name},
+                  {"userInfo", {{"username", user}}},
+                  {"object", changed},
+                  {"oldObject", old_object}}}}
+        .dump();
+  };
+  int gets = 0;
+  const PodGetter api = [&](const std::string& ns, const std::string& name) -> common::Result<json> {
+    ++gets;
+    if (ns == "team-a" && name == "trainer") {
+      return live;
+    }
+    return common::NotFound("pods \"" + name + "\" not found");
+  };
+  auto tell = [&](const std::string& body, bool from_apiserver) {
+    RecordingRecorder recorder;
+    const HandlerReply r = HandleAdmission(Endpoint::kValidate, "application/json", body, config);
+    EXPECT_EQ(r.outcome, Outcome::kDenied) << r.body;
+    const bool told = TellIfReal(r, from_apiserver, api, recorder);
+    EXPECT_EQ(told, recorder.events.size() == 1);
+    return recorder.events;
+  };
+
+  // The genuine review: oldObject is the live pod.
+  auto events = tell(review(live, "team-a", "trainer", "alice"), false);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].uid, "pod-uid-7");
+
+  // Forged: an old uid, an old resourceVersion, no resourceVersion, a pod that does not exist.
+  json stale_uid = live;
+  stale_uid["metadata"]["uid"] = "other-uid";
+  EXPECT_TRUE(tell(review(stale_uid, "team-a", "trainer", "mallory"), false).empty());
+  json stale_rv = live;
+  stale_rv["metadata"]["resourceVersion"] = "1200";
+  EXPECT_TRUE(tell(review(stale_rv, "team-a", "trainer", "mallory"), false).empty());
+  json no_rv = live;
+  no_rv["metadata"].erase("resourceVersion");
+  const int gets_before = gets;
+  EXPECT_TRUE(tell(review(no_rv, "team-a", "trainer", "mallory"), false).empty());
+  EXPECT_EQ(gets, gets_before);  // nothing to compare: not even fetched
+  EXPECT_TRUE(tell(review(live, "team-a", "ghost", "mallory"), false).empty());
+  // Names that are no Kubernetes name are never put in a path.
+  EXPECT_TRUE(tell(review(live, "team-a", "../../secrets/x", "mallory"), false).empty());
+  EXPECT_TRUE(tell(review(live, "team-a", "../../secrets/x", "mallory"), true).empty());
+  // The attacker's text never reaches the Event, even when it is written.
+  events = tell(review(live, "team-a", "trainer", "mallory: your GPUs are revoked, see evil.example"), false);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].message.find("evil"), std::string::npos) << events[0].message;
+
+  // From the verified API server: written without a GET, whatever the pod became since.
+  const int gets_now = gets;
+  EXPECT_EQ(tell(review(stale_rv, "team-a", "trainer", "alice"), true).size(), 1u);
+  EXPECT_EQ(gets, gets_now);
+  // No getter (no API): only the verified caller's.
+  RecordingRecorder recorder;
+  const HandlerReply r =
+      HandleAdmission(Endpoint::kValidate, "application/json", review(live, "team-a", "trainer", "alice"), config);
+  EXPECT_FALSE(TellIfReal(r, false, nullptr, recorder));
+  EXPECT_TRUE(recorder.events.empty());
+}
+
+// At most max_large reviews over the size decode at once; the next large one gets 429 with Retry-After, small ones
+// go through, and a slot given back is usable again.
+TEST(HandlerTest, LargeReviewsDecodeAtMostTwoAtOnce) {
+  DecodeLimiter limiter(2, 1000);
+  const std::string small = Review(PodJson().Limits({{"cpu", "1"}}));
+  ASSERT_LT(small.size(), 1000u);
+  const std::string large = Review(PodJson().Annotation("note", std::string(5000, 'x')));
+  const HandlerOptions options{.limiter = &limiter};
+  EXPECT_EQ(HandleAdmission(Endpoint::kValidate, "", large, WebhookConfig{}, options).status, 200);
+  {
+    auto first = limiter.TryAcquire(large.size());
+    auto second = limiter.TryAcquire(large.size());
+    ASSERT_TRUE(first.has_value() && second.has_value());
+    EXPECT_EQ(limiter.large_in_flight(), 2u);
+    const HandlerReply busy = HandleAdmission(Endpoint::kValidate, "", large, WebhookConfig{}, options);
+    EXPECT_EQ(busy.status, 429);
+    EXPECT_EQ(busy.outcome, Outcome::kThrottled);
+    EXPECT_EQ(busy.retry_after_s, 1);
+    EXPECT_NE(busy.body.find("too many large admission reviews"), std::string::npos);
+    EXPECT_EQ(limiter.large_in_flight(), 2u);  // the refused one holds nothing
+    EXPECT_EQ(HandleAdmission(Endpoint::kValidate, "", small, WebhookConfig{}, options).status, 200);
+    EXPECT_EQ(HandleAdmission(Endpoint::kMutate, "", small, WebhookConfig{}, options).status, 200);
+    // A large body the bounds refuse is refused as such, without waiting for a slot.
+    const std::string deep = large.substr(0, large.size() - 2) + std::string(100, '[') + std::string(100, ']') + "}}";
+    const HandlerReply refused = HandleAdmission(Endpoint::kValidate, "", deep, WebhookConfig{}, options);
+    EXPECT_EQ(refused.status, 400);
+    EXPECT_NE(refused.body.find("levels deep"), std::string::npos) << refused.body;
+  }
+  EXPECT_EQ(limiter.large_in_flight(), 0u);
+  EXPECT_EQ(HandleAdmission(Endpoint::kValidate, "", large, WebhookConfig{}, options).status, 200);
+  EXPECT_EQ(limiter.large_in_flight(), 0u);
+}
+
+// The deep and wide attack bodies at the handler: 400 with the reason, never a crash.
+TEST(HandlerTest, AttackBodiesGetA400) {
+  const std::string deep = R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"object":)" +
+                           std::string(1'000'000, '[') + std::string(1'000'000, ']') + "}}";
+  const HandlerReply r = HandleAdmission(Endpoint::kValidate, "application/json", deep, WebhookConfig{});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.outcome, Outcome::kBadRequest);
+  EXPECT_NE(r.body.find("more than 64 levels deep"), std::string::npos) << r.body.substr(0, 300);
 }
 
 TEST(HandlerTest, LogSummariesAreOneBoundedLine) {
@@ -130,6 +263,7 @@ TEST(HandlerTest, LogSummariesAreOneBoundedLine) {
 TEST(HandlerTest, Names) {
   EXPECT_STREQ(EndpointName(Endpoint::kMutate), "mutate");
   EXPECT_STREQ(OutcomeName(Outcome::kBadRequest), "bad_request");
+  EXPECT_STREQ(OutcomeName(Outcome::kThrottled), "throttled");
 }
 
 }  // namespace

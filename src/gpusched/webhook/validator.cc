@@ -1,12 +1,17 @@
 #include "gpusched/webhook/validator.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gpusched/core/gpu_queue.h"
 #include "gpusched/kube/gpu_queue.h"
 #include "gpusched/kube/objects.h"
 #include "gpusched/kube/resources.h"
+#include "gpusched/webhook/queue_membership.h"
 
 namespace gpusched::webhook {
 namespace {
@@ -48,12 +53,16 @@ const json* Annotation(const json& object, std::string_view key) {
 }
 
 AdmissionResponse Forbidden(std::string_view verb, const UserInfo& user) {
-  return AdmissionResponse::Deny(
+  AdmissionResponse r = AdmissionResponse::Deny(
       403, "Forbidden",
       "user " + Quote(user.username) + " may not " + std::string(verb) + " the annotation " +
           std::string(kube::kAnnotationAllocation) +
           ": only gpusched's scheduler writes it (the webhook's allowedUsers), because the device plugin hands out "
           "GPUs by it");
+  r.event_message = "a request to " + std::string(verb) + " its annotation " +
+                    std::string(kube::kAnnotationAllocation) +
+                    " was denied: only gpusched's scheduler writes it (the webhook's log names the user)";
+  return r;
 }
 
 // Rule 1 of validator.h; nullopt when the request does not write the annotation or its user may.
@@ -152,6 +161,160 @@ std::optional<AdmissionResponse> CheckGpuQueue(const AdmissionRequest& request) 
   return std::nullopt;
 }
 
+// The pod's namespace: the request's (a CREATE's object may leave it out), else the object's.
+std::string PodNamespace(const AdmissionRequest& request) {
+  if (!request.namespace_name.empty()) {
+    return request.namespace_name;
+  }
+  const json* metadata = Member(request.object, "metadata");
+  const json* ns = metadata != nullptr ? Member(*metadata, "namespace") : nullptr;
+  return ns != nullptr && ns->is_string() ? ns->get<std::string>() : std::string("default");
+}
+
+std::string PodName(const AdmissionRequest& request) {
+  if (!request.name.empty()) {
+    return request.name;
+  }
+  const json* metadata = Member(request.object, "metadata");
+  const json* name = metadata != nullptr ? Member(*metadata, "name") : nullptr;
+  if (name != nullptr && name->is_string() && !name->get_ref<const std::string&>().empty()) {
+    return name->get<std::string>();
+  }
+  const json* generate = metadata != nullptr ? Member(*metadata, "generateName") : nullptr;
+  return generate != nullptr && generate->is_string() ? generate->get<std::string>() + "(generated)"
+                                                      : std::string("(unnamed)");
+}
+
+// Whether `name` is one of the variables by which the device plugin hands GPUs to a container.
+bool HandoffVariable(std::string_view name) {
+  return name == "NVIDIA_VISIBLE_DEVICES" || name == "NVIDIA_DRIVER_CAPABILITIES" || name.starts_with("CUDA_MPS_");
+}
+
+// The first container of `containers` (a list; anything else holds none) that sets a handoff variable in env, and
+// which, skipping the containers named in `skip`.
+std::optional<std::pair<std::string, std::string>> SetsHandoffVariable(const json* containers,
+                                                                       const std::vector<std::string>& skip = {}) {
+  if (containers == nullptr || !containers->is_array()) {
+    return std::nullopt;
+  }
+  for (const json& c : *containers) {
+    const json* name = Member(c, "name");
+    const std::string container = name != nullptr && name->is_string() ? name->get<std::string>() : "";
+    if (std::find(skip.begin(), skip.end(), container) != skip.end()) {
+      continue;
+    }
+    const json* env = Member(c, "env");
+    if (env == nullptr || !env->is_array()) {
+      continue;
+    }
+    for (const json& e : *env) {
+      const json* var = Member(e, "name");
+      if (var != nullptr && var->is_string() && HandoffVariable(var->get_ref<const std::string&>())) {
+        return std::make_pair(container, var->get<std::string>());
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> ContainerNames(const json* containers) {
+  std::vector<std::string> out;
+  if (containers != nullptr && containers->is_array()) {
+    for (const json& c : *containers) {
+      if (const json* name = Member(c, "name"); name != nullptr && name->is_string()) {
+        out.push_back(name->get<std::string>());
+      }
+    }
+  }
+  return out;
+}
+
+// The ephemeral containers of a pods/ephemeralcontainers request's object: a Pod (Kubernetes >= 1.22) or the older
+// EphemeralContainers object, which holds them at the top level.
+const json* EphemeralContainers(const json& object) {
+  if (const json* top = Member(object, "ephemeralContainers"); top != nullptr) {
+    return top;
+  }
+  const json* spec = Member(object, "spec");
+  return spec != nullptr ? Member(*spec, "ephemeralContainers") : nullptr;
+}
+
+// Rule 4 of validator.h: containers that set the GPU handoff variables themselves.
+std::optional<AdmissionResponse> CheckHandoffEnv(const AdmissionRequest& request) {
+  if (!request.resource.group.empty() || request.resource.resource != "pods" || !request.object.is_object()) {
+    return std::nullopt;
+  }
+  std::optional<std::pair<std::string, std::string>> found;
+  std::string kind;
+  if (request.operation == Operation::kCreate && request.sub_resource.empty()) {
+    const json* spec = Member(request.object, "spec");
+    for (const auto& [field, what] :
+         {std::pair{"containers", "container"}, std::pair{"initContainers", "init container"},
+          std::pair{"ephemeralContainers", "ephemeral container"}}) {
+      if (spec != nullptr && (found = SetsHandoffVariable(Member(*spec, field)))) {
+        kind = what;
+        break;
+      }
+    }
+  } else if (request.operation == Operation::kUpdate && request.sub_resource == "ephemeralcontainers") {
+    // Only the containers this request adds: ephemeral containers cannot change or go once added.
+    found = SetsHandoffVariable(EphemeralContainers(request.object),
+                                ContainerNames(EphemeralContainers(request.old_object)));
+    kind = "ephemeral container";
+  }
+  if (!found) {
+    return std::nullopt;
+  }
+  AdmissionResponse r = AdmissionResponse::Deny(
+      403, "Forbidden",
+      "pod " + PodNamespace(request) + "/" + PodName(request) + ": " + kind + " " + Quote(found->first) + " sets " +
+          found->second +
+          " in env: only gpusched's device plugin sets NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES and "
+          "CUDA_MPS_* (the container runtime hands a container the GPUs they name, whatever it was given)");
+  // The Event names the variable only as the API server's validation would have let it through (a C identifier),
+  // so that even a review that passed the live-pod check carries no free text into it.
+  const std::string& var = found->second;
+  const bool identifier =
+      var.size() <= 64 && std::all_of(var.begin(), var.end(), [](char c) {
+        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+      });
+  r.event_message = "an ephemeral container that sets " + (identifier ? var : std::string("a CUDA_MPS_* variable")) +
+                    " was denied: only gpusched's device plugin sets the GPU handoff variables";
+  return r;
+}
+
+// Rule 5 of validator.h: the queue a pod's label names must admit its namespace.
+std::optional<AdmissionResponse> CheckQueueLabel(const AdmissionRequest& request, const QueueView* queues) {
+  if (queues == nullptr || !request.Is("pods") ||
+      (request.operation != Operation::kCreate && request.operation != Operation::kUpdate)) {
+    return std::nullopt;
+  }
+  auto label = [](const json& object) -> const json* {
+    const json* metadata = Member(object, "metadata");
+    const json* labels = metadata != nullptr ? Member(*metadata, "labels") : nullptr;
+    return labels != nullptr ? Member(*labels, kube::kQueueLabel) : nullptr;
+  };
+  const json* now = label(request.object);
+  if (now == nullptr || !now->is_string()) {
+    return std::nullopt;
+  }
+  if (request.operation == Operation::kUpdate) {
+    const json* before = label(request.old_object);
+    if (before != nullptr && *before == *now) {
+      return std::nullopt;  // unchanged: judged when it was set
+    }
+  }
+  const std::string refusal = queues->JoinRefusal(now->get<std::string>(), PodNamespace(request));
+  if (refusal.empty()) {
+    return std::nullopt;
+  }
+  AdmissionResponse r = AdmissionResponse::Deny(403, "Forbidden",
+                                                "pod " + PodNamespace(request) + "/" + PodName(request) + ": label " +
+                                                    std::string(kube::kQueueLabel) + ": " + refusal);
+  r.event_message = "a change of its label " + std::string(kube::kQueueLabel) + " was denied: " + refusal;
+  return r;
+}
+
 bool ModelChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ' ' || c == '.' ||
          c == '_' || c == '-' || c == '+' || c == '(' || c == ')' || c == '/';
@@ -200,8 +363,14 @@ common::Status CheckGpuModels(std::string_view value) {
   }
 }
 
-AdmissionResponse Validate(const AdmissionRequest& request, const WebhookConfig& config) {
+AdmissionResponse Validate(const AdmissionRequest& request, const WebhookConfig& config, const QueueView* queues) {
   if (auto denied = CheckAllocationWrite(request, config)) {
+    return *std::move(denied);
+  }
+  if (auto denied = CheckHandoffEnv(request)) {
+    return *std::move(denied);
+  }
+  if (auto denied = CheckQueueLabel(request, queues)) {
     return *std::move(denied);
   }
   if (auto denied = CheckGpuRequest(request, config)) {

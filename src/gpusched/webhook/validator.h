@@ -22,6 +22,16 @@
 //    weight not above 0) is denied (422) with the reason, on every Kubernetes version (the CRD's own CEL rule needs
 //    1.25). Whether its parent exists and covers its children depends on the other queues: the scheduler judges
 //    that (the queue's Valid condition).
+// 4. GPU handoff variables. The container runtime hands a container the GPUs NVIDIA_VISIBLE_DEVICES names, with the
+//    driver capabilities NVIDIA_DRIVER_CAPABILITIES names, and CUDA_MPS_* point it at an MPS daemon; gpusched's
+//    device plugin sets them at Allocate (not in the pod spec). A pod that sets one itself in a container's env, by
+//    name, is denied (403) naming the container and the variable: at CREATE, in containers, initContainers and
+//    ephemeralContainers, whether or not it asks for a GPU; at UPDATE of pods/ephemeralcontainers (kubectl debug),
+//    in the ephemeral containers it adds. envFrom (a ConfigMap or Secret) cannot be judged by name at admission and
+//    is not denied (docs/webhook.md).
+// 5. Queue membership. With the queues known (`queues`, listed by `gpusched webhook --queues`), a pod whose label
+//    gpusched.io/queue names a queue that does not admit its namespace (QueueView::JoinRefusal) is denied (403)
+//    with the reason, at CREATE and at an UPDATE that sets or changes the label.
 // Everything else is allowed: other resources, DELETE and CONNECT, pods without GPU resources (their requests are
 // not gpusched's to judge), and UPDATEs that leave the annotation alone (resources cannot change after creation).
 
@@ -29,11 +39,14 @@
 
 #include "gpusched/common/status.h"
 #include "gpusched/webhook/admission_review.h"
+#include "gpusched/webhook/queue_membership.h"
 #include "gpusched/webhook/webhook_config.h"
 
 namespace gpusched::webhook {
 
-[[nodiscard]] AdmissionResponse Validate(const AdmissionRequest& request, const WebhookConfig& config);
+// `queues`: the GPU queues for rule 5; null = rule 5 off.
+[[nodiscard]] AdmissionResponse Validate(const AdmissionRequest& request, const WebhookConfig& config,
+                                         const QueueView* queues = nullptr);
 
 // The syntax of the gpusched.io/gpu-model annotation: model names separated by '|', spaces around them allowed
 // ("A100-SXM4-80GB | H100"). A name is 1..128 characters of letters, digits, space and . _ - + ( ) /; at most 64

@@ -29,10 +29,10 @@ struct Case {
   WebhookConfig config = {};
 };
 
-void Check(const std::vector<Case>& cases) {
+void Check(const std::vector<Case>& cases, const QueueView* queues = nullptr) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    const AdmissionResponse r = Validate(c.request, c.config);
+    const AdmissionResponse r = Validate(c.request, c.config, queues);
     EXPECT_EQ(r.allowed, c.want_code == 0) << r.message;
     EXPECT_EQ(r.code, c.want_code);
     EXPECT_TRUE(r.patch.is_null());
@@ -257,6 +257,131 @@ TEST(ValidatorTest, GpuQueuesThatBreakTheirOwnRulesAreRefused) {
            }()},
       {.name = "a deletion", .request = request(Operation::kDelete, nullptr, over)},
   });
+}
+
+// A container `name` of `field` (containers, initContainers, ephemeralContainers) with env var `var`.
+json WithEnv(json pod, const std::string& field, const std::string& name, const std::string& var) {
+  pod["spec"][field].push_back(
+      {{"name", name},
+       {"image", "cuda"},
+       {"env", json::array({{{"name", "PATH"}, {"value", "/bin"}}, {{"name", var}, {"value", "all"}}})}});
+  return pod;
+}
+
+// Rule 4: the GPU handoff variables are the device plugin's alone, in every kind of container, GPU pod or not.
+TEST(ValidatorTest, ContainersMayNotSetTheGpuHandoffVariables) {
+  const json plain = PodJson();
+  const json gpu = PodJson().Limits(kShare);
+  json with_debugger = plain;
+  with_debugger["spec"]["ephemeralContainers"] = json::array({{{"name", "debugger"}, {"image", "busybox"}}});
+  // kubectl debug on Kubernetes < 1.22: the subresource's object is an EphemeralContainers, not the Pod.
+  const json legacy_ephemeral = {
+      {"apiVersion", "v1"},
+      {"kind", "EphemeralContainers"},
+      {"metadata", {{"name", "trainer"}, {"namespace", "team-a"}}},
+      {"ephemeralContainers",
+       json::array(
+           {{{"name", "dbg"}, {"env", json::array({{{"name", "CUDA_MPS_PIPE_DIRECTORY"}, {"value", "/x"}}})}}})}};
+  Check({
+      {.name = "a container without a GPU that names every GPU",
+       .request = Create(WithEnv(plain, "containers", "sneaky", "NVIDIA_VISIBLE_DEVICES")),
+       .want_code = 403,
+       .want_in_message = {"pod team-a/trainer: container \"sneaky\" sets NVIDIA_VISIBLE_DEVICES in env",
+                           "only gpusched's device plugin sets"}},
+      {.name = "a GPU pod's container that widens its capabilities",
+       .request = Create(WithEnv(gpu, "containers", "main2", "NVIDIA_DRIVER_CAPABILITIES")),
+       .want_code = 403,
+       .want_in_message = {"container \"main2\" sets NVIDIA_DRIVER_CAPABILITIES"}},
+      {.name = "an init container pointing at another pod's MPS daemon",
+       .request = Create(WithEnv(plain, "initContainers", "setup", "CUDA_MPS_PIPE_DIRECTORY")),
+       .want_code = 403,
+       .want_in_message = {"init container \"setup\" sets CUDA_MPS_PIPE_DIRECTORY"}},
+      {.name = "an ephemeral container in a pod's creation",
+       .request = Create(WithEnv(plain, "ephemeralContainers", "dbg", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")),
+       .want_code = 403,
+       .want_in_message = {"ephemeral container \"dbg\" sets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"}},
+      {.name = "kubectl debug adding an ephemeral container that sets it",
+       .request = Update(with_debugger, WithEnv(with_debugger, "ephemeralContainers", "dbg2", "NVIDIA_VISIBLE_DEVICES"),
+                         kAlice, "ephemeralcontainers"),
+       .want_code = 403,
+       .want_in_message = {"ephemeral container \"dbg2\" sets NVIDIA_VISIBLE_DEVICES"}},
+      {.name = "kubectl debug on Kubernetes < 1.22 (an EphemeralContainers object)",
+       .request = Update(json{{"kind", "EphemeralContainers"}, {"ephemeralContainers", json::array()}},
+                         legacy_ephemeral, kAlice, "ephemeralcontainers"),
+       .want_code = 403,
+       .want_in_message = {"ephemeral container \"dbg\" sets CUDA_MPS_PIPE_DIRECTORY"}},
+      {.name = "even gpusched's own identities may not (the device plugin sets them at Allocate, not in the spec)",
+       .request = Create(WithEnv(plain, "containers", "c", "NVIDIA_VISIBLE_DEVICES"), kScheduler),
+       .want_code = 403},
+      {.name = "a debugger without them", .request = Update(plain, with_debugger, kAlice, "ephemeralcontainers")},
+      {.name = "other variables, and names that only look alike",
+       .request = Create(WithEnv(WithEnv(plain, "containers", "a", "CUDA_VISIBLE_DEVICES"), "containers", "b",
+                                 "MY_NVIDIA_VISIBLE_DEVICES"))},
+      {.name = "envFrom cannot be judged by name and is not denied",
+       .request = Create([&] {
+         json p = plain;
+         p["spec"]["containers"][0]["envFrom"] = json::array({{{"configMapRef", {{"name", "gpu-env"}}}}});
+         return p;
+       }())},
+      {.name = "a pod status update does not touch env",
+       .request = Update(WithEnv(plain, "containers", "c", "NVIDIA_VISIBLE_DEVICES"),
+                         WithEnv(plain, "containers", "c", "NVIDIA_VISIBLE_DEVICES"), kAlice, "status")},
+  });
+  // The event of a denied kubectl debug names the variable, not the request's text.
+  const AdmissionResponse r =
+      Validate(Update(with_debugger, WithEnv(with_debugger, "ephemeralContainers", "dbg2", "NVIDIA_VISIBLE_DEVICES"),
+                      kAlice, "ephemeralcontainers"),
+               WebhookConfig{});
+  EXPECT_EQ(r.event_message,
+            "an ephemeral container that sets NVIDIA_VISIBLE_DEVICES was denied: only gpusched's device plugin sets "
+            "the GPU handoff variables");
+  // A name no API server would have admitted is not repeated in the Event.
+  const AdmissionResponse odd = Validate(
+      Update(with_debugger, WithEnv(with_debugger, "ephemeralContainers", "dbg2", "CUDA_MPS_ see evil.example"), kAlice,
+             "ephemeralcontainers"),
+      WebhookConfig{});
+  EXPECT_FALSE(odd.allowed);
+  EXPECT_EQ(odd.event_message.find("evil"), std::string::npos) << odd.event_message;
+}
+
+// Rule 5: a pod joins by label only a queue that admits its namespace (the scheduler's own rule).
+TEST(ValidatorTest, QueueLabelsMustNameAQueueOfThePodsNamespace) {
+  const QueueView queues({
+      {.name = "team-a", .namespaces = {"team-a"}},
+      {.name = "team-b", .namespaces = {"team-b"}},
+      {.name = "research"},
+      {.name = "lab-1", .parent = "research", .namespaces = {"lab"}},
+  });
+  const json in_b = PodJson().Label("gpusched.io/queue", "team-b");
+  const json in_a = PodJson().Label("gpusched.io/queue", "team-a");
+  Check(
+      {
+          {.name = "another team's queue",
+           .request = Create(in_b),
+           .want_code = 403,
+           .want_in_message = {"pod team-a/trainer: label gpusched.io/queue: pods of namespace team-a may not join "
+                               "queue team-b: it admits namespaces team-b only"}},
+          {.name = "its own queue", .request = Create(in_a)},
+          {.name = "the default queue, while another queue serves the namespace",
+           .request = Create(PodJson().Label("gpusched.io/queue", "default")),
+           .want_code = 403,
+           .want_in_message = {"namespace team-a is served by queue team-a"}},
+          {.name = "a queue nobody declared: the scheduler keeps it waiting",
+           .request = Create(PodJson().Label("gpusched.io/queue", "nowhere"))},
+          {.name = "a queue that admits no namespace",
+           .request = Create(PodJson().Label("gpusched.io/queue", "research")),
+           .want_code = 403,
+           .want_in_message = {"it admits no namespace (list team-a in its spec.namespaces)"}},
+          {.name = "relabelled into another team's queue",
+           .request = Update(in_a, in_b),
+           .want_code = 403,
+           .want_in_message = {"may not join queue team-b"}},
+          {.name = "an update that leaves the label as it was (judged when set)", .request = Update(in_b, in_b)},
+          {.name = "a pod without the label", .request = Create(PodJson())},
+      },
+      &queues);
+  // Without the queues (no --queues) the rule is off.
+  EXPECT_TRUE(Validate(Create(in_b), WebhookConfig{}).allowed);
 }
 
 }  // namespace
