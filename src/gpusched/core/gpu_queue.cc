@@ -1,5 +1,6 @@
 #include "gpusched/core/gpu_queue.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -144,6 +145,36 @@ std::map<std::string, std::string> ValidateQueues(const std::vector<QueueSpec>& 
     }
   }
   return rejected;
+}
+
+std::string QueueJoinRefusal(std::string_view queue, const QueueSpec* spec, const QueueSpec* parent,
+                             std::string_view serving, std::string_view namespace_) {
+  const std::string head =
+      "pods of namespace " + std::string(namespace_) + " may not join queue " + std::string(queue) + ": ";
+  if (spec == nullptr) {
+    return queue == kDefaultQueue && !serving.empty()
+               ? head + "namespace " + std::string(namespace_) + " is served by queue " + std::string(serving)
+               : std::string();
+  }
+  auto lists = [&](const QueueSpec& q) {
+    return std::find(q.namespaces.begin(), q.namespaces.end(), namespace_) != q.namespaces.end();
+  };
+  if (lists(*spec) || (parent != nullptr && lists(*parent)) || (queue == kDefaultQueue && serving.empty())) {
+    return {};
+  }
+  std::vector<std::string> admitted = spec->namespaces;
+  if (parent != nullptr) {
+    admitted.insert(admitted.end(), parent->namespaces.begin(), parent->namespaces.end());
+  }
+  if (admitted.empty()) {
+    return head + "it admits no namespace (list " + std::string(namespace_) + " in its spec.namespaces" +
+           (parent != nullptr ? " or its parent's" : "") + ")";
+  }
+  std::string names;
+  for (const auto& n : admitted) {
+    names += (names.empty() ? "" : ", ") + n;
+  }
+  return head + "it admits namespaces " + names + " only";
 }
 
 }  // namespace gpusched::core

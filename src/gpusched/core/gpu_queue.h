@@ -16,6 +16,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpusched/core/allocation.h"
@@ -66,5 +67,17 @@ struct QueueSpec {
 // namespaces: its pods must then name one of its children by label (the parent takes no pods itself), and every
 // child admits them (sched::GpuQueues::JoinRefusal).
 std::map<std::string, std::string> ValidateQueues(const std::vector<QueueSpec>& specs);
+
+// Why a pod of `namespace_` may not join the queue named `queue` by its label gpusched.io/queue; empty when it may.
+// `spec` is that queue's declaration (null: nobody declared it), `parent` its parent's (null: none), `serving` the
+// queue that serves the namespace ("" when none). The rule, one for the scheduler and the admission webhook:
+//   * a declared queue admits the namespaces its spec.namespaces or its parent's list;
+//   * the default queue admits the namespaces no declared queue serves (declared, also those it lists);
+//   * a queue nobody declared (other than default) is not judged here: the scheduler keeps such a pod waiting
+//     ("queue x does not exist") and judges it once the queue exists.
+// So a label moves a pod among the queues its namespace was given, never into another team's queue nor out of its
+// own queue's limit into the default queue.
+std::string QueueJoinRefusal(std::string_view queue, const QueueSpec* spec, const QueueSpec* parent,
+                             std::string_view serving, std::string_view namespace_);
 
 }  // namespace gpusched::core

@@ -6,7 +6,6 @@
 #include <set>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 namespace gpusched::sched {
 namespace {
@@ -101,27 +100,11 @@ std::string GpuQueues::JoinRefusal(const std::string& queue, const std::string& 
 
 std::string GpuQueues::JoinRefusalLocked(const std::string& queue, const std::string& namespace_) const {
   const Queue* q = Find(queue);
-  if (q == nullptr) return {};
-  const auto served = by_namespace_.find(namespace_);
-  const std::string head = fmt::format("pods of namespace {} may not join queue {}: ", namespace_, queue);
-  if (queue == kDefaultQueue && !q->declared) {
-    return served == by_namespace_.end()
-               ? std::string()
-               : head + fmt::format("namespace {} is served by queue {}", namespace_, served->second);
-  }
-  auto lists = [&](const Queue& x) {
-    return std::find(x.spec.namespaces.begin(), x.spec.namespaces.end(), namespace_) != x.spec.namespaces.end();
-  };
+  if (q == nullptr) return {};  // Admit says "does not exist"
   const Queue* parent = q->spec.parent.empty() ? nullptr : Find(q->spec.parent);
-  if (lists(*q) || (parent != nullptr && lists(*parent))) return {};
-  if (queue == kDefaultQueue && served == by_namespace_.end()) return {};  // a declared default serves the rest
-  std::vector<std::string> admitted = q->spec.namespaces;
-  if (parent != nullptr) {
-    admitted.insert(admitted.end(), parent->spec.namespaces.begin(), parent->spec.namespaces.end());
-  }
-  return head + (admitted.empty() ? fmt::format("it admits no namespace (list {} in its spec.namespaces{})", namespace_,
-                                                parent != nullptr ? " or its parent's" : "")
-                                  : fmt::format("it admits namespaces {} only", fmt::join(admitted, ", ")));
+  const auto served = by_namespace_.find(namespace_);
+  return core::QueueJoinRefusal(queue, q->declared ? &q->spec : nullptr, parent != nullptr ? &parent->spec : nullptr,
+                                served != by_namespace_.end() ? served->second : std::string(), namespace_);
 }
 
 bool GpuQueues::Exists(const std::string& queue) const {

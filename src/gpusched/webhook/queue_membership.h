@@ -1,15 +1,8 @@
 #pragma once
 
-// Which GPU queue a pod may join by its label gpusched.io/queue, as the scheduler judges it (sched::GpuQueues's
-// JoinRefusal; the same rule and the same words), so that the webhook refuses at admission, with the reason, a pod
-// the scheduler would never count in the queue it names.
-//
-//   * A declared queue admits the namespaces listed in its spec.namespaces or in its parent's.
-//   * The default queue, when not declared, admits the namespaces no declared queue serves; declared, those it lists
-//     and those no queue serves.
-//   * A queue nobody declared (other than default): nothing to judge here (the scheduler keeps such a pod waiting
-//     with "queue x does not exist"; the queue may be created later, and the scheduler judges it then).
-// Only the queues that are valid together count (core::ValidateQueues), as for the scheduler.
+// Which GPU queue a pod may join by its label gpusched.io/queue, as the scheduler judges it: the one rule of
+// core::QueueJoinRefusal, over the queues that are valid together (core::ValidateQueues), so that the webhook
+// refuses at admission, with the scheduler's words, a pod the scheduler would never count in the queue it names.
 //
 // QueueDirectory holds the queues the webhook last listed, for the handler threads; it is refreshed by
 // `gpusched webhook --queues` (cli/webhook_command.cc) from the API server.
