@@ -80,23 +80,29 @@ struct State {
   }
 };
 
+constexpr size_t kWebhookMaxConnections = 256;
+
 // A server with every endpoint, not started. Each handler refers to its own server only, so servers can be
 // replaced (certificate renewal) while another one is still answering.
 common::Result<std::unique_ptr<net::HttpServer>> MakeServer(const std::string& host, int port,
                                                             const WebhookFlags& flags, State& state) {
-  GPUSCHED_ASSIGN_OR_RETURN(
-      server, net::HttpServer::Create(net::HttpServerOptions{
-                  .host = host,
-                  .port = port,
-                  .threads = 4,
-                  // A review holds the object and the old object; the API server stores objects up to 1.5 MiB
-                  // (etcd's request limit). Idle keep-alive connections outlive the API server's 90 s idle timeout,
-                  // so it is always the client that closes them (no request lost on a connection closing under it).
-                  .limits = net::HttpLimits{.max_body_bytes = 4 << 20,
-                                            .idle_timeout = std::chrono::milliseconds(120000),
-                                            .max_connections = 256},
-                  .tls = net::TlsOptions{.cert_file = flags.tls_cert, .key_file = flags.tls_key},
-                  .name = "webhook"}));
+  GPUSCHED_ASSIGN_OR_RETURN(server,
+                            net::HttpServer::Create(net::HttpServerOptions{
+                                .host = host,
+                                .port = port,
+                                .threads = 4,
+                                // A review holds the object and the old object; the API server stores objects up to 1.5
+                                // MiB (etcd's request limit). Idle keep-alive connections outlive the API server's 90 s
+                                // idle timeout, so it is always the client that closes them (no request lost on a
+                                // connection closing under it). At most max_connections_per_peer from one address; at
+                                // the cap an idle connection (or the slow head of the address holding most) gives way
+                                // to a new one, so no client locks out the API server or the kubelet's probes.
+                                .limits = net::HttpLimits{.max_body_bytes = 4 << 20,
+                                                          .idle_timeout = std::chrono::milliseconds(120000),
+                                                          .max_connections = kWebhookMaxConnections,
+                                                          .max_connections_per_peer = flags.max_connections_per_peer},
+                                .tls = net::TlsOptions{.cert_file = flags.tls_cert, .key_file = flags.tls_key},
+                                .name = "webhook"}));
   net::HttpServer* self = server.get();
   for (Endpoint e : {Endpoint::kValidate, Endpoint::kMutate}) {
     server->Handle("POST", std::string("/") + webhook::EndpointName(e), [e, &state](net::HttpRequest& req) {
@@ -140,6 +146,10 @@ void AddWebhookCommand(CLI::App& app, WebhookFlags& flags, int& exit_code) {
       ->check(CLI::ExistingFile);
   wh->add_option("--shutdown-delay", flags.shutdown_delay_s,
                  "Seconds to keep serving after SIGTERM, with /readyz at 503, so that callers move to other replicas")
+      ->capture_default_str();
+  wh->add_option("--max-connections-per-peer", flags.max_connections_per_peer,
+                 "Connections open at once from one IP address (of 256); more are closed at once")
+      ->check(CLI::Range(size_t{1}, kWebhookMaxConnections))
       ->capture_default_str();
   wh->add_flag("--events", flags.events,
                "Tell a pod, as a Warning Event (AdmissionDenied), when a change to it is denied (needs events create "

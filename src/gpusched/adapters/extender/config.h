@@ -133,6 +133,7 @@ struct ExtenderConfig {
   std::string tls_client_ca_file;                                    // tls.clientCAFile
   std::vector<std::string> tls_allowed_client_names;                 // tls.allowedClientNames
   size_t max_connections = 256;                                      // maxConnections
+  size_t max_connections_per_peer = 64;                              // maxConnectionsPerPeer (one IP address)
   int idle_timeout_seconds = 30;                                     // idleTimeoutSeconds
   std::vector<std::string> scheduler_names = {"default-scheduler"};  // schedulerNames
   int bind_filter_window_seconds = 30;                               // bindFilterWindowSeconds
