@@ -29,13 +29,24 @@ ConnectionTable::Admission ConnectionTable::Admit(const std::string& peer) {
   Admission out;
   std::lock_guard lock(mu_);
   const size_t mine = PeerCountLocked(peer);
+  auto victim = entries_.end();
   if (mine >= max_per_peer_) {
-    ++counts_.refused_per_peer;
-    out.verdict = Verdict::kRefusedPerPeer;
-    return out;
-  }
-  if (entries_.size() >= max_connections_) {
-    auto victim = entries_.end();
+    // The peer's own connection idle longest gives way (a client's pool renewing itself, or several clients behind
+    // one address); with none idle the new one is refused.
+    for (const auto& [since, id] : idle_) {
+      auto it = entries_.find(id);
+      if (it->second.peer == peer) {
+        victim = it;
+        break;
+      }
+    }
+    if (victim == entries_.end()) {
+      ++counts_.refused_per_peer;
+      out.verdict = Verdict::kRefusedPerPeer;
+      return out;
+    }
+    out.evicted = Evicted::kIdle;
+  } else if (entries_.size() >= max_connections_) {
     if (!idle_.empty()) {
       victim = entries_.find(idle_.begin()->second);
       out.evicted = Evicted::kIdle;
@@ -63,6 +74,8 @@ ConnectionTable::Admission ConnectionTable::Admit(const std::string& peer) {
       out.verdict = Verdict::kRefused;
       return out;
     }
+  }
+  if (victim != entries_.end()) {
     out.close_victim = std::move(victim->second.close);
     ++(out.evicted == Evicted::kIdle ? counts_.evicted_idle : counts_.evicted_head);
     EraseLocked(victim);

@@ -6,8 +6,10 @@
 // policy is tested on its own (connection_table_test.cc) and the server only carries it out.
 //
 // The policy (HttpLimits: max_connections, max_connections_per_peer):
-//   1. A peer holding max_connections_per_peer is refused: one peer never holds more, whatever state its
-//      connections are in (idle, a slow head, a body, a handler running).
+//   1. A peer never holds more than max_connections_per_peer, whatever state its connections are in (idle, a slow
+//      head, a body, a handler running). At that cap its own connection idle longest is closed for the new one (a
+//      client's pool renewing itself, or the kubelet behind the same address as a pod); with none idle the new
+//      connection is refused.
 //   2. Below max_connections the connection is served.
 //   3. At max_connections the connection idle longest is closed and the new one served. Idle: waiting for the first
 //      byte of a request (a new plain connection that has sent nothing, a keep-alive one between requests); closing

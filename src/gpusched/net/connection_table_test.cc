@@ -33,7 +33,9 @@ TEST(ConnectionTableTest, PerPeerCapRefusesTheExcessOfThatPeerOnly) {
   ConnectionTable table(16, 4);
   std::vector<uint64_t> closed;
   for (int i = 0; i < 4; ++i) {
-    ASSERT_NE(Open(table, "10.0.0.9", closed), 0U);
+    const uint64_t id = Open(table, "10.0.0.9", closed);
+    ASSERT_NE(id, 0U);
+    ASSERT_TRUE(table.MarkReadingHead(id));  // slow heads: nothing of theirs may give way
   }
   for (int i = 0; i < 100; ++i) {
     const auto a = table.Admit("10.0.0.9");
@@ -57,11 +59,38 @@ TEST(ConnectionTableTest, PerPeerCapHoldsWhateverTheState) {
   const uint64_t c = Open(table, "p", closed);
   ASSERT_TRUE(table.MarkReadingHead(a));  // a slow head
   ASSERT_TRUE(table.MarkBusy(b));         // a handler running
-  ASSERT_TRUE(table.MarkIdle(c));
+  ASSERT_TRUE(table.MarkBusy(c));
   EXPECT_EQ(table.Admit("p").verdict, Verdict::kRefusedPerPeer);
   table.Remove(b);  // one ends: room for one more
-  EXPECT_NE(Open(table, "p", closed), 0U);
+  const uint64_t d = Open(table, "p", closed);
+  ASSERT_NE(d, 0U);
+  ASSERT_TRUE(table.MarkBusy(d));
   EXPECT_EQ(table.Admit("p").verdict, Verdict::kRefusedPerPeer);
+  EXPECT_TRUE(closed.empty());
+}
+
+TEST(ConnectionTableTest, AtThePerPeerCapThePeersOwnIdleLongestGivesWay) {
+  ConnectionTable table(16, 4);
+  std::vector<uint64_t> closed;
+  const uint64_t other = Open(table, "q", closed);  // idle longest of all, but another peer's
+  const uint64_t a = Open(table, "p", closed);
+  const uint64_t b = Open(table, "p", closed);
+  const uint64_t c = Open(table, "p", closed);
+  const uint64_t d = Open(table, "p", closed);
+  ASSERT_TRUE(table.MarkBusy(a));
+  ASSERT_TRUE(table.MarkReadingHead(b));
+  ASSERT_TRUE(table.MarkBusy(d));
+  ASSERT_TRUE(table.MarkIdle(d));  // d idle after c
+  const ConnectionTable::Admission e = table.Admit("p");
+  ASSERT_EQ(e.verdict, Verdict::kServed);
+  EXPECT_EQ(e.evicted, Evicted::kIdle);
+  ASSERT_TRUE(e.close_victim);
+  e.close_victim();
+  EXPECT_EQ(closed, std::vector<uint64_t>{c});
+  EXPECT_EQ(table.open_from("p"), 4U);
+  EXPECT_TRUE(table.MarkIdle(other));  // q's is untouched
+  EXPECT_EQ(table.counts().evicted_idle, 1U);
+  EXPECT_EQ(table.counts().refused_per_peer, 0U);
 }
 
 TEST(ConnectionTableTest, AtTheCapTheConnectionIdleLongestIsClosedAndTheNewOneServed) {

@@ -12,14 +12,15 @@
 //
 // What is enforced, per connection and request (HttpLimits):
 //   connections  at most max_connections open at once, and at most max_connections_per_peer from one remote IP
-//                address (the peer; the port is not part of it). Over the per-peer cap a new connection is closed at
-//                once. At the global cap the server makes room instead of refusing, when it can (ConnectionPolicy
-//                below): it closes the connection idle longest; failing that, when the newcomer's peer holds at
-//                least two connections fewer than the peer holding most, that peer's oldest connection still
-//                reading its request head. Only when neither exists is the new connection closed at once. So one
-//                peer can never lock another out, and a probe (kubelet: the node's address; one connection at a
-//                time) is served as long as some other peer holds an idle connection or two connections more.
-//                Every refusal and eviction is counted in stats
+//                address (the peer; the port is not part of it). The server makes room instead of refusing when it
+//                can (ConnectionTable, connection_table.h). At the per-peer cap the peer's own connection idle
+//                longest is closed for the new one, else the new one is closed at once. At the global cap the
+//                connection idle longest is closed; failing that, when the newcomer's peer holds at least two
+//                connections fewer than the peer holding most, that peer's oldest connection still reading its
+//                request head; only when neither exists is the new connection closed at once. So one peer never
+//                locks another out, and a probe (kubelet: the node's address; one connection at a time) is served
+//                as long as some other peer holds an idle connection or two connections more. Every refusal and
+//                eviction is counted in stats
 //   TLS          the handshake must finish within header_timeout; with a client CA, a client certificate signed by
 //                it is required, and with allowed_client_names one of its names (subject CN, DNS and URI SANs)
 //                must be listed, else 403 before any handler runs

@@ -592,8 +592,9 @@ TEST_F(HttpServerTest, ConnectionLimit) {
 constexpr std::string_view kKeepAliveGet = "GET /who HTTP/1.1\r\nHost: x\r\n\r\n";
 constexpr std::string_view kProbe = "GET /who HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
 
-// The per-peer cap: one peer's excess is closed at once, the connections it holds keep working, and another peer
-// is served.
+// The per-peer cap: one peer's excess is closed at once while its connections are busy (slow heads here), they
+// keep working, and another peer is served. Once the peer's own connections are idle, the one idle longest gives
+// way to its new one instead.
 TEST_F(HttpServerTest, PerPeerCapRefusesTheExcessFromOnePeerOnly) {
   HttpServerOptions o = Small();
   o.limits.max_connections = 32;
@@ -602,28 +603,45 @@ TEST_F(HttpServerTest, PerPeerCapRefusesTheExcessFromOnePeerOnly) {
   o.limits.idle_timeout = 30s;
   StartServer(o);
   std::vector<int> tenant;
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < 4; ++i) {
     tenant.push_back(ConnectFrom(server_->port(), "127.0.0.2"));
     ASSERT_GE(tenant.back(), 0);
+    ASSERT_TRUE(SendAll(tenant.back(), "GET /who HTTP/1.1\r\n"));  // the head follows later
   }
   ASSERT_TRUE(Eventually([&] {
     const HttpServerStats st = server_->stats();
-    return st.connections_accepted + st.connections_refused_per_peer == 10;
+    return st.open_connections == 4 && st.idle_connections == 0;
   }));
+  std::vector<int> excess;
+  for (int i = 0; i < 6; ++i) {
+    excess.push_back(ConnectFrom(server_->port(), "127.0.0.2"));
+    ASSERT_GE(excess.back(), 0);
+  }
+  ASSERT_TRUE(Eventually([&] { return server_->stats().connections_refused_per_peer == 6; }));
+  for (int fd : excess) {
+    EXPECT_TRUE(ClosedWithin(fd, 2s));
+    close(fd);
+  }
   EXPECT_EQ(server_->stats().connections_accepted, 4U);
-  EXPECT_EQ(server_->stats().connections_refused_per_peer, 6U);
   EXPECT_EQ(server_->stats().connections_refused, 0U);
   // Another peer is served while the tenant holds its four.
   EXPECT_EQ(StatusOf(Exchange(server_->port(), kProbe)), 200);
-  // Exactly the tenant's first four answer; the six others were closed.
-  int served = 0;
+  // The tenant's four finish their heads and are answered; then idle, the one idle longest makes room for a fifth.
   for (int fd : tenant) {
-    if (SendAll(fd, kKeepAliveGet) && StatusOf(ReadOneResponse(fd)) == 200) {
-      ++served;
-    }
+    ASSERT_TRUE(SendAll(fd, "Host: x\r\n\r\n"));
+    ASSERT_EQ(StatusOf(ReadOneResponse(fd)), 200);
+  }
+  ASSERT_TRUE(Eventually([&] { return server_->stats().idle_connections == 4; }));
+  const int fifth = ConnectFrom(server_->port(), "127.0.0.2");
+  ASSERT_TRUE(SendAll(fifth, kProbe));
+  EXPECT_EQ(StatusOf(ReadUntilClose(fifth)), 200);
+  close(fifth);
+  EXPECT_TRUE(ClosedWithin(tenant[0], 2s));
+  EXPECT_EQ(server_->stats().connections_evicted_idle, 1U);
+  EXPECT_EQ(server_->stats().connections_refused_per_peer, 6U);
+  for (int fd : tenant) {
     close(fd);
   }
-  EXPECT_EQ(served, 4);
 }
 
 // At the global cap an idle keep-alive connection gives way: the new connection is served and the one idle longest
@@ -686,18 +704,21 @@ TEST_P(ProbeStarvationTest, ProbesFromAnotherPeerAreAllAnswered) {
     SendAll(fd, kKeepAliveGet);  // fails on those already closed
     tenant.push_back(fd);
   }
+  // Every connection was served or refused; of those served, 16 are left (the peer's own idle ones made room for
+  // its newer ones at its cap), idle after their request.
   ASSERT_TRUE(Eventually([&] {
     const HttpServerStats st = server_->stats();
     return st.connections_accepted + st.connections_refused_per_peer == static_cast<uint64_t>(n) &&
-           st.idle_connections == 16;
+           st.open_connections == 16 && st.idle_connections == 16;
   }));
+  EXPECT_EQ(server_->stats().connections_accepted, 16 + server_->stats().connections_evicted_idle);
   int ok = 0;
   for (int i = 0; i < 40; ++i) {
     ok += StatusOf(Exchange(server_->port(), kProbe)) == 200 ? 1 : 0;
   }
   EXPECT_EQ(ok, 40);
   const HttpServerStats st = server_->stats();
-  EXPECT_EQ(st.connections_refused_per_peer, static_cast<uint64_t>(n - 16));
+  EXPECT_EQ(st.connections_refused_per_peer + st.connections_evicted_idle, static_cast<uint64_t>(n - 16));
   EXPECT_EQ(st.connections_refused, 0U);
   for (int fd : tenant) {
     close(fd);
@@ -794,6 +815,11 @@ TEST(HttpServerOptionsTest, BadOptionsAreErrors) {
   HttpServerOptions ca;
   ca.tls.client_ca_file = "/x";
   EXPECT_FALSE(HttpServer::Create(ca).ok());
+  HttpServerOptions per_peer;
+  per_peer.limits.max_connections_per_peer = 0;
+  auto p = HttpServer::Create(per_peer);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("max_connections_per_peer"), std::string::npos) << p.status().message();
   HttpServerOptions host;
   host.host = "not-an-ip";
   auto h = HttpServer::Create(host);
