@@ -234,7 +234,7 @@ def main() -> int:
     time.sleep(0.5)
     record(f"2000 connections ({open_count} kept open)", "limited" if open_count <= 256 else f"{open_count} open",
            {"limited"})
-    record(f"probes during the flood ({flood_probes}/20 answered)", "answered" if flood_probes == 20 else
+    record(f"probes during the flood ({flood_probes}/20)", "answered" if flood_probes == 20 else
            f"{flood_probes}/20", {"answered"})
 
     # 7. Truncated bodies: 100 requests promising 1 MiB and sending 1 KiB, then closing.
