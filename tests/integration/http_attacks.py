@@ -66,6 +66,20 @@ def status_of(response: bytes) -> str:
     return line[9:12] if line.startswith("HTTP/1.1 ") else ("closed" if not response else line[:20])
 
 
+def tenant_connect(port: int, source: str, timeout: float) -> socket.socket:
+    """A connection from `source`, a 127.0.0.0/8 address: to the server, another peer than the probes' 127.0.0.1
+    (as a tenant pod's IP is another than the kubelet's)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        s.bind((source, 0))
+        s.connect(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        raise
+    return s
+
+
 def healthy(port: int) -> bool:
     try:
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
@@ -160,12 +174,13 @@ def main() -> int:
     big = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * MIB + b"\r\n\r\n"
     record("1 MiB header", status_of(send_raw(port, big)), {"431"})
 
-    # 5. Slowloris: 200 connections each trickling a head, one byte every 0.5 s, for 4 s; the server must close
-    #    them (header timeout = readTimeoutSeconds = 2 s) and stay responsive meanwhile.
+    # 5. Slowloris: 200 connections from one tenant address each trickling a head, one byte every 0.5 s, for 4 s;
+    #    the server must close them (over maxConnectionsPerPeer at once, the rest at the header timeout =
+    #    readTimeoutSeconds = 2 s) and answer probes from another address meanwhile.
     slow = []
     for _ in range(200):
         try:
-            c = socket.create_connection(("127.0.0.1", port), timeout=1)
+            c = tenant_connect(port, "127.0.0.2", 1)
             c.sendall(b"GET /healthz HTTP/1.1\r\n")
             slow.append(c)
         except OSError:
@@ -193,15 +208,17 @@ def main() -> int:
     record(f"slowloris x200 ({closed} cut off)", "cut off" if closed >= 190 and responsive else f"{closed} cut off",
            {"cut off"})
 
-    # 6. A connection flood: 2000 idle connections; those over maxConnections (256) are closed at once, and a real
-    #    client still gets through once the flood goes.
+    # 6. A connection flood: 2000 idle connections from four tenant addresses; those over maxConnectionsPerPeer (64)
+    #    per address are closed at once, and the 256 left (maxConnections) give way to probes from another address
+    #    while the flood holds them.
     conns = []
-    for _ in range(2000):
+    for i in range(2000):
         try:
-            conns.append(socket.create_connection(("127.0.0.1", port), timeout=1))
+            conns.append(tenant_connect(port, f"127.0.0.{2 + i % 4}", 1))
         except OSError:
             break
     time.sleep(0.5)
+    flood_probes = sum(1 for _ in range(20) if healthy(port))
     open_count = 0
     for c in conns:
         try:
@@ -217,6 +234,8 @@ def main() -> int:
     time.sleep(0.5)
     record(f"2000 connections ({open_count} kept open)", "limited" if open_count <= 256 else f"{open_count} open",
            {"limited"})
+    record(f"probes during the flood ({flood_probes}/20)", "answered" if flood_probes == 20 else
+           f"{flood_probes}/20", {"answered"})
 
     # 7. Truncated bodies: 100 requests promising 1 MiB and sending 1 KiB, then closing.
     for _ in range(100):

@@ -313,14 +313,17 @@ int RunAgent(const AgentFlags& flags) {
   }
 
   // /metrics and /healthz: read-only, GET only, through the hardened server layer (small bodies, short timeouts).
-  auto made = net::HttpServer::Create(net::HttpServerOptions{
-      .host = host,
-      .port = port,
-      .threads = 2,
-      .limits =
-          net::HttpLimits{
-              .max_header_bytes = 8 * 1024, .max_header_fields = 32, .max_body_bytes = 4 * 1024, .max_connections = 64},
-      .name = "agent"});
+  // The kubelet's probes and Prometheus need a connection or two each: 16 per address, and idle ones give way at
+  // the cap, so no pod on the node can lock the probes out.
+  auto made = net::HttpServer::Create(net::HttpServerOptions{.host = host,
+                                                             .port = port,
+                                                             .threads = 2,
+                                                             .limits = net::HttpLimits{.max_header_bytes = 8 * 1024,
+                                                                                       .max_header_fields = 32,
+                                                                                       .max_body_bytes = 4 * 1024,
+                                                                                       .max_connections = 64,
+                                                                                       .max_connections_per_peer = 16},
+                                                             .name = "agent"});
   if (!made.ok()) {
     return Fail(made.status().message());
   }

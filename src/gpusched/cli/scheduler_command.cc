@@ -289,9 +289,12 @@ int RunScheduler(const SchedulerFlags& flags) {
       .host = config.host,
       .port = config.port,
       .threads = 1,
-      .limits =
-          net::HttpLimits{
-              .max_header_bytes = 8 * 1024, .max_header_fields = 32, .max_body_bytes = 4 * 1024, .max_connections = 64},
+      // Probes and scrapes only: 16 connections per address, and idle ones give way at the cap (net::HttpLimits).
+      .limits = net::HttpLimits{.max_header_bytes = 8 * 1024,
+                                .max_header_fields = 32,
+                                .max_body_bytes = 4 * 1024,
+                                .max_connections = 64,
+                                .max_connections_per_peer = 16},
       .name = "scheduler"});
   if (!server_made.ok()) {
     return Fail(server_made.status().message());

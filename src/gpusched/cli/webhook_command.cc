@@ -133,6 +133,8 @@ struct State {
   }
 };
 
+constexpr size_t kWebhookMaxConnections = 32;
+
 // A server with every endpoint, not started. Each handler refers to its own server only, so servers can be
 // replaced (certificate renewal) while another one is still answering.
 common::Result<std::unique_ptr<net::HttpServer>> MakeServer(const std::string& host, int port,
@@ -146,10 +148,14 @@ common::Result<std::unique_ptr<net::HttpServer>> MakeServer(const std::string& h
                                 // MiB (etcd's request limit). Idle keep-alive connections outlive the API server's 90 s
                                 // idle timeout, so it is always the client that closes them (no request lost on a
                                 // connection closing under it). Connections are few (a handful per API server), and
-                                // each may be reading a 4 MiB body: 32 bound what bodies in flight can take.
+                                // each may be reading a 4 MiB body: 32 bound what bodies in flight can take. At most
+                                // max_connections_per_peer from one address; at the cap an idle connection (or the
+                                // slow head of the address holding most) gives way to a new one, so no client locks
+                                // out the API server or the kubelet's probes.
                                 .limits = net::HttpLimits{.max_body_bytes = 4 << 20,
                                                           .idle_timeout = std::chrono::milliseconds(120000),
-                                                          .max_connections = 32},
+                                                          .max_connections = kWebhookMaxConnections,
+                                                          .max_connections_per_peer = flags.max_connections_per_peer},
                                 .tls = net::TlsOptions{.cert_file = flags.tls_cert,
                                                        .key_file = flags.tls_key,
                                                        .client_ca_file = flags.client_ca,
@@ -238,6 +244,10 @@ void AddWebhookCommand(CLI::App& app, WebhookFlags& flags, int& exit_code) {
       ->check(CLI::ExistingFile);
   wh->add_option("--shutdown-delay", flags.shutdown_delay_s,
                  "Seconds to keep serving after SIGTERM, with /readyz at 503, so that callers move to other replicas")
+      ->capture_default_str();
+  wh->add_option("--max-connections-per-peer", flags.max_connections_per_peer,
+                 "Connections open at once from one IP address (of 32); beyond it the address's idle one gives way, else the new one is closed")
+      ->check(CLI::Range(size_t{1}, kWebhookMaxConnections))
       ->capture_default_str();
   wh->add_flag("--events", flags.events,
                "Tell a pod, as a Warning Event (AdmissionDenied), when a change to it is denied and the review is "

@@ -36,6 +36,9 @@ struct WebhookFlags {
   std::string tls_key;   // PEM private key
   std::string config;    // YAML (webhook/webhook_config.h); optional
   double shutdown_delay_s = 0;
+  // Connections open at once from one IP address, of the 256 the webhook holds (net::HttpLimits): the API server
+  // (or the proxy it reaches webhooks through) is one or a few peers.
+  size_t max_connections_per_peer = 16;
   // --events: denials about existing pods become Warning Events on them (AdmissionDenied), through the API server
   // of --kubeconfig/--context (in a pod: its ServiceAccount's token). Off: the webhook calls no API.
   bool events = false;

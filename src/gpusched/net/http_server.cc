@@ -25,6 +25,7 @@
 #include <boost/beast/ssl.hpp>
 
 #include "gpusched/common/log.h"
+#include "gpusched/net/connection_table.h"
 
 namespace gpusched::net {
 
@@ -188,10 +189,20 @@ std::string_view HttpRequest::Header(std::string_view name) const {
 std::string RenderStats(const HttpServerStats& s, std::string_view prefix) {
   const std::string p(prefix);
   std::string out;
-  out += "# HELP " + p + "_http_connections_total Connections accepted, or closed at once over the connection limit.\n";
+  out += "# HELP " + p +
+         "_http_connections_total Connections accepted, or closed at once: over the connection limit with "
+         "nothing to close in their place (refused), or over the limit per peer address (refused_per_peer).\n";
   out += "# TYPE " + p + "_http_connections_total counter\n";
   out += p + "_http_connections_total{result=\"accepted\"} " + std::to_string(s.connections_accepted) + "\n";
   out += p + "_http_connections_total{result=\"refused\"} " + std::to_string(s.connections_refused) + "\n";
+  out += p + "_http_connections_total{result=\"refused_per_peer\"} " + std::to_string(s.connections_refused_per_peer) +
+         "\n";
+  out += "# HELP " + p +
+         "_http_evictions_total Open connections closed to make room for a new one at the connection limit, by "
+         "the state they were in.\n";
+  out += "# TYPE " + p + "_http_evictions_total counter\n";
+  out += p + "_http_evictions_total{state=\"idle\"} " + std::to_string(s.connections_evicted_idle) + "\n";
+  out += p + "_http_evictions_total{state=\"reading_head\"} " + std::to_string(s.connections_evicted_head) + "\n";
   out += "# HELP " + p + "_http_refusals_total Requests and connections the HTTP layer refused, by reason.\n";
   out += "# TYPE " + p + "_http_refusals_total counter\n";
   const std::pair<const char*, uint64_t> reasons[] = {{"tls_handshake", s.tls_handshake_failures},
@@ -210,6 +221,9 @@ std::string RenderStats(const HttpServerStats& s, std::string_view prefix) {
   out += "# HELP " + p + "_http_open_connections Connections open now.\n";
   out += "# TYPE " + p + "_http_open_connections gauge\n";
   out += p + "_http_open_connections " + std::to_string(s.open_connections) + "\n";
+  out += "# HELP " + p + "_http_idle_connections Open connections waiting for the first byte of a request.\n";
+  out += "# TYPE " + p + "_http_idle_connections gauge\n";
+  out += p + "_http_idle_connections " + std::to_string(s.idle_connections) + "\n";
   return out;
 }
 
@@ -276,6 +290,7 @@ class HttpServer::Impl {
   explicit Impl(HttpServerOptions options)
       : options_(std::move(options)),
         // A strand of its own: the accept loop and the close in Stop() run on different I/O threads otherwise.
+        connections_(options_.limits.max_connections, options_.limits.max_connections_per_peer),
         acceptor_(asio::make_strand(ioc_)),
         handlers_(static_cast<size_t>(std::max(1, options_.threads))) {}
   ~Impl() { Stop(); }
@@ -286,6 +301,9 @@ class HttpServer::Impl {
     }
     if (options_.limits.max_connections < 1) {
       return common::InvalidArgument(options_.name + ": max_connections must be at least 1");
+    }
+    if (options_.limits.max_connections_per_peer < 1) {
+      return common::InvalidArgument(options_.name + ": max_connections_per_peer must be at least 1");
     }
     const TlsOptions& tls = options_.tls;
     if (tls.cert_file.empty() != tls.key_file.empty()) {
@@ -414,8 +432,12 @@ class HttpServer::Impl {
   const HttpServerOptions& options() const { return options_; }
 
   HttpServerStats Stats() const {
-    return HttpServerStats{.connections_accepted = accepted_.load(),
-                           .connections_refused = refused_.load(),
+    const ConnectionTable::Counts c = connections_.counts();
+    return HttpServerStats{.connections_accepted = c.served,
+                           .connections_refused = c.refused,
+                           .connections_refused_per_peer = c.refused_per_peer,
+                           .connections_evicted_idle = c.evicted_idle,
+                           .connections_evicted_head = c.evicted_head,
                            .tls_handshake_failures = handshake_failures_.load(),
                            .client_identity_refused = identity_refused_.load(),
                            .requests = requests_.load(),
@@ -424,7 +446,8 @@ class HttpServer::Impl {
                            .encoding_refused = encoding_refused_.load(),
                            .timeouts = timeouts_.load(),
                            .bad_requests = bad_requests_.load(),
-                           .open_connections = open_.load()};
+                           .open_connections = c.open,
+                           .idle_connections = c.idle};
   }
 
   // Route lookup and the handler call; exceptions become 500 (a handler must not take the server down).
@@ -496,8 +519,8 @@ class HttpServer::Impl {
   };
   std::map<std::pair<std::string, std::string>, Route> routes_;
   std::map<std::string, std::set<std::string>> methods_;
-  std::atomic<uint64_t> accepted_{0}, refused_{0}, handshake_failures_{0}, identity_refused_{0}, requests_{0},
-      header_too_large_{0}, body_too_large_{0}, encoding_refused_{0}, timeouts_{0}, bad_requests_{0}, open_{0};
+  std::atomic<uint64_t> handshake_failures_{0}, identity_refused_{0}, requests_{0}, header_too_large_{0},
+      body_too_large_{0}, encoding_refused_{0}, timeouts_{0}, bad_requests_{0};
   std::optional<asio::ssl::context> ssl_;
 
  private:
@@ -518,6 +541,11 @@ class HttpServer::Impl {
   bool stopped_ = false;
   int port_ = 0;
   std::vector<std::thread> threads_;
+
+ public:
+  ConnectionTable connections_;  // before ioc_: the sessions it destroys remove themselves from it
+
+ private:
   // Last: destroyed first, with the sessions its queue still holds (they read the members above).
   asio::io_context ioc_;
   tcp::acceptor acceptor_;
@@ -535,36 +563,45 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
   static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
 
+  // `id`: the connection's entry in the server's ConnectionTable (admitted already); `address`: "ip:port".
   template <class... Args>
-  Session(HttpServer::Impl& server, tcp::socket&& socket, Args&&... args)
+  Session(HttpServer::Impl& server, uint64_t id, std::string address, tcp::socket&& socket, Args&&... args)
       : server_(server),
         limits_(server.options_.limits),
+        id_(id),
         stream_(std::move(socket), std::forward<Args>(args)...),
         buffer_(limits_.max_header_bytes + 64 * 1024) {
-    server_.open_.fetch_add(1);
-    boost::system::error_code ec;
-    const auto remote = beast::get_lowest_layer(stream_).socket().remote_endpoint(ec);
-    if (!ec) {
-      peer_.address = remote.address().to_string() + ":" + std::to_string(remote.port());
-    }
+    peer_.address = std::move(address);
     peer_.tls = kTls;
   }
-  ~Session() { server_.open_.fetch_sub(1); }
+  ~Session() { server_.connections_.Remove(id_); }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   void Run() {
+    // Closed on its own strand when the server picks it to make room for a new connection.
+    server_.connections_.Attach(id_, [weak = this->weak_from_this()] {
+      if (auto self = weak.lock()) {
+        asio::post(self->stream_.get_executor(), [self] { self->Close(); });
+      }
+    });
     asio::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::Begin, this->shared_from_this()));
   }
 
  private:
   void Begin() {
     if constexpr (kTls) {
+      // The handshake counts as reading the head: evictable only from the peer holding most (ConnectionTable).
+      if (!server_.connections_.MarkReadingHead(id_)) {
+        return Close();
+      }
       beast::get_lowest_layer(stream_).expires_after(limits_.header_timeout);
       stream_.async_handshake(asio::ssl::stream_base::server,
                               beast::bind_front_handler(&Session::OnHandshake, this->shared_from_this()));
     } else {
-      ReadHeader();
+      // Idle until its first byte, within header_timeout; the head then has what is left of it.
+      beast::get_lowest_layer(stream_).expires_after(limits_.header_timeout);
+      AwaitFirstBytes(false);
     }
   }
 
@@ -596,26 +633,44 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // Waits for the first bytes of the next request (idle timeout) when nothing is buffered, then reads the head.
   void WaitForRequest() {
     if (buffer_.size() > 0) {
+      if (!server_.connections_.MarkReadingHead(id_)) {
+        return Close();
+      }
       return ReadHeader();
     }
     beast::get_lowest_layer(stream_).expires_after(limits_.idle_timeout);
-    stream_.async_read_some(buffer_.prepare(4096), [self = this->shared_from_this()](beast::error_code ec, size_t n) {
-      if (ec) {
-        if (ec == beast::error::timeout) {
-          self->server_.timeouts_.fetch_add(1);
-        }
-        return self->Close();
-      }
-      self->buffer_.commit(n);
-      self->ReadHeader();
-    });
+    AwaitFirstBytes(true);
   }
 
-  void ReadHeader() {
+  // Idle (the first to be closed at the connection limit) until a byte arrives, under the deadline set; then reads
+  // the head, with a fresh header_timeout after a keep-alive wait (`rearm`), else within the deadline left.
+  void AwaitFirstBytes(bool rearm) {
+    if (!server_.connections_.MarkIdle(id_)) {
+      return Close();
+    }
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = this->shared_from_this(), rearm](beast::error_code ec, size_t n) {
+                              if (ec) {
+                                if (ec == beast::error::timeout) {
+                                  self->server_.timeouts_.fetch_add(1);
+                                }
+                                return self->Close();
+                              }
+                              self->buffer_.commit(n);
+                              if (!self->server_.connections_.MarkReadingHead(self->id_)) {
+                                return self->Close();  // closed to make room as its request arrived
+                              }
+                              self->ReadHeader(rearm);
+                            });
+  }
+
+  void ReadHeader(bool rearm = true) {
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(std::min<size_t>(limits_.max_header_bytes, UINT32_MAX)));
     parser_->body_limit(limits_.max_body_bytes);
-    beast::get_lowest_layer(stream_).expires_after(limits_.header_timeout);
+    if (rearm) {
+      beast::get_lowest_layer(stream_).expires_after(limits_.header_timeout);
+    }
     http::async_read_header(stream_, buffer_, *parser_,
                             beast::bind_front_handler(&Session::OnHeader, this->shared_from_this()));
   }
@@ -631,6 +686,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
         return Close();
       }
       return Refuse(FromParseError(ec, limits_));
+    }
+    if (!server_.connections_.MarkBusy(id_)) {
+      return Close();
     }
     if (forbidden_) {
       std::string names;
@@ -815,6 +873,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   HttpServer::Impl& server_;
   const HttpLimits& limits_;
+  const uint64_t id_;
   Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<Parser> parser_;
@@ -840,19 +899,30 @@ void HttpServer::Impl::Accept() {
       }
       return Accept();
     }
-    if (open_.load() >= options_.limits.max_connections) {
-      refused_.fetch_add(1);
-      boost::system::error_code ignored;
+    // The peer is the remote IP address; a socket whose address cannot be read (reset already) is dropped.
+    boost::system::error_code ignored;
+    const auto remote = socket.remote_endpoint(ec);
+    if (ec) {
       socket.close(ignored);
       return Accept();
     }
-    accepted_.fetch_add(1);
-    boost::system::error_code ignored;
+    std::string ip = remote.address().to_string();
+    ConnectionTable::Admission admission = connections_.Admit(ip);
+    if (admission.close_victim) {
+      admission.close_victim();
+    }
+    if (admission.verdict != ConnectionTable::Verdict::kServed) {
+      socket.close(ignored);
+      return Accept();
+    }
+    std::string address = std::move(ip) + ":" + std::to_string(remote.port());
     socket.set_option(tcp::no_delay(true), ignored);
     if (ssl_) {
-      std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(*this, std::move(socket), *ssl_)->Run();
+      std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(*this, admission.id, std::move(address),
+                                                                      std::move(socket), *ssl_)
+          ->Run();
     } else {
-      std::make_shared<Session<beast::tcp_stream>>(*this, std::move(socket))->Run();
+      std::make_shared<Session<beast::tcp_stream>>(*this, admission.id, std::move(address), std::move(socket))->Run();
     }
     Accept();
   });

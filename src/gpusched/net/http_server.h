@@ -11,7 +11,16 @@
 // straight into the request in large pieces, growing with the bytes that arrived.
 //
 // What is enforced, per connection and request (HttpLimits):
-//   connections  at most max_connections open at once; one more is accepted and closed at once (counted in stats)
+//   connections  at most max_connections open at once, and at most max_connections_per_peer from one remote IP
+//                address (the peer; the port is not part of it). The server makes room instead of refusing when it
+//                can (ConnectionTable, connection_table.h). At the per-peer cap the peer's own connection idle
+//                longest is closed for the new one, else the new one is closed at once. At the global cap the
+//                connection idle longest is closed; failing that, when the newcomer's peer holds at least two
+//                connections fewer than the peer holding most, that peer's oldest connection still reading its
+//                request head; only when neither exists is the new connection closed at once. So one peer never
+//                locks another out, and a probe (kubelet: the node's address; one connection at a time) is served
+//                as long as some other peer holds an idle connection or two connections more. Every refusal and
+//                eviction is counted in stats
 //   TLS          the handshake must finish within header_timeout; with a client CA, a client certificate signed by
 //                it is required, and with allowed_client_names one of its names (subject CN, DNS and URI SANs)
 //                must be listed, else 403 before any handler runs
@@ -23,7 +32,9 @@
 //   encoding     Content-Encoding other than identity (gzip, br, deflate...) gets 415 and is never inflated;
 //                Transfer-Encoding other than chunked gets 501. Decoded request memory is therefore the body
 //                itself: at most max_body_bytes + max_header_bytes per connection being read
-//   idle         a keep-alive connection with no new request within idle_timeout is closed
+//   idle         a keep-alive connection with no new request within idle_timeout is closed. A connection is idle
+//                while it waits for the first byte of a request: a new connection that has sent nothing yet, or a
+//                keep-alive one between requests; those are the ones closed first at the global cap
 //   write        a response not taken by the client within write_timeout closes the connection
 //   methods      a path served for other methods answers 405 with Allow; an unknown path 404
 // Violations answer with a short text body naming the limit, and close the connection; none reaches a handler.
@@ -53,6 +64,10 @@ struct HttpLimits {
   std::chrono::milliseconds idle_timeout{30000};
   std::chrono::milliseconds write_timeout{10000};
   size_t max_connections = 256;
+  // Connections open at once from one remote IP address, at most (1..; values over max_connections act as
+  // max_connections). A quarter of max_connections by default: four peers at their cap fill the server, and the
+  // idle ones among them give way to anyone else.
+  size_t max_connections_per_peer = 64;
 };
 
 struct TlsOptions {
@@ -117,7 +132,10 @@ inline constexpr size_t kInlineBodyBytes = 256 * 1024;
 // What the server refused or saw, for /metrics and tests. Monotonic counters.
 struct HttpServerStats {
   uint64_t connections_accepted = 0;
-  uint64_t connections_refused = 0;  // over max_connections
+  uint64_t connections_refused = 0;           // at max_connections with nothing to close in its place
+  uint64_t connections_refused_per_peer = 0;  // its peer already held max_connections_per_peer
+  uint64_t connections_evicted_idle = 0;      // idle, closed at max_connections to make room
+  uint64_t connections_evicted_head = 0;      // still reading its head, its peer holding most: closed to make room
   uint64_t tls_handshake_failures = 0;
   uint64_t client_identity_refused = 0;  // certificate fine, name not allowed
   uint64_t requests = 0;                 // handed to a handler
@@ -127,6 +145,7 @@ struct HttpServerStats {
   uint64_t timeouts = 0;  // header, body, idle or write
   uint64_t bad_requests = 0;
   uint64_t open_connections = 0;  // a gauge: open now
+  uint64_t idle_connections = 0;  // a gauge: of those, waiting for a request's first byte
 };
 
 class HttpServer {
@@ -156,8 +175,9 @@ class HttpServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// The stats as Prometheus text: <prefix>_http_connections_total{result="accepted|refused"}, _http_refusals_total
-// {reason=...}, _http_requests_total, _http_open_connections.
+// The stats as Prometheus text: <prefix>_http_connections_total{result="accepted|refused|refused_per_peer"},
+// _http_evictions_total{state="idle|reading_head"}, _http_refusals_total{reason=...}, _http_requests_total,
+// _http_open_connections, _http_idle_connections.
 [[nodiscard]] std::string RenderStats(const HttpServerStats& stats, std::string_view prefix);
 
 // Whether `host` is a loopback address (127.0.0.0/8, ::1, "localhost"): daemons allow plain HTTP only there.

@@ -7,12 +7,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,9 +29,21 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A connected loopback socket; -1 on failure.
-int Connect(int port) {
+// A loopback socket connected to 127.0.0.1:port from `from` (a 127.0.0.0/8 address: another peer as the server
+// sees it; Linux accepts any of them as a source); -1 on failure.
+int ConnectFrom(int port, const char* from) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) {
+    return -1;
+  }
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  local.sin_port = 0;
+  if (inet_pton(AF_INET, from, &local.sin_addr) != 1 ||
+      bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) {
+    close(fd);
+    return -1;
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -39,6 +53,60 @@ int Connect(int port) {
     return -1;
   }
   return fd;
+}
+
+int Connect(int port) { return ConnectFrom(port, "127.0.0.1"); }
+
+// Polls `done` every 5 ms, up to 10 s; whether it came true (the server's accept loop runs on its own threads).
+bool Eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 2000; ++i) {
+    if (done()) {
+      return true;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  return done();
+}
+
+// Raises the soft open-file limit to hold `fds` descriptors; false when the hard limit is lower.
+bool RaiseFdLimit(rlim_t fds) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) {
+    return false;
+  }
+  if (lim.rlim_cur >= fds) {
+    return true;
+  }
+  if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < fds) {
+    return false;
+  }
+  lim.rlim_cur = fds;
+  return setrlimit(RLIMIT_NOFILE, &lim) == 0;
+}
+
+// Reads one response of Content-Length framing (the server's own) from a keep-alive connection; "" on close.
+std::string ReadOneResponse(int fd, std::chrono::milliseconds wait = 3000ms) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const size_t end = out.find("\r\n\r\n");
+    if (end != std::string::npos) {
+      const size_t cl = out.find("Content-Length: ");
+      const size_t len = cl == std::string::npos ? 0 : std::stoul(out.substr(cl + 16));
+      if (out.size() >= end + 4 + len) {
+        return out;
+      }
+    }
+    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+    if (poll(&p, 1, static_cast<int>(wait.count())) <= 0) {
+      return "";
+    }
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) {
+      return "";
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
 }
 
 bool SendAll(int fd, std::string_view bytes) {
@@ -490,33 +558,248 @@ TEST_F(HttpServerTest, IdleKeepAliveConnectionIsClosed) {
   close(fd);
 }
 
-// Connections over max_connections are closed at once; the server keeps serving once they go.
+// At max_connections with nothing that may give way (every peer holds one connection, reading its head), a new
+// connection is closed at once; the server keeps serving once they go.
 TEST_F(HttpServerTest, ConnectionLimit) {
   HttpServerOptions o = Small();
-  o.limits.header_timeout = 5s;  // the held connections must outlive the test's checks
+  o.limits.header_timeout = 30s;  // the held connections must outlive the test's checks
   StartServer(o);
   std::vector<int> held;
   for (size_t i = 0; i < o.limits.max_connections; ++i) {
-    held.push_back(Connect(server_->port()));
+    const std::string from = "127.0.1." + std::to_string(i + 1);
+    held.push_back(ConnectFrom(server_->port(), from.c_str()));
     ASSERT_GE(held.back(), 0);
+    ASSERT_TRUE(SendAll(held.back(), "GET /who HTTP/1.1\r\n"));  // a head that never ends
   }
-  // Wait until the server has accepted all of them.
-  for (int i = 0; i < 200 && server_->stats().open_connections < o.limits.max_connections; ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
-  ASSERT_EQ(server_->stats().open_connections, o.limits.max_connections);
-  const int extra = Connect(server_->port());
+  // Wait until the server has accepted all of them and read their first bytes.
+  ASSERT_TRUE(Eventually([&] {
+    const HttpServerStats st = server_->stats();
+    return st.open_connections == o.limits.max_connections && st.idle_connections == 0;
+  }));
+  const int extra = ConnectFrom(server_->port(), "127.0.2.1");
   ASSERT_GE(extra, 0);  // the kernel accepts; the server closes it
   EXPECT_TRUE(ClosedWithin(extra, 2s));
   close(extra);
   EXPECT_GE(server_->stats().connections_refused, 1U);
+  EXPECT_EQ(server_->stats().connections_evicted_head, 0U);
   for (int fd : held) {
     close(fd);
   }
-  for (int i = 0; i < 200 && server_->stats().open_connections > 0; ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
+  ASSERT_TRUE(Eventually([&] { return server_->stats().open_connections == 0; }));
   EXPECT_EQ(StatusOf(Exchange(server_->port(), "GET /who HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")), 200);
+}
+
+constexpr std::string_view kKeepAliveGet = "GET /who HTTP/1.1\r\nHost: x\r\n\r\n";
+constexpr std::string_view kProbe = "GET /who HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+
+// The per-peer cap: one peer's excess is closed at once while its connections are busy (slow heads here), they
+// keep working, and another peer is served. Once the peer's own connections are idle, the one idle longest gives
+// way to its new one instead.
+TEST_F(HttpServerTest, PerPeerCapRefusesTheExcessFromOnePeerOnly) {
+  HttpServerOptions o = Small();
+  o.limits.max_connections = 32;
+  o.limits.max_connections_per_peer = 4;
+  o.limits.header_timeout = 30s;
+  o.limits.idle_timeout = 30s;
+  StartServer(o);
+  std::vector<int> tenant;
+  for (int i = 0; i < 4; ++i) {
+    tenant.push_back(ConnectFrom(server_->port(), "127.0.0.2"));
+    ASSERT_GE(tenant.back(), 0);
+    ASSERT_TRUE(SendAll(tenant.back(), "GET /who HTTP/1.1\r\n"));  // the head follows later
+  }
+  ASSERT_TRUE(Eventually([&] {
+    const HttpServerStats st = server_->stats();
+    return st.open_connections == 4 && st.idle_connections == 0;
+  }));
+  std::vector<int> excess;
+  for (int i = 0; i < 6; ++i) {
+    excess.push_back(ConnectFrom(server_->port(), "127.0.0.2"));
+    ASSERT_GE(excess.back(), 0);
+  }
+  ASSERT_TRUE(Eventually([&] { return server_->stats().connections_refused_per_peer == 6; }));
+  for (int fd : excess) {
+    EXPECT_TRUE(ClosedWithin(fd, 2s));
+    close(fd);
+  }
+  EXPECT_EQ(server_->stats().connections_accepted, 4U);
+  EXPECT_EQ(server_->stats().connections_refused, 0U);
+  // Another peer is served while the tenant holds its four.
+  EXPECT_EQ(StatusOf(Exchange(server_->port(), kProbe)), 200);
+  // The tenant's four finish their heads and are answered; then idle, the one idle longest makes room for a fifth.
+  for (int fd : tenant) {
+    ASSERT_TRUE(SendAll(fd, "Host: x\r\n\r\n"));
+    ASSERT_EQ(StatusOf(ReadOneResponse(fd)), 200);
+  }
+  ASSERT_TRUE(Eventually([&] { return server_->stats().idle_connections == 4; }));
+  const int fifth = ConnectFrom(server_->port(), "127.0.0.2");
+  ASSERT_TRUE(SendAll(fifth, kProbe));
+  EXPECT_EQ(StatusOf(ReadUntilClose(fifth)), 200);
+  close(fifth);
+  EXPECT_TRUE(ClosedWithin(tenant[0], 2s));
+  EXPECT_EQ(server_->stats().connections_evicted_idle, 1U);
+  EXPECT_EQ(server_->stats().connections_refused_per_peer, 6U);
+  for (int fd : tenant) {
+    close(fd);
+  }
+}
+
+// At the global cap an idle keep-alive connection gives way: the new connection is served and the one idle longest
+// is closed; the other idle ones keep working.
+TEST_F(HttpServerTest, AtTheCapTheNewConnectionIsServedAndTheIdleLongestClosed) {
+  HttpServerOptions o = Small();
+  o.limits.max_connections = 4;
+  o.limits.max_connections_per_peer = 4;
+  o.limits.header_timeout = 30s;
+  o.limits.idle_timeout = 30s;
+  StartServer(o);
+  std::vector<int> fds;
+  for (int i = 0; i < 4; ++i) {
+    fds.push_back(ConnectFrom(server_->port(), "127.0.0.2"));
+    ASSERT_GE(fds.back(), 0);
+  }
+  ASSERT_TRUE(Eventually([&] { return server_->stats().idle_connections == 4; }));
+  // Each serves a request, in the order 0, 1, 2, 3, then 0 again: 1 is now idle longest.
+  for (int i : {0, 1, 2, 3, 0}) {
+    ASSERT_TRUE(SendAll(fds[static_cast<size_t>(i)], kKeepAliveGet));
+    ASSERT_EQ(StatusOf(ReadOneResponse(fds[static_cast<size_t>(i)])), 200);
+    ASSERT_TRUE(Eventually([&] { return server_->stats().idle_connections == 4; }));
+  }
+  EXPECT_EQ(StatusOf(Exchange(server_->port(), kProbe)), 200);  // from 127.0.0.1
+  EXPECT_TRUE(ClosedWithin(fds[1], 2s));
+  for (int i : {0, 2, 3}) {
+    ASSERT_TRUE(SendAll(fds[static_cast<size_t>(i)], kKeepAliveGet));
+    EXPECT_EQ(StatusOf(ReadOneResponse(fds[static_cast<size_t>(i)])), 200) << "connection " << i;
+  }
+  const HttpServerStats st = server_->stats();
+  EXPECT_EQ(st.connections_evicted_idle, 1U);
+  EXPECT_EQ(st.connections_refused, 0U);
+  for (int fd : fds) {
+    close(fd);
+  }
+  const std::string text = RenderStats(st, "t");
+  EXPECT_NE(text.find("t_http_evictions_total{state=\"idle\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("t_http_connections_total{result=\"refused_per_peer\"} 0\n"), std::string::npos) << text;
+}
+
+// The attack: one peer opens `n` keep-alive connections, sends one request on each and leaves them open; 40 fresh
+// probes from another peer (the kubelet: the node's address) are all answered.
+class ProbeStarvationTest : public HttpServerTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(ProbeStarvationTest, ProbesFromAnotherPeerAreAllAnswered) {
+  const int n = GetParam();
+  if (!RaiseFdLimit(static_cast<rlim_t>(n) + 512)) {
+    GTEST_SKIP() << "the open-file hard limit is below " << n + 512 << ": cannot hold " << n << " connections";
+  }
+  HttpServerOptions o = Small();
+  o.limits.max_connections = 64;  // the agent's
+  o.limits.max_connections_per_peer = 16;
+  o.limits.header_timeout = 30s;
+  o.limits.idle_timeout = 30s;
+  StartServer(o);
+  std::vector<int> tenant;
+  for (int i = 0; i < n; ++i) {
+    const int fd = ConnectFrom(server_->port(), "127.0.0.2");
+    ASSERT_GE(fd, 0) << "connection " << i;
+    SendAll(fd, kKeepAliveGet);  // fails on those already closed
+    tenant.push_back(fd);
+  }
+  // Every connection was served or refused; of those served, 16 are left (the peer's own idle ones made room for
+  // its newer ones at its cap), idle after their request.
+  ASSERT_TRUE(Eventually([&] {
+    const HttpServerStats st = server_->stats();
+    return st.connections_accepted + st.connections_refused_per_peer == static_cast<uint64_t>(n) &&
+           st.open_connections == 16 && st.idle_connections == 16;
+  }));
+  EXPECT_EQ(server_->stats().connections_accepted, 16 + server_->stats().connections_evicted_idle);
+  int ok = 0;
+  for (int i = 0; i < 40; ++i) {
+    ok += StatusOf(Exchange(server_->port(), kProbe)) == 200 ? 1 : 0;
+  }
+  EXPECT_EQ(ok, 40);
+  const HttpServerStats st = server_->stats();
+  EXPECT_EQ(st.connections_refused_per_peer + st.connections_evicted_idle, static_cast<uint64_t>(n - 16));
+  EXPECT_EQ(st.connections_refused, 0U);
+  for (int fd : tenant) {
+    close(fd);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(IdleConnections, ProbeStarvationTest, ::testing::Values(64, 256, 1024));
+
+// Several peers together fill the server with idle connections: probes evict idle ones, none is refused.
+TEST_F(HttpServerTest, ProbesAreAnsweredWhenIdleConnectionsOfManyPeersFillTheServer) {
+  HttpServerOptions o = Small();
+  o.limits.max_connections = 64;
+  o.limits.max_connections_per_peer = 16;
+  o.limits.header_timeout = 30s;
+  o.limits.idle_timeout = 30s;
+  StartServer(o);
+  std::vector<int> tenants;
+  for (int peer = 0; peer < 4; ++peer) {
+    const std::string from = "127.0.0." + std::to_string(peer + 2);
+    for (int i = 0; i < 16; ++i) {
+      tenants.push_back(ConnectFrom(server_->port(), from.c_str()));
+      ASSERT_GE(tenants.back(), 0);
+      ASSERT_TRUE(SendAll(tenants.back(), kKeepAliveGet));
+    }
+  }
+  ASSERT_TRUE(Eventually([&] { return server_->stats().idle_connections == 64; }));
+  int ok = 0;
+  for (int i = 0; i < 40; ++i) {
+    ok += StatusOf(Exchange(server_->port(), kProbe)) == 200 ? 1 : 0;
+  }
+  EXPECT_EQ(ok, 40);
+  EXPECT_GE(server_->stats().connections_evicted_idle, 1U);
+  EXPECT_EQ(server_->stats().connections_refused, 0U);
+  for (int fd : tenants) {
+    close(fd);
+  }
+}
+
+// Active slow heads: one peer's flood is held to its cap; several peers filling the server give way to a probe,
+// the peer holding most first.
+TEST_F(HttpServerTest, SlowHeadsAreBoundedPerPeerAndTheLargestHolderGivesWay) {
+  HttpServerOptions o = Small();
+  o.limits.max_connections = 64;
+  o.limits.max_connections_per_peer = 16;
+  o.limits.header_timeout = 30s;
+  StartServer(o);
+  std::vector<int> slow;
+  auto open_slow = [&](const char* from, int count) {
+    for (int i = 0; i < count; ++i) {
+      const int fd = ConnectFrom(server_->port(), from);
+      ASSERT_GE(fd, 0);
+      SendAll(fd, "GET /who HTTP/1.1\r\nHost: x\r\nX-Slow: ");  // never finished
+      slow.push_back(fd);
+    }
+  };
+  open_slow("127.0.0.2", 200);
+  ASSERT_TRUE(Eventually([&] {
+    const HttpServerStats st = server_->stats();
+    return st.connections_accepted + st.connections_refused_per_peer == 200 && st.idle_connections == 0;
+  }));
+  EXPECT_EQ(server_->stats().open_connections, 16U);
+  EXPECT_EQ(StatusOf(Exchange(server_->port(), kProbe)), 200);
+  ASSERT_TRUE(Eventually([&] { return server_->stats().open_connections == 16; }));  // the probe's is gone
+  // Three more peers at their cap: 4 x 16 fill the server with slow heads.
+  open_slow("127.0.0.3", 16);
+  open_slow("127.0.0.4", 16);
+  open_slow("127.0.0.5", 16);
+  ASSERT_TRUE(Eventually([&] {
+    const HttpServerStats st = server_->stats();
+    return st.open_connections == 64 && st.idle_connections == 0;
+  }));
+  int ok = 0;
+  for (int i = 0; i < 40; ++i) {
+    ok += StatusOf(Exchange(server_->port(), kProbe)) == 200 ? 1 : 0;
+  }
+  EXPECT_EQ(ok, 40);
+  EXPECT_GE(server_->stats().connections_evicted_head, 1U);
+  EXPECT_EQ(server_->stats().connections_refused, 0U);
+  for (int fd : slow) {
+    close(fd);
+  }
 }
 
 TEST(HttpServerOptionsTest, BadOptionsAreErrors) {
@@ -532,6 +815,11 @@ TEST(HttpServerOptionsTest, BadOptionsAreErrors) {
   HttpServerOptions ca;
   ca.tls.client_ca_file = "/x";
   EXPECT_FALSE(HttpServer::Create(ca).ok());
+  HttpServerOptions per_peer;
+  per_peer.limits.max_connections_per_peer = 0;
+  auto p = HttpServer::Create(per_peer);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("max_connections_per_peer"), std::string::npos) << p.status().message();
   HttpServerOptions host;
   host.host = "not-an-ip";
   auto h = HttpServer::Create(host);
@@ -637,6 +925,38 @@ TEST_F(HttpServerTlsTest, ValidCertificateWithANameNotAllowedGets403) {
   EXPECT_NE(r.body.find("gpusched"), std::string::npos) << r.body;
   EXPECT_EQ(calls_.load(), 0);
   EXPECT_EQ(server_->stats().client_identity_refused, 1U);
+}
+
+// TLS connections that never start their handshake count as reading a head: with the server full of them, the
+// address holding most gives way to a probe from another.
+TEST_F(HttpServerTlsTest, HandshakesThatNeverStartGiveWayToAProbe) {
+  HttpServerOptions o = Small();
+  o.tls = TlsOptions{.cert_file = pki_.server_cert_file, .key_file = pki_.server_key_file};
+  o.limits.max_connections = 8;
+  o.limits.max_connections_per_peer = 4;
+  o.limits.header_timeout = 30s;
+  StartServer(o);
+  std::vector<int> silent;
+  for (const char* from : {"127.0.0.2", "127.0.0.3"}) {
+    for (int i = 0; i < 4; ++i) {
+      silent.push_back(ConnectFrom(server_->port(), from));
+      ASSERT_GE(silent.back(), 0);
+    }
+  }
+  ASSERT_TRUE(Eventually([&] {
+    const HttpServerStats st = server_->stats();
+    return st.open_connections == 8 && st.idle_connections == 0;
+  }));
+  for (int i = 0; i < 3; ++i) {
+    CurlResult r = TlsGet(server_->port(), pki_, "", "");
+    ASSERT_EQ(r.code, CURLE_OK) << curl_easy_strerror(r.code);
+    EXPECT_EQ(r.status, 200);
+  }
+  EXPECT_GE(server_->stats().connections_evicted_head, 1U);
+  EXPECT_EQ(server_->stats().connections_refused, 0U);
+  for (int fd : silent) {
+    close(fd);
+  }
 }
 
 TEST_F(HttpServerTlsTest, KeyThatDoesNotMatchIsAnError) {

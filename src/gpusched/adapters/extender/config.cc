@@ -146,7 +146,7 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
                                               "maxConnections", "idleTimeoutSeconds",
                                               "schedulerNames", "bindFilterWindowSeconds",
                                               "leaderElection", "gpushareMemoryUnit",
-                                              "geniusLabels"};
+                                              "geniusLabels",   "maxConnectionsPerPeer"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     if (!kKeys.contains(key)) {
@@ -265,6 +265,12 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
         return Bad(source, "\"maxConnections\" must be 1..1000000");
       }
       c.max_connections = static_cast<size_t>(connections);
+    } else if (key == "maxConnectionsPerPeer") {
+      GPUSCHED_ASSIGN_OR_RETURN(connections, As<int64_t>(v, source, key));
+      if (connections < 1 || connections > 1000000) {
+        return Bad(source, "\"maxConnectionsPerPeer\" must be 1..1000000");
+      }
+      c.max_connections_per_peer = static_cast<size_t>(connections);
     } else if (key == "idleTimeoutSeconds" || key == "bindFilterWindowSeconds") {
       GPUSCHED_ASSIGN_OR_RETURN(seconds, As<int>(v, source, key));
       if (seconds < 1 || seconds > 3600) {

@@ -137,6 +137,7 @@ struct ExtenderConfig {
   std::vector<std::string> tls_allowed_client_names;                 // tls.allowedClientNames
   std::chrono::milliseconds tls_reload_interval{30000};              // tls.reloadIntervalSeconds
   size_t max_connections = 256;                                      // maxConnections
+  size_t max_connections_per_peer = 64;                              // maxConnectionsPerPeer (one IP address)
   int idle_timeout_seconds = 30;                                     // idleTimeoutSeconds
   std::vector<std::string> scheduler_names = {"default-scheduler"};  // schedulerNames
   int bind_filter_window_seconds = 30;                               // bindFilterWindowSeconds

@@ -12,6 +12,7 @@ pathPrefix: /scheduler/
 tls: {certFile: /a.crt, keyFile: /a.key, clientCAFile: /ca.crt, allowedClientNames: [kube-scheduler, ks-2],
       reloadIntervalSeconds: 5}
 maxConnections: 64
+maxConnectionsPerPeer: 8
 idleTimeoutSeconds: 7
 schedulerNames: [default-scheduler, gpu-scheduler]
 bindFilterWindowSeconds: 12
@@ -44,6 +45,7 @@ loadAware:
   EXPECT_EQ(c->tls_allowed_client_names, (std::vector<std::string>{"kube-scheduler", "ks-2"}));
   EXPECT_EQ(c->tls_reload_interval, std::chrono::seconds(5));
   EXPECT_EQ(c->max_connections, 64u);
+  EXPECT_EQ(c->max_connections_per_peer, 8u);
   EXPECT_EQ(c->idle_timeout_seconds, 7);
   EXPECT_EQ(c->scheduler_names, (std::vector<std::string>{"default-scheduler", "gpu-scheduler"}));
   EXPECT_EQ(c->bind_filter_window_seconds, 12);
@@ -80,6 +82,7 @@ loadAware:
   EXPECT_EQ(empty->host, "127.0.0.1");
   EXPECT_EQ(empty->port, 12345);
   EXPECT_EQ(empty->max_connections, 256u);
+  EXPECT_EQ(empty->max_connections_per_peer, 64u);
   EXPECT_EQ(empty->idle_timeout_seconds, 30);
   EXPECT_EQ(empty->scheduler_names, std::vector<std::string>{"default-scheduler"});
   EXPECT_EQ(empty->bind_filter_window_seconds, 30);
@@ -240,6 +243,7 @@ TEST(ConfigTest, ErrorsNameTheFileAndTheKey) {
       {"interference: {interferenceWeight: 0}", "are both 0"},
       {"interference: {model: /m.json}", "unknown key \"interference.model\""},
       {"maxConnections: 0", "\"maxConnections\" must be 1..1000000"},
+      {"maxConnectionsPerPeer: 0", "\"maxConnectionsPerPeer\" must be 1..1000000"},
       {"idleTimeoutSeconds: 0", "\"idleTimeoutSeconds\" must be 1..3600"},
       {"bindFilterWindowSeconds: 86400", "\"bindFilterWindowSeconds\" must be 1..3600"},
       {"bindFilterWindowSeconds: soon", "\"bindFilterWindowSeconds\" has the wrong type"},

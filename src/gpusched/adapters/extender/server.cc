@@ -37,15 +37,19 @@ ExtenderServer::~ExtenderServer() { Stop(); }
 
 namespace {
 
-// The config's timeouts, for both listeners; the verbs' listener takes the config's sizes too.
-net::HttpLimits Limits(const ExtenderConfig& config, size_t max_body_bytes, size_t max_connections) {
+// The config's timeouts, for both listeners; the verbs' listener takes the config's sizes too. At most
+// max_connections_per_peer from one address; at the cap an idle connection (or the slow head of the address holding
+// most) gives way to the new one (net::HttpLimits).
+net::HttpLimits Limits(const ExtenderConfig& config, size_t max_body_bytes, size_t max_connections,
+                       size_t max_connections_per_peer) {
   const auto read_timeout = std::chrono::milliseconds(int64_t{config.read_timeout_seconds} * 1000);
   return net::HttpLimits{.max_body_bytes = max_body_bytes,
                          .header_timeout = read_timeout,
                          .body_timeout = read_timeout,
                          .idle_timeout = std::chrono::milliseconds(int64_t{config.idle_timeout_seconds} * 1000),
                          .write_timeout = read_timeout,
-                         .max_connections = max_connections};
+                         .max_connections = max_connections,
+                         .max_connections_per_peer = max_connections_per_peer};
 }
 
 }  // namespace
@@ -54,7 +58,8 @@ common::Result<std::unique_ptr<net::HttpServer>> ExtenderServer::MakeVerbServer(
   net::HttpServerOptions options{.host = config_.host,
                                  .port = port,
                                  .threads = config_.threads,
-                                 .limits = Limits(config_, config_.max_body_bytes, config_.max_connections),
+                                 .limits = Limits(config_, config_.max_body_bytes, config_.max_connections,
+                                                  config_.max_connections_per_peer),
                                  .tls = net::TlsOptions{.cert_file = config_.tls_cert_file,
                                                         .key_file = config_.tls_key_file,
                                                         .client_ca_file = config_.tls_client_ca_file,
@@ -108,7 +113,7 @@ common::Status ExtenderServer::Start() {
     auto health = net::HttpServer::Create(net::HttpServerOptions{.host = config_.health_host,
                                                                  .port = config_.health_port,
                                                                  .threads = 2,
-                                                                 .limits = Limits(config_, 4096, 64),
+                                                                 .limits = Limits(config_, 4096, 64, 16),
                                                                  .name = "extender-health"});
     if (!health.ok()) {
       server_->Stop();
