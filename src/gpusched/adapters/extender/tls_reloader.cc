@@ -81,6 +81,15 @@ bool TlsReloader::CheckNow() {
   std::optional<std::string> cert = ReadFile(options_.cert_file);
   std::optional<std::string> key = ReadFile(options_.key_file);
   if (!cert.has_value() || !key.has_value() || (cert == cert_ && key == key_)) {
+    pending_cert_.reset();
+    pending_key_.reset();
+    return false;
+  }
+  // A pair seen for the first time may be half written (a copy in progress): load it once the next check reads the
+  // same bytes, so that one renewal is one reload (each reload closes the connections open at the time).
+  if (cert != pending_cert_ || key != pending_key_) {
+    pending_cert_ = cert;
+    pending_key_ = key;
     return false;
   }
   if (const common::Status s = reload_(); !s.ok()) {

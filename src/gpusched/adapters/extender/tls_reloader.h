@@ -2,7 +2,8 @@
 
 // TlsReloader: serving certificates are renewed on disk (cert-manager, a Secret volume update) while the daemon runs;
 // this notices and hands the new pair to whoever serves with it. Every `interval` it reads the certificate and key
-// files; when both read and either differs from the pair last loaded, it calls `reload`, which builds a server
+// files; when both read, either differs from the pair last loaded, and the previous check read the same new pair
+// (a copy still being written is not loaded half done), it calls `reload`, which builds a server
 // with the new files and swaps it in (a server that cannot be built, e.g. a key that does not match a
 // half-written certificate, returns the error and keeps the old one). On success the new contents become the pair
 // last loaded; on failure the next check tries again, logging the reason each time. Unreadable files (a Secret
@@ -64,6 +65,8 @@ class TlsReloader {
   bool stopping_ = false;
   std::optional<std::string> cert_;  // the contents last loaded (nullopt: unreadable then)
   std::optional<std::string> key_;
+  std::optional<std::string> pending_cert_;  // a changed pair seen once: loaded when the next check reads it again
+  std::optional<std::string> pending_key_;
   uint64_t reloads_ = 0;
   uint64_t failures_ = 0;
   std::thread thread_;
