@@ -380,6 +380,12 @@ common::Status MpsController::ApplyLocked(std::span<const MpsClient> clients) {
   return common::Status::Ok();
 }
 
+void MpsController::SetGpus(std::vector<std::string> gpus) {
+  std::erase_if(gpus, [](const std::string& g) { return g.empty() || g.find_first_of(" \t\n") != std::string::npos; });
+  std::lock_guard lock(mu_);
+  options_.gpus = std::move(gpus);
+}
+
 std::optional<MpsPlan> MpsController::applied() const {
   std::lock_guard lock(mu_);
   return applied_;

@@ -135,6 +135,9 @@ class MpsController {
   // (what the daemon holds is no longer known). Thread-safe: rounds are serialised.
   [[nodiscard]] common::Status Apply(std::span<const MpsClient> clients);
 
+  // The node's GPU UUIDs (each gets a memory default when fallback_pinned_mib is set); from the inventory.
+  void SetGpus(std::vector<std::string> gpus);
+
   [[nodiscard]] std::optional<MpsPlan> applied() const;
   [[nodiscard]] uint64_t commands_sent() const;
   [[nodiscard]] uint64_t restarts_seen() const;  // control daemon restarts noticed (limits set again)
