@@ -132,4 +132,21 @@ common::Status MpsEnforcer::status() const {
   return status_;
 }
 
+std::string MpsEnforcer::RenderMetrics() const {
+  std::string out;
+  auto metric = [&out](const char* name, const char* type, const char* help, uint64_t value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+           std::to_string(value) + "\n";
+  };
+  metric("gpusched_agent_mps_limits_ok", "gauge", "1 while the last round set the MPS limits in the control daemon.",
+         status().ok() ? 1 : 0);
+  metric("gpusched_agent_mps_limit_commands_total", "counter", "MPS control commands that set a limit.",
+         controller_.commands_sent());
+  metric("gpusched_agent_mps_limit_failures_total", "counter", "Rounds that could not set the MPS limits.",
+         controller_.failures());
+  metric("gpusched_agent_mps_daemon_restarts_seen_total", "counter",
+         "MPS control daemon restarts noticed (every limit set again).", controller_.restarts_seen());
+  return out;
+}
+
 }  // namespace gpusched::adapters::deviceplugin

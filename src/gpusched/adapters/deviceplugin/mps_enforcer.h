@@ -59,6 +59,8 @@ class MpsEnforcer {
   void RoundNow();
 
   [[nodiscard]] common::Status status() const;  // the last round's
+  // gpusched_agent_mps_limits_ok (gauge), _commands_total, _failures_total, _daemon_restarts_total (counters).
+  [[nodiscard]] std::string RenderMetrics() const;
   [[nodiscard]] const MpsController& controller() const { return controller_; }
 
  private:

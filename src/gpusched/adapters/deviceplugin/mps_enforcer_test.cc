@@ -91,6 +91,7 @@ TEST(MpsEnforcerTest, AnAdmittedContainerKeepsItsLimitsWhileThePodCacheLags) {
   runner.commands.clear();
   e.RoundNow();
   EXPECT_THAT(runner.commands, Contains("set_default_active_thread_percentage 50"));
+  EXPECT_THAT(e.RenderMetrics(), HasSubstr("\ngpusched_agent_mps_limits_ok 1\n"));
   // A pod that cannot be read is refused (its uid is unknown, and so is whether its limits could be set).
   meta.name = "gone";
   const common::Status s = e.Admit(meta, "main", shares);
