@@ -475,7 +475,8 @@ common::Result<ContainerEnv> DevicePlugin::Impl::AllocateOne(const std::string& 
       uuids += (uuids.empty() ? "" : ",") + share.uuid.str();
     }
     // --- MPS: shareWithin, then the limits set in the control daemon (share_within.h, mps_enforcer.h) ---
-    GPUSCHED_RETURN_IF_ERROR(CheckShareWithin(options.share_within, pod.meta, shares.gpus, state.pods));
+    GPUSCHED_RETURN_IF_ERROR(
+        CheckShareWithin(options.share_within, pod.meta, shares.gpus, state.pods, state.kubelet, ledger));
     // --- end MPS ---
     ContainerEnv env = BuildContainerEnv(shares.gpus, options.mps);
     if (options.mps_daemon && env.envs.contains(std::string(kEnvMpsPipeDirectory))) {

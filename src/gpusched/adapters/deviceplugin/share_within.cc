@@ -33,7 +33,8 @@ const char* ShareWithinName(ShareWithin mode) {
 }
 
 common::Status CheckShareWithin(ShareWithin mode, const kube::PodMeta& pod, std::span<const core::GpuShare> shares,
-                                std::span<const PodView> node_pods) {
+                                std::span<const PodView> node_pods, std::span<const KubeletPod> kubelet,
+                                const HandoffLedger& ledger) {
   if (mode == ShareWithin::kAny) {
     return common::Status::Ok();
   }
@@ -50,8 +51,28 @@ common::Status CheckShareWithin(ShareWithin mode, const kube::PodMeta& pod, std:
     return mode == ShareWithin::kNamespace ? m.namespace_ : kube::QueueLabel(m.labels);
   };
   const std::string mine = group(pod);
+  auto holds = [&](const PodView& p) {
+    for (const auto& e : ledger.entries()) {
+      if (e.uid == p.meta.uid) {
+        return true;
+      }
+    }
+    for (const KubeletPod& kp : kubelet) {
+      if (kp.Key() != p.meta.Key()) {
+        continue;
+      }
+      for (const auto& c : kp.containers) {
+        for (const auto& [resource, ids] : c.devices) {
+          if (!ids.empty()) {
+            return true;
+          }
+        }
+      }
+    }
+    return false;
+  };
   for (const PodView& other : node_pods) {
-    if (other.meta.uid == pod.uid || other.meta.Terminal() || group(other.meta) == mine) {
+    if (other.meta.uid == pod.uid || other.meta.Terminal() || group(other.meta) == mine || !holds(other)) {
       continue;
     }
     const std::string* text = other.meta.Annotation(kube::kAnnotationAllocation);

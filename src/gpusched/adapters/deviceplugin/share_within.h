@@ -29,10 +29,14 @@ enum class ShareWithin { kAny, kNamespace, kQueue };
 [[nodiscard]] const char* ShareWithinName(ShareWithin mode);
 
 // `pod` gets `shares` (resolved: UUIDs set); `node_pods` are the pods bound to the node (`pod` among them or not).
-// Other pods count when live (not terminal) and their gpusched.io/allocation, for this node, names one of the
-// shared GPUs with a shared (not exclusive) share; an allocation that does not decode counts for nothing here.
+// Other pods count when live (not terminal), when they hold devices (the kubelet lists devices for one of their
+// containers, or the ledger has a handout to them: a pod merely bound is the newcomer, refused at its own Allocate
+// if it still conflicts then, so the first pod allocated keeps the GPU), and when their gpusched.io/allocation, for
+// this node, names one of the shared GPUs with a shared (not exclusive) share; an allocation that does not decode
+// counts for nothing here.
 [[nodiscard]] common::Status CheckShareWithin(ShareWithin mode, const kube::PodMeta& pod,
                                               std::span<const core::GpuShare> shares,
-                                              std::span<const PodView> node_pods);
+                                              std::span<const PodView> node_pods, std::span<const KubeletPod> kubelet,
+                                              const HandoffLedger& ledger);
 
 }  // namespace gpusched::adapters::deviceplugin

@@ -105,8 +105,13 @@ TEST(ShareWithinTest, Table) {
        ""},
       {"another GPU is not shared", ShareWithin::kNamespace, Pod("team-b", "p", "q2", {}), {Share("GPU-3", 300)}, ""},
   };
+  // Every pod of the node holds devices: the ledger has handed it its GPUs.
+  HandoffLedger ledger;
+  for (const PodView& p : node) {
+    ledger.Record(HandoffLedger::Entry{.uid = p.meta.uid, .pod_key = p.meta.Key(), .container = "main"});
+  }
   for (const auto& c : cases) {
-    const common::Status s = CheckShareWithin(c.mode, c.pod.meta, c.shares, node);
+    const common::Status s = CheckShareWithin(c.mode, c.pod.meta, c.shares, node, {}, ledger);
     if (std::string(c.error).empty()) {
       EXPECT_TRUE(s.ok()) << c.name << ": " << s.message();
     } else {
@@ -118,9 +123,24 @@ TEST(ShareWithinTest, Table) {
   const PodView self = Pod("team-b", "self", "q2", {Share("GPU-5", 300)});
   std::vector<PodView> with_self = node;
   with_self.push_back(self);
+  EXPECT_TRUE(CheckShareWithin(ShareWithin::kNamespace, self.meta, std::vector<core::GpuShare>{Share("GPU-5", 300)},
+                               with_self, {}, ledger)
+                  .ok());
+  // A pod merely bound, holding nothing yet, is the newcomer: the pod allocated first keeps the GPU.
+  const PodView bound = Pod("team-z", "bound", "", {Share("GPU-6", 300)});
+  const std::vector<PodView> with_bound = {bound};
+  const std::vector<core::GpuShare> six = {Share("GPU-6", 300)};
   EXPECT_TRUE(
-      CheckShareWithin(ShareWithin::kNamespace, self.meta, std::vector<core::GpuShare>{Share("GPU-5", 300)}, with_self)
-          .ok());
+      CheckShareWithin(ShareWithin::kNamespace, Pod("team-a", "p", "", {}).meta, six, with_bound, {}, ledger).ok());
+  // Once the kubelet lists devices for it, it holds the GPU.
+  const std::vector<KubeletPod> kubelet = {
+      KubeletPod{.namespace_ = "team-z",
+                 .name = "bound",
+                 .containers = {{.name = "main", .devices = {{"gpusched.io/gpu", {"x"}}}}}}};
+  EXPECT_THAT(
+      CheckShareWithin(ShareWithin::kNamespace, Pod("team-a", "p", "", {}).meta, six, with_bound, kubelet, ledger)
+          .message(),
+      HasSubstr("with pod team-z/bound"));
 }
 
 }  // namespace
