@@ -45,12 +45,15 @@ OVERLAYS = ["scheduler", "extender", "agent", "monitoring", "quickstart"]
 # What each overlay must hold, at least (kind, name): a missing component is a broken overlay even if it renders.
 EXPECTED = {
     "scheduler": {("Deployment", "gpusched-scheduler"), ("Deployment", "gpusched-webhook"),
-                  ("DaemonSet", "gpusched-agent"), ("PodDisruptionBudget", "gpusched-scheduler"),
+                  ("DaemonSet", "gpusched-agent"), ("DaemonSet", "gpusched-mps-control"),
+                  ("PodDisruptionBudget", "gpusched-scheduler"),
                   ("ValidatingWebhookConfiguration", "gpusched-webhook"), ("ClusterRole", "gpusched-viewer")},
     "extender": {("Deployment", "gpusched-kube-scheduler"), ("Deployment", "gpusched-webhook"),
-                 ("DaemonSet", "gpusched-agent"), ("ClusterRole", "gpusched-extender"),
+                 ("DaemonSet", "gpusched-agent"), ("DaemonSet", "gpusched-mps-control"),
+                 ("ClusterRole", "gpusched-extender"),
                  ("ClusterRole", "gpusched-viewer")},
-    "agent": {("DaemonSet", "gpusched-agent"), ("ClusterRole", "gpusched-agent")},
+    "agent": {("DaemonSet", "gpusched-agent"), ("DaemonSet", "gpusched-mps-control"),
+              ("ClusterRole", "gpusched-agent")},
     "monitoring": {("PrometheusRule", "gpusched"), ("ConfigMap", "gpusched-dashboard")},
     "quickstart": {("Deployment", "gpusched-scheduler"), ("DaemonSet", "gpusched-agent")},
 }

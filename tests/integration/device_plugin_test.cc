@@ -854,6 +854,53 @@ TEST_F(DevicePluginTest, SharedContainersAreRefusedWhileTheMpsDaemonDoesNotAnswe
   EXPECT_EQ(plugin_->allocations(), 2u);
 }
 
+// shareWithin queue: a pod of another queue is refused on a GPU that a pod of one queue shares; the MPS hook sees
+// every container it admits (with its GPUs) before Allocate answers, and its error refuses the container.
+TEST_F(DevicePluginTest, ShareWithinAndTheMpsLimitsAreCheckedAtAllocate) {
+  std::vector<std::string> admitted;
+  DevicePluginOptions o = Options();
+  o.mps_daemon = [] { return common::Status::Ok(); };
+  o.share_within = ShareWithin::kQueue;
+  o.mps_admit = [&admitted](const kube::PodMeta& pod, const std::string& entry,
+                            std::span<const core::GpuShare> shares) {
+    admitted.push_back(pod.Key() + " " + entry + " " + shares[0].uuid.str());
+    return pod.name == "limits-fail" ? common::Unavailable("MPS: set_active_thread_percentage 7 30: exited with 1")
+                                     : common::Status::Ok();
+  };
+  StartBothWith(o);
+  const TestPod first{.name = "first", .containers = {{.gpus = {1}, .milli = 300, .mib = 1000, .exclusive = false}}};
+  TestPod other{.name = "other", .containers = {{.gpus = {1}, .milli = 300, .mib = 1000, .exclusive = false}}};
+  const TestPod same{.name = "same", .containers = {{.gpus = {1}, .milli = 200, .mib = 1000, .exclusive = false}}};
+  const TestPod fails{.name = "limits-fail",
+                      .containers = {{.gpus = {3}, .milli = 300, .mib = 1000, .exclusive = false}}};
+  auto put = [this](const TestPod& p, const std::string& queue) {
+    json j = p.Json();
+    j["metadata"]["labels"] = {{"gpusched.io/queue", queue}};
+    pods_.Put(j);
+  };
+  put(first, "q1");
+  put(other, "q2");
+  put(same, "q1");
+  put(fails, "q1");
+  auto a = kubelet_->AdmitPod(first.Spec());
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = kubelet_->AdmitPod(other.Spec());
+  ASSERT_FALSE(b.ok());
+  EXPECT_THAT(b.status().message(), HasSubstr("shareWithin queue: pod default/other (queue \"q2\") would share GPU " +
+                                              Uuid(1) + " with pod default/first (queue \"q1\")"));
+  // The kubelet fails a pod it could not admit; a failed pod shares nothing.
+  other.phase = "Failed";
+  put(other, "q2");
+  auto c = kubelet_->AdmitPod(same.Spec());
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto d = kubelet_->AdmitPod(fails.Spec());
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.status().message(), HasSubstr("MPS: set_active_thread_percentage 7 30: exited with 1"));
+  EXPECT_EQ(admitted, (std::vector<std::string>{"default/first main " + Uuid(1), "default/same main " + Uuid(1),
+                                                "default/limits-fail main " + Uuid(3)}));
+  EXPECT_EQ(plugin_->allocations(), 2u);
+}
+
 // A refused handoff is told to the pod it was for (GPUHandoffRefused, with the reason the kubelet gets), so that
 // `kubectl describe pod` shows why its container did not start; an admitted one tells nothing.
 TEST_F(DevicePluginTest, ARefusedHandoffIsToldToThePod) {

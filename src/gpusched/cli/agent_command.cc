@@ -17,6 +17,7 @@
 
 #include "gpusched/adapters/deviceplugin/device_plugin.h"
 #include "gpusched/adapters/deviceplugin/mps_daemon.h"
+#include "gpusched/adapters/deviceplugin/mps_enforcer.h"
 #include "gpusched/adapters/deviceplugin/pod_resources.h"
 #include "gpusched/adapters/deviceplugin/pod_source.h"
 #include "gpusched/adapters/extender/config.h"
@@ -231,6 +232,8 @@ int RunAgent(const AgentFlags& flags) {
   std::unique_ptr<dp::PodResourcesSource> pod_resources;
   std::unique_ptr<k8s::EventWriter> events;
   std::unique_ptr<dp::DevicePlugin> plugin;
+  std::unique_ptr<dp::MpsControlRunner> mps_runner;  // MPS limits in the control daemon (mps_enforcer.h)
+  std::unique_ptr<dp::MpsEnforcer> mps_limits;
   if (!flags.standalone) {
     auto config = k8s::ResolveClientConfig(flags.kubeconfig, flags.context);
     if (!config.ok()) {
@@ -279,6 +282,35 @@ int RunAgent(const AgentFlags& flags) {
     if (mps != nullptr) {
       options.mps_daemon = [&mps] { return mps->Status(); };
     }
+    // --- MPS enforcement and shareWithin ---
+    options.mps.shm_host_dir = flags.mps_shm_dir;
+    if (auto within = dp::ParseShareWithin(flags.share_within); within.ok()) {
+      options.share_within = *within;
+    } else {
+      return Fail("--share-within: " + within.status().message());
+    }
+    if (mps != nullptr) {
+      mps_runner = dp::NewProcessMpsRunner(dp::ProcessMpsRunnerOptions{.control = flags.mps_control,
+                                                                       .pipe_dir = flags.mps_pipe_dir,
+                                                                       .log_dir = flags.mps_log_dir,
+                                                                       .proc_dir = flags.mps_proc_dir});
+      mps_limits = std::make_unique<dp::MpsEnforcer>(
+          *mps_runner, dp::MpsEnforcerOptions{.node = node,
+                                              .plan = {.fallback_pinned_mib = flags.mps_fallback_pinned_mib},
+                                              .pods = [&pods] { return pods->List(); },
+                                              .get_pod =
+                                                  [&client](const std::string& ns, const std::string& name) {
+                                                    return client->Get("/api/v1/namespaces/" + ns + "/pods/" + name);
+                                                  }});
+      if (auto s = mps_limits->Start(); !s.ok()) {
+        return Fail("MPS limits: " + s.message());
+      }
+      options.mps_admit = [&mps_limits](const kube::PodMeta& pod, const std::string& entry,
+                                        std::span<const core::GpuShare> shares) {
+        return mps_limits->Admit(pod, entry, shares);
+      };
+    }
+    // --- end MPS ---
     Info("device plugin (" + flags.device_plugin_mode + " mode): " +
          [&] {
            std::string names;
@@ -301,6 +333,9 @@ int RunAgent(const AgentFlags& flags) {
       agent::CollectorOptions{.interval = interval, .on_sample = [&](const agent::GpuSnapshot& s) {
                                 if (plugin) {
                                   plugin->OnSamples(s.samples);
+                                }
+                                if (mps_limits) {
+                                  mps_limits->OnSamples(s.samples);
                                 }
                                 if (publisher) {
                                   if (auto st = publisher->Publish(s.samples); !st.ok()) {
@@ -333,6 +368,9 @@ int RunAgent(const AgentFlags& flags) {
     std::string body = collector.RenderMetrics(pod_refs, allocations, node);
     body += net::RenderStats(server->stats(), "gpusched_agent");
     body += DaemonMetrics(plugin.get(), mps.get());
+    if (mps_limits) {
+      body += mps_limits->RenderMetrics();
+    }
     if (events) {
       body += events->RenderMetrics("gpusched_agent_events_total");
     }
@@ -351,6 +389,11 @@ int RunAgent(const AgentFlags& flags) {
     if (mps) {
       if (const common::Status s = mps->Status(); !s.ok()) {
         why += "; MPS control daemon not answering: " + s.message();
+      }
+    }
+    if (mps_limits) {
+      if (const common::Status s = mps_limits->status(); !s.ok()) {
+        why += "; MPS limits not set: " + s.message();
       }
     }
     return why.empty() ? why : why.substr(2);
@@ -431,6 +474,9 @@ int RunAgent(const AgentFlags& flags) {
   collector.Stop();
   if (plugin) {
     plugin->Stop();
+  }
+  if (mps_limits) {
+    mps_limits->Stop();
   }
   if (events) {
     events->Stop();  // what the last refusals told is written

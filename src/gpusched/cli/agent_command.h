@@ -32,6 +32,13 @@ struct AgentFlags {
   std::string mps_control = "nvidia-cuda-mps-control";
   std::string mps_pipe_dir = "/tmp/nvidia-mps";
   std::string mps_log_dir = "/var/log/nvidia-mps";
+  // MPS enforcement (docs/device-plugin.md, "MPS"): the control daemon's /dev/shm mounted into clients ("" = none),
+  // where the servers' pids are looked up, the default memory limit on GPUs no client has memory on (0 = none),
+  // which pods may share a GPU (any, namespace, queue).
+  std::string mps_shm_dir;
+  std::string mps_proc_dir = "/proc";
+  int64_t mps_fallback_pinned_mib = 0;
+  std::string share_within = "any";
   bool verbose = false;
   LogFlags log;
   std::string context;  // kubeconfig context (--context); empty: current-context

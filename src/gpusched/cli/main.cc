@@ -107,6 +107,22 @@ int main(int argc, char** argv) {
   ag->add_option("--mps-pipe-dir", agent.mps_pipe_dir, "MPS pipe directory mounted into containers")
       ->capture_default_str();
   ag->add_option("--mps-log-dir", agent.mps_log_dir, "MPS log directory (--mps run)")->capture_default_str();
+  ag->add_option("--mps-shm-dir", agent.mps_shm_dir,
+                 "The MPS control daemon's /dev/shm on the host, mounted at /dev/shm into MPS clients (default: "
+                 "none; clients then need the daemon's IPC namespace)");
+  ag->add_option("--mps-proc-dir", agent.mps_proc_dir,
+                 "Where the MPS servers' pids are looked up for their uid (the host's /proc when the daemon runs "
+                 "with hostPID)")
+      ->capture_default_str();
+  ag->add_option("--mps-fallback-pinned-mib", agent.mps_fallback_pinned_mib,
+                 "MPS default pinned memory limit (MiB) on GPUs no MPS client has memory on; 0: none")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  ag->add_option("--share-within", agent.share_within,
+                 "Which pods may share one GPU: any, namespace (one namespace per GPU), queue (one gpusched.io/queue "
+                 "per GPU); checked at Allocate")
+      ->check(CLI::IsMember({"any", "namespace", "queue"}))
+      ->capture_default_str();
   ag->add_flag("-v,--verbose", agent.verbose, "Debug logging (--v=4)");
   ag->add_option("--context", agent.context, "kubeconfig context to use (default: its current-context)");
   gpusched::cli::AddLogFlags(*ag, agent.log);

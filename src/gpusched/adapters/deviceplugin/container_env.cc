@@ -64,8 +64,13 @@ ContainerEnv BuildContainerEnv(std::span<const core::GpuShare> gpus, const MpsOp
     out.envs[std::string(kEnvCudaDeviceOrder)] = "PCI_BUS_ID";
   }
   out.envs[std::string(kEnvMpsPipeDirectory)] = options.pipe_container_dir;
-  out.mounts.push_back(
-      MountSpec{.container_path = options.pipe_container_dir, .host_path = options.pipe_host_dir, .read_only = false});
+  out.mounts.push_back(MountSpec{.container_path = options.pipe_container_dir,
+                                 .host_path = options.pipe_host_dir,
+                                 .read_only = options.pipe_read_only});
+  if (!options.shm_host_dir.empty()) {
+    out.mounts.push_back(
+        MountSpec{.container_path = options.shm_container_dir, .host_path = options.shm_host_dir, .read_only = false});
+  }
   return out;
 }
 

@@ -17,8 +17,16 @@
 //                                      container: the GPU's position in NVIDIA_VISIBLE_DEVICES, which is host index
 //                                      order, and CUDA enumerates in that order because we also set
 //   CUDA_DEVICE_ORDER=PCI_BUS_ID       (NVML's host indices follow PCI bus order).
-//   CUDA_MPS_PIPE_DIRECTORY            the MPS pipe directory as the container sees it, plus a read-write mount of
-//                                      the host's pipe directory there (the control daemon runs on the host).
+//   CUDA_MPS_PIPE_DIRECTORY            the MPS pipe directory as the container sees it, plus a read-only mount of
+//                                      the host's pipe directory there (the control daemon's DaemonSet writes it).
+//                                      Read-only: the client connects to the control daemon's and its server's
+//                                      sockets there (a read-only bind mount does not stop connecting to a socket or
+//                                      opening a named pipe), but cannot create, remove or replace an entry, so it
+//                                      cannot put its own socket in the daemon's place for the other tenants.
+//   and, when MpsOptions::shm_host_dir is set, a read-write mount of it at /dev/shm: the control daemon's shared
+//   memory, which MPS clients map (a pod without hostIPC has its own /dev/shm otherwise).
+// These variables only lower what the control daemon allows; the limits themselves are set in the daemon
+// (mps_control.h), so a process that unsets them gets no more than its share.
 // Exclusive GPUs get no MPS limits; a container whose GPUs are all exclusive gets NVIDIA_VISIBLE_DEVICES only, and so
 // does every container when MpsOptions::enabled is false.
 
@@ -45,6 +53,9 @@ struct MpsOptions {
   bool enabled = true;
   std::string pipe_host_dir = "/tmp/nvidia-mps";       // where the host's MPS control daemon has its pipes
   std::string pipe_container_dir = "/tmp/nvidia-mps";  // where the container sees them
+  bool pipe_read_only = true;  // false only for a driver whose clients must write there (none known)
+  std::string shm_host_dir;    // the control daemon's /dev/shm on the host; "" = no mount (clients with hostIPC)
+  std::string shm_container_dir = "/dev/shm";
 };
 
 struct MountSpec {

@@ -21,7 +21,8 @@ core::GpuShare Share(int32_t index, int64_t milli, int64_t mib, bool exclusive =
 using Envs = std::map<std::string, std::string>;
 
 TEST(ContainerEnvTest, Table) {
-  const MountSpec default_mount{.container_path = "/tmp/nvidia-mps", .host_path = "/tmp/nvidia-mps"};
+  // The pipe directory is mounted read-only: no tenant can replace the daemon's sockets.
+  const MountSpec default_mount{.container_path = "/tmp/nvidia-mps", .host_path = "/tmp/nvidia-mps", .read_only = true};
   const struct {
     const char* name;
     std::vector<core::GpuShare> gpus;
@@ -116,7 +117,26 @@ TEST(ContainerEnvTest, PipeDirectoriesAreConfigurable) {
   ASSERT_EQ(env.mounts.size(), 1u);
   EXPECT_EQ(env.mounts[0].host_path, "/run/mps/pipe");
   EXPECT_EQ(env.mounts[0].container_path, "/mps/pipe");
-  EXPECT_FALSE(env.mounts[0].read_only);
+  EXPECT_TRUE(env.mounts[0].read_only);
+}
+
+TEST(ContainerEnvTest, SharedMemoryIsMountedOnlyWhenConfiguredAndNeverForExclusiveGpus) {
+  const std::vector<core::GpuShare> shared = {Share(0, 300, 1000)};
+  const MpsOptions options{.pipe_host_dir = "/run/gpusched/mps/pipe",
+                           .pipe_container_dir = "/run/gpusched/mps/pipe",
+                           .shm_host_dir = "/run/gpusched/mps/shm"};
+  const ContainerEnv env = BuildContainerEnv(shared, options);
+  const std::vector<MountSpec> want = {
+      {.container_path = "/run/gpusched/mps/pipe", .host_path = "/run/gpusched/mps/pipe", .read_only = true},
+      {.container_path = "/dev/shm", .host_path = "/run/gpusched/mps/shm", .read_only = false}};
+  EXPECT_EQ(env.mounts, want);
+  // An exclusive GPU is no MPS client: neither the pipes nor the daemon's shared memory.
+  const std::vector<core::GpuShare> exclusive = {Share(1, 1000, 81920, true)};
+  EXPECT_TRUE(BuildContainerEnv(exclusive, options).mounts.empty());
+  // MPS off: nothing either.
+  MpsOptions off = options;
+  off.enabled = false;
+  EXPECT_TRUE(BuildContainerEnv(shared, off).mounts.empty());
 }
 
 }  // namespace

@@ -474,6 +474,10 @@ common::Result<ContainerEnv> DevicePlugin::Impl::AllocateOne(const std::string& 
     for (const auto& share : shares.gpus) {
       uuids += (uuids.empty() ? "" : ",") + share.uuid.str();
     }
+    // --- MPS: shareWithin, then the limits set in the control daemon (share_within.h, mps_enforcer.h) ---
+    GPUSCHED_RETURN_IF_ERROR(
+        CheckShareWithin(options.share_within, pod.meta, shares.gpus, state.pods, state.kubelet, ledger));
+    // --- end MPS ---
     ContainerEnv env = BuildContainerEnv(shares.gpus, options.mps);
     if (options.mps_daemon && env.envs.contains(std::string(kEnvMpsPipeDirectory))) {
       // MPS limits without a control daemon are silently ignored by CUDA: refuse rather than hand out a whole GPU.
@@ -491,6 +495,11 @@ common::Result<ContainerEnv> DevicePlugin::Impl::AllocateOne(const std::string& 
                                           "; the limits would not be enforced (gpusched agent --mps run starts it)");
       }
     }
+    // --- MPS ---
+    if (options.mps_admit && env.envs.contains(std::string(kEnvMpsPipeDirectory))) {
+      GPUSCHED_RETURN_IF_ERROR(options.mps_admit(pod.meta, shares.entry, shares.gpus));
+    }
+    // --- end MPS ---
     ledger.Record(HandoffLedger::Entry{.uid = pod.meta.uid,
                                        .pod_key = pod.meta.Key(),
                                        .container = container.name,

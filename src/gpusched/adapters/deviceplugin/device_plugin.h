@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,7 @@
 #include "gpusched/adapters/deviceplugin/container_env.h"
 #include "gpusched/adapters/deviceplugin/pod_resources.h"
 #include "gpusched/adapters/deviceplugin/pod_source.h"
+#include "gpusched/adapters/deviceplugin/share_within.h"
 #include "gpusched/common/status.h"
 #include "gpusched/ports/device_inventory.h"
 #include "gpusched/ports/event_recorder.h"
@@ -67,6 +69,15 @@ struct DevicePluginOptions {
   // limits, Allocate refuses the container while it returns an error: without the daemon the limits are not
   // enforced. Null: not checked (mps.enabled = false hands out no limits at all).
   std::function<common::Status()> mps_daemon;
+  // --- MPS enforcement and shareWithin (mps_enforcer.h, share_within.h) ---
+  // Which pods may share a GPU; checked at Allocate against the node's pods (CheckShareWithin).
+  ShareWithin share_within = ShareWithin::kAny;
+  // Sets the container's limits in the MPS control daemon before Allocate answers (MpsEnforcer::Admit), for a
+  // container with MPS limits; an error refuses it. Null: not set (the daemon keeps what it has).
+  std::function<common::Status(const kube::PodMeta& pod, const std::string& entry,
+                               std::span<const core::GpuShare> shares)>
+      mps_admit;
+  // --- end MPS ---
   bool verify_pre_start = true;  // register with pre_start_required and check the handoff in PreStartContainer
   std::chrono::milliseconds poll_interval{1000};    // kubelet.sock check
   std::chrono::milliseconds sample_interval{1000};  // inventory sampling; 0 = only what OnSamples() pushes
