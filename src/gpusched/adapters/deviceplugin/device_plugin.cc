@@ -187,7 +187,8 @@ struct DevicePlugin::Impl {
 
   // Allocate side; allocate_mu held.
   common::Result<NodeState> ReadNodeState();
-  common::Result<NodeState> ReadPods(std::vector<KubeletPod> kubelet);
+  // `fresh`: PodSource::FreshPodsOnNode (a quorum read) instead of PodsOnNode (the informer's view).
+  common::Result<NodeState> ReadPods(std::vector<KubeletPod> kubelet, bool fresh = false);
   common::Result<ContainerEnv> AllocateOne(const std::string& resource, const std::vector<std::string>& ids);
   std::vector<std::string> Prefer(const std::string& resource, const pb::ContainerPreferredAllocationRequest& r);
   common::Status CheckPreStart(const std::string& resource, const std::vector<std::string>& ids);
@@ -394,10 +395,11 @@ common::Result<DevicePlugin::Impl::NodeState> DevicePlugin::Impl::ReadNodeState(
   return ReadPods(std::move(kubelet).value());
 }
 
-common::Result<DevicePlugin::Impl::NodeState> DevicePlugin::Impl::ReadPods(std::vector<KubeletPod> kubelet) {
+common::Result<DevicePlugin::Impl::NodeState> DevicePlugin::Impl::ReadPods(std::vector<KubeletPod> kubelet,
+                                                                           bool fresh) {
   NodeState out;
   out.kubelet = std::move(kubelet);
-  auto list = pods.PodsOnNode();
+  auto list = fresh ? pods.FreshPodsOnNode() : pods.PodsOnNode();
   if (!list.ok()) {
     return common::Unavailable("reading the pods of node " + options.node_name + ": " + list.status().message());
   }
@@ -456,7 +458,20 @@ common::Result<ContainerEnv> DevicePlugin::Impl::AllocateOne(const std::string& 
   }
   GPUSCHED_ASSIGN_OR_RETURN(state, ReadNodeState());
   const HandoffRequest request{.node = options.node_name, .resource = resource, .device_ids = ids};
-  GPUSCHED_ASSIGN_OR_RETURN(target, FindTarget(request, state.pods, state.kubelet, ledger));
+  auto found = FindTarget(request, state.pods, state.kubelet, ledger);
+  // The pod source may lag (pod_source.h). With a kubelet that lists the pod under admission, as kubelets do, the
+  // lagging view decides as a current one would; when it does not look like that case (no pod or several fit, or
+  // the pod it picks is not one the kubelet lists), decide once more on a quorum read of the node's pods.
+  const bool listed = found.ok() && std::any_of(state.kubelet.begin(), state.kubelet.end(), [&](const KubeletPod& kp) {
+                        return kp.Key() == found->pod->meta.Key();
+                      });
+  if (!listed && (found.ok() || found.status().code() == common::StatusCode::kNotFound ||
+                  found.status().code() == common::StatusCode::kAborted)) {
+    GPUSCHED_ASSIGN_OR_RETURN(current, ReadPods(state.kubelet, /*fresh=*/true));
+    state = std::move(current);
+    found = FindTarget(request, state.pods, state.kubelet, ledger);
+  }
+  GPUSCHED_ASSIGN_OR_RETURN(target, std::move(found));
   const PodView& pod = *target.pod;
   const ContainerView& container = pod.containers[target.container];
   // From here on the pod is known: a refusal is told to it as an Event as well as to the kubelet.
