@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,6 +22,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "gpusched/adapters/deviceplugin/device_plugin.h"
@@ -87,9 +89,12 @@ class ScriptedInventory final : public ports::DeviceInventory {
  public:
   explicit ScriptedInventory(int gpus) {
     for (int i = 0; i < gpus; ++i) {
+      char bus[32];
+      std::snprintf(bus, sizeof(bus), "00000000:%02X:00.0", 0x10 + i);
       gpus_.push_back(ports::GpuSample{.index = i,
                                        .uuid = common::GpuUuid(Uuid(i)),
                                        .model = "A100-SXM4-80GB",
+                                       .pci_bus_id = bus,
                                        .numa_node = i % 2,
                                        .memory_total = common::MiB{81920}});
     }
@@ -254,9 +259,12 @@ class DevicePluginTest : public ::testing::Test {
   }
 
   DevicePluginOptions Options() const {
+    // The tests read the GPUs from NVIDIA_VISIBLE_DEVICES: the envvar strategy (others: DeviceListStrategies).
     return DevicePluginOptions{.node_name = kNode,
                                .plugin_dir = dir_,
                                .replicas = 4,
+                               .device_list_strategy = DeviceListStrategy::kEnvvar,
+                               .cdi = CdiSpecOptions{.spec_dir = dir_ + "/cdi", .proc_gpus_dir = dir_ + "/proc"},
                                .poll_interval = milliseconds(20),
                                .sample_interval = milliseconds(20),
                                .initial_backoff = milliseconds(20),
@@ -1229,6 +1237,81 @@ TEST_F(NodePodsTest, PodsTheInformerHasGetTheirGpusWhileTheApiServerIsDown) {
   EXPECT_EQ(plugin_->refusals(), 2u);
   EXPECT_TRUE(plugin_->registered());
   EXPECT_EQ(node_pods_->lists(), 0u);
+}
+
+// volume-mounts (the default): the GPUs reach NVIDIA's runtime as mounts only a device plugin's answer can make; the
+// variable names the mount directory, never a GPU.
+TEST_F(DevicePluginTest, VolumeMountsHandTheGpusOverAsMounts) {
+  DevicePluginOptions o = Options();
+  o.device_list_strategy = DeviceListStrategy::kVolumeMounts;
+  StartBothWith(o);
+  const TestPod p{.name = "mounted", .containers = {{.resource = kNvidia, .gpus = {5, 2}}}};
+  pods_.Put(p.Json());
+  auto a = kubelet_->AdmitPod(p.Spec());
+  ASSERT_TRUE(a.ok()) << a.status();
+  const auto& r = (*a)[0].response;
+  EXPECT_EQ(r.envs.at("NVIDIA_VISIBLE_DEVICES"), "/var/run/nvidia-container-devices");
+  std::vector<std::tuple<std::string, std::string, bool>> mounts;
+  for (const auto& m : r.mounts) {
+    mounts.emplace_back(m.container_path, m.host_path, m.read_only);
+  }
+  EXPECT_EQ(mounts, (std::vector<std::tuple<std::string, std::string, bool>>{
+                        {"/var/run/nvidia-container-devices/" + Uuid(2), "/dev/null", true},
+                        {"/var/run/nvidia-container-devices/" + Uuid(5), "/dev/null", true}}));
+  EXPECT_TRUE(r.cdi_devices.empty());
+  EXPECT_TRUE((*a)[0].pre_start.ok()) << (*a)[0].pre_start;
+}
+
+// cdi-cri: the plugin writes a CDI spec with one device per GPU (its node from the driver's minor, here the reverse
+// of the index) and answers with CDI device names; a GPU the spec lacks is refused, and a plugin started with another
+// strategy removes the spec.
+TEST_F(DevicePluginTest, CdiDevicesNameTheSpecTheAgentWrites) {
+  for (int i = 0; i < 8; ++i) {
+    if (i == 4) {
+      continue;  // the driver tells nothing about GPU 4
+    }
+    char bus[32];
+    std::snprintf(bus, sizeof(bus), "0000:%02x:00.0", 0x10 + i);
+    std::filesystem::create_directories(dir_ + "/proc/" + bus);
+    std::ofstream(dir_ + "/proc/" + bus + "/information") << "Device Minor: \t " << 7 - i << "\n";
+  }
+  DevicePluginOptions o = Options();
+  o.device_list_strategy = DeviceListStrategy::kCdiCri;
+  StartBothWith(o);
+  const std::string spec_path = dir_ + "/cdi/gpusched.io-gpu.json";
+  ASSERT_TRUE(std::filesystem::exists(spec_path));
+  const json spec = json::parse(std::ifstream(spec_path));
+  EXPECT_EQ(spec["cdiVersion"], "0.5.0");
+  EXPECT_EQ(spec["kind"], "gpusched.io/gpu");
+  ASSERT_EQ(spec["devices"].size(), 7u);
+  EXPECT_EQ(spec["devices"][0]["name"], Uuid(0));
+  EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"][0]["path"], "/dev/nvidia7");
+  EXPECT_EQ(spec["devices"][4]["name"], Uuid(5));
+  EXPECT_EQ(spec["devices"][4]["containerEdits"]["deviceNodes"][0]["path"], "/dev/nvidia2");
+
+  const TestPod p{.name = "cdi", .containers = {{.gpus = {5}, .milli = 500, .mib = 1000, .exclusive = false}}};
+  pods_.Put(p.Json());
+  auto a = kubelet_->AdmitPod(p.Spec());
+  ASSERT_TRUE(a.ok()) << a.status();
+  const auto& r = (*a)[0].response;
+  EXPECT_EQ(r.cdi_devices, std::vector<std::string>{"gpusched.io/gpu=" + Uuid(5)});
+  EXPECT_EQ(r.envs.at("NVIDIA_VISIBLE_DEVICES"), "void");
+  EXPECT_EQ(r.envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50");
+  EXPECT_TRUE(r.annotations.empty());
+
+  const TestPod lost{.name = "lost", .containers = {{.gpus = {4}}}};
+  pods_.Put(lost.Json());
+  auto refused = kubelet_->AdmitPod(lost.Spec());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), common::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("GPU 4 (" + Uuid(4) + ") has no device in the CDI spec " + spec_path + ": GPU 4 (" + Uuid(4) +
+                        "): cannot read " + dir_ + "/proc/0000:14:00.0/information"));
+
+  plugin_.reset();
+  o.device_list_strategy = DeviceListStrategy::kVolumeMounts;
+  StartPlugin(o);
+  EXPECT_FALSE(std::filesystem::exists(spec_path));
 }
 
 TEST(DevicePluginOptionsTest, BadOptionsFailAtStart) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -262,6 +263,25 @@ int RunAgent(const AgentFlags& flags) {
       options.resources.insert(options.resources.begin() + 1, "nvidia.com/gpu");
     }
     options.nvidia_gpu_replicas = flags.device_plugin_mode == "hami" ? flags.replicas : 1;
+    auto strategy = dp::ParseDeviceListStrategy(flags.device_list_strategy);
+    if (!strategy.ok()) {
+      return Fail("--device-list-strategy: " + strategy.status().message());
+    }
+    options.device_list_strategy = *strategy;
+    options.cdi.spec_dir = flags.cdi_spec_dir;
+    if (dp::UsesCdi(*strategy)) {
+      // The driver's libraries as the agent sees them: NVIDIA's runtime mounts the host's files into the agent at
+      // their host paths, so these paths are the host's too.
+      const std::vector<std::string> lib_dirs = {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+                                                 "/usr/lib64", "/usr/lib"};
+      const std::vector<std::string> sonames = {"libcuda.so.1", "libnvidia-ml.so.1", "libnvidia-ptxjitcompiler.so.1",
+                                                "libnvidia-nvvm.so.4", "libcudadebugger.so.1"};
+      options.cdi.driver_files = dp::FindDriverFiles(lib_dirs, sonames);
+      if (options.cdi.driver_files.empty()) {
+        Warn("--device-list-strategy " + flags.device_list_strategy +
+             ": no driver library found (libcuda.so.1 in /usr/lib/...); the CDI devices carry device nodes only");
+      }
+    }
     options.mps.enabled = mps != nullptr;
     options.mps.pipe_host_dir = flags.mps_pipe_dir;
     options.mps.pipe_container_dir = flags.mps_pipe_dir;
@@ -276,7 +296,7 @@ int RunAgent(const AgentFlags& flags) {
            }
            return names;
          }() +
-         " per GPU; MPS " + mps_mode);
+         " per GPU; MPS " + mps_mode + "; devices by " + flags.device_list_strategy);
     options.sample_interval = milliseconds(0);  // the collector pushes its samples (OnSamples)
     plugin = std::make_unique<dp::DevicePlugin>(options, devices, *pods, *pod_resources);
     if (auto s = plugin->Start(); !s.ok()) {
