@@ -1196,6 +1196,29 @@ TEST_F(NodePodsTest, AKubeletThatListsLateGetsAQuorumReadInsteadOfAWrongHandoff)
   EXPECT_EQ(plugin_->allocations(), 1u);
 }
 
+// A pod deleted and created again under its name (a StatefulSet's) while the watch lags: the cache still has the old
+// pod, being deleted, and the kubelet lists the new one under the same name. The kubelet never admits a pod being
+// deleted, so Allocate decides on one quorum LIST and hands the new pod its own GPU, not its predecessor's.
+TEST_F(NodePodsTest, APodCreatedAgainUnderItsNameGetsItsOwnGpus) {
+  StartBoth();
+  const TestPod before_pod{.name = "web-0", .containers = {{.gpus = {0}}}};
+  json old_json = before_pod.Json();
+  old_json["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
+  server_->UpsertPod(old_json);
+  ASSERT_TRUE(FakeKubelet::WaitFor([&] { return Cached(before_pod); }, kDeadline));
+  server_->StallWatches(true);
+  ASSERT_TRUE(server_->DeletePod("default", "web-0"));
+  const TestPod again{.name = "web-0", .containers = {{.gpus = {3}}}};
+  json again_json = again.Json();
+  again_json["metadata"]["uid"] = "uid-web-0-again";
+  server_->UpsertPod(again_json);
+  const Reads before = Count();
+  ExpectAdmitted(again);  // GPU 3, its own
+  const Reads reads = Since(before, Count());
+  EXPECT_EQ(reads.lists, 1);
+  EXPECT_EQ(reads.gets, 0);
+}
+
 // The API server is down: pods the watch delivered before get their GPUs and start, a running container starts
 // again, a forged claim on a held GPU is still refused, and a pod deleted meanwhile that the kubelet still lists
 // (terminating) does not stand in the way; a pod the informer never saw is refused with a clear error, and nothing

@@ -483,11 +483,12 @@ common::Result<ContainerEnv> DevicePlugin::Impl::AllocateOne(const std::string& 
   const HandoffRequest request{.node = options.node_name, .resource = resource, .device_ids = ids};
   auto found = FindTarget(request, state.pods, state.kubelet, ledger);
   // The pod source may lag (pod_source.h). With a kubelet that lists the pod under admission, as kubelets do, the
-  // lagging view decides as a current one would; when it does not look like that case (no pod or several fit, or
-  // the pod it picks is not one the kubelet lists), decide once more on a quorum read of the node's pods.
-  const bool listed = found.ok() && std::any_of(state.kubelet.begin(), state.kubelet.end(), [&](const KubeletPod& kp) {
-                        return kp.Key() == found->pod->meta.Key();
-                      });
+  // lagging view decides as a current one would; when it does not look like that case (no pod or several fit, the
+  // pod it picks is not one the kubelet lists, or is being deleted: the kubelet admits no such pod, so the one it
+  // lists under that name may be a new pod the watch has not delivered yet), decide once more on a quorum read.
+  const bool listed = found.ok() && !found->pod->meta.deleting &&
+                      std::any_of(state.kubelet.begin(), state.kubelet.end(),
+                                  [&](const KubeletPod& kp) { return kp.Key() == found->pod->meta.Key(); });
   if (!listed && (found.ok() || found.status().code() == common::StatusCode::kNotFound ||
                   found.status().code() == common::StatusCode::kAborted)) {
     GPUSCHED_ASSIGN_OR_RETURN(current, ReadPods(state.kubelet, /*fresh=*/true));
