@@ -53,9 +53,10 @@ ALLOWED_UNUSED = {
         "a repeated GPUHandoffRefused raises the first Event's count: as above, it needs a kubelet; the aggregation "
         "itself is tested in tests/integration/k8s_client_test.cc (EventWriter*).",
     ("gpusched-agent", "", "pods", "get"):
-        "the device plugin reads one pod alone (ApiPodSource::GetPod) only when the kubelet's PodResources lists a "
-        "pod that the quorum list of the node's pods missed, a race with a fresh binding; it needs a kubelet calling "
-        "Allocate, which tests/e2e does not run. tests/integration/device_plugin_test.cc covers it (a lagging list).",
+        "the device plugin reads one pod alone (NodePods::GetPod) only when the kubelet's PodResources lists a "
+        "pod that the agent's pod informer has not delivered yet, a race with a fresh binding; it needs a kubelet "
+        "calling Allocate, which tests/e2e does not run. tests/integration/device_plugin_test.cc covers it "
+        "(NodePodsTest).",
 }
 
 # Partial runs (one test of a suite) leave grants unused that the whole suite uses: with this set, they are

@@ -1,7 +1,9 @@
 // adapters/deviceplugin against FakeKubelet over unix sockets in a temporary directory: registration,
 // ListAndWatch and health changes, kubelet restarts, a missing kubelet, the handoff under concurrent admissions
 // (each pod gets its own GPUs, never another pod's), preferred allocation, PreStartContainer's check, and the
-// error cases. Deterministic: every wait polls with a deadline; randomised rounds print their seed.
+// error cases; and with the agent's pod source (agent::NodePods, an informer) against FakeApiServer over mTLS: the
+// API requests each container start makes, and handoffs while the API server is down. Deterministic: every wait polls
+// with a deadline; randomised rounds print their seed.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>  // mkdtemp
@@ -11,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,12 +22,17 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "gpusched/adapters/deviceplugin/device_plugin.h"
+#include "gpusched/adapters/k8s/api_client.h"
+#include "gpusched/agent/node_pods.h"
 #include "gpusched/common/log.h"
 #include "gpusched/kube/annotations.h"
+#include "gpusched/testing/fake_apiserver.h"
 #include "gpusched/testing/fake_kubelet.h"
+#include "gpusched/testing/test_pki.h"
 
 // Debian's gRPC, protobuf and abseil are not built with TSan, so it cannot see their synchronisation and reports
 // every buffer they hand between threads. Reports with a frame in those libraries are suppressed; that includes
@@ -57,6 +65,7 @@ namespace {
 
 using nlohmann::json;
 using std::chrono::milliseconds;
+namespace k8s = adapters::k8s;
 using testing::FakeDevice;
 using testing::FakeKubelet;
 using testing::FakeKubeletOptions;
@@ -80,9 +89,12 @@ class ScriptedInventory final : public ports::DeviceInventory {
  public:
   explicit ScriptedInventory(int gpus) {
     for (int i = 0; i < gpus; ++i) {
+      char bus[32];
+      std::snprintf(bus, sizeof(bus), "00000000:%02X:00.0", 0x10 + i);
       gpus_.push_back(ports::GpuSample{.index = i,
                                        .uuid = common::GpuUuid(Uuid(i)),
                                        .model = "A100-SXM4-80GB",
+                                       .pci_bus_id = bus,
                                        .numa_node = i % 2,
                                        .memory_total = common::MiB{81920}});
     }
@@ -247,9 +259,12 @@ class DevicePluginTest : public ::testing::Test {
   }
 
   DevicePluginOptions Options() const {
+    // The tests read the GPUs from NVIDIA_VISIBLE_DEVICES: the envvar strategy (others: DeviceListStrategies).
     return DevicePluginOptions{.node_name = kNode,
                                .plugin_dir = dir_,
                                .replicas = 4,
+                               .device_list_strategy = DeviceListStrategy::kEnvvar,
+                               .cdi = CdiSpecOptions{.spec_dir = dir_ + "/cdi", .proc_gpus_dir = dir_ + "/proc"},
                                .poll_interval = milliseconds(20),
                                .sample_interval = milliseconds(20),
                                .initial_backoff = milliseconds(20),
@@ -261,7 +276,8 @@ class DevicePluginTest : public ::testing::Test {
     pod_resources_ = NewKubeletPodResources(
         kubelet_ != nullptr ? kubelet_->pod_resources_socket() : dir_ + "/pod-resources/kubelet.sock",
         milliseconds(5000));
-    plugin_ = std::make_unique<DevicePlugin>(std::move(o), inventory_, pods_, *pod_resources_);
+    plugin_ = std::make_unique<DevicePlugin>(std::move(o), inventory_, source_ != nullptr ? *source_ : pods_,
+                                             *pod_resources_);
     ASSERT_TRUE(plugin_->Start().ok());
   }
 
@@ -297,6 +313,7 @@ class DevicePluginTest : public ::testing::Test {
   std::string dir_;
   ScriptedInventory inventory_{8};
   MemoryPodSource pods_;
+  PodSource* source_ = nullptr;  // the plugin's pod source when set, else pods_
   std::unique_ptr<PodResourcesSource> pod_resources_;
   std::unique_ptr<FakeKubelet> kubelet_;
   std::unique_ptr<DevicePlugin> plugin_;
@@ -997,6 +1014,374 @@ TEST_F(DevicePluginTest, HamiModeSplitsEachGpuIntoReplicasOfNvidiaGpu) {
     ASSERT_EQ((*a)[0].device_ids.size(), 1u);
     EXPECT_TRUE((*a)[0].device_ids[0].starts_with(Uuid(5) + "::")) << (*a)[0].device_ids[0];
   }
+}
+
+// The agent's pod source, agent::NodePods (an informer of the node's pods), against the fake API server over mTLS:
+// the requests a container start makes (GetPreferredAllocation, Allocate and PreStartContainer, as FakeKubelet's
+// AdmitPod calls them), counted by the server, and what still works while it is down.
+class NodePodsTest : public DevicePluginTest {
+ protected:
+  static void SetUpTestSuite() {
+    pki_dir_ = new std::string(testing::MakeTempDir("gpusched-dp-pki"));
+    ASSERT_FALSE(pki_dir_->empty());
+    auto pki = testing::MakeTestPki(*pki_dir_ + "/pki");
+    ASSERT_TRUE(pki.ok()) << pki.status();
+    pki_ = new testing::TestPki(*pki);
+  }
+  static void TearDownTestSuite() {
+    if (pki_dir_ != nullptr) {
+      std::error_code ec;
+      std::filesystem::remove_all(*pki_dir_, ec);
+    }
+    delete pki_;
+    delete pki_dir_;
+    pki_ = nullptr;
+    pki_dir_ = nullptr;
+  }
+
+  void SetUp() override {
+    DevicePluginTest::SetUp();
+    server_ = std::make_unique<testing::FakeApiServer>(testing::FakeApiServerOptions{
+        .cert_file = pki_->server_cert_file, .key_file = pki_->server_key_file, .client_ca_file = pki_->ca_file});
+    ASSERT_TRUE(server_->Start().ok());
+    auto client = k8s::ApiClient::Create(k8s::ClientConfig{.server = server_->url(),
+                                                           .ca_pem = pki_->ca_pem,
+                                                           .client_cert_pem = pki_->client_cert_pem,
+                                                           .client_key_pem = pki_->client_key_pem,
+                                                           .namespace_ = "default"});
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = std::move(client).value();
+    node_pods_ = std::make_unique<agent::NodePods>(
+        *client_, agent::NodePodsOptions{
+                      .node = kNode,
+                      .informer = {.initial_backoff = milliseconds(20), .max_backoff = milliseconds(200), .seed = 1}});
+    node_pods_->Start();
+    ASSERT_TRUE(node_pods_->WaitForSync(kDeadline));
+    source_ = node_pods_.get();
+  }
+  void TearDown() override {
+    plugin_.reset();  // before its pod source
+    node_pods_.reset();
+    client_.reset();
+    server_.reset();
+    DevicePluginTest::TearDown();
+  }
+
+  bool Cached(const TestPod& p) const {
+    const auto cached = node_pods_->informer().Get(p.Key());
+    return cached.has_value() && (*cached)["metadata"].value("uid", "") == "uid-" + p.name;
+  }
+  // Binds `p` on the API server (created with spec.nodeName set, as a Binding leaves it) and, unless told not to,
+  // waits until the watch has delivered it.
+  void Bind(const TestPod& p, bool wait = true) {
+    server_->UpsertPod(p.Json());
+    if (wait) {
+      ASSERT_TRUE(FakeKubelet::WaitFor([&] { return Cached(p); }, kDeadline)) << p.name;
+    }
+  }
+  struct Reads {
+    int lists = 0;
+    int gets = 0;
+  };
+  Reads Count() const {
+    return Reads{.lists = server_->RequestCount("GET", "list-pods"), .gets = server_->RequestCount("GET", "get-pod")};
+  }
+  static Reads Since(const Reads& before, const Reads& after) {
+    return Reads{.lists = after.lists - before.lists, .gets = after.gets - before.gets};
+  }
+  // Admits `p` and checks that every container got exactly its own GPUs and starts.
+  std::vector<testing::FakeContainerAdmission> ExpectAdmitted(const TestPod& p) {
+    auto a = kubelet_->AdmitPod(p.Spec());
+    EXPECT_TRUE(a.ok()) << p.name << ": " << a.status();
+    if (!a.ok()) {
+      return {};
+    }
+    EXPECT_EQ(a->size(), p.containers.size()) << p.name;
+    for (size_t i = 0; i < p.containers.size() && i < a->size(); ++i) {
+      EXPECT_EQ((*a)[i].response.envs.at("NVIDIA_VISIBLE_DEVICES"), TestPod::Visible(p.containers[i])) << p.name;
+      EXPECT_TRUE((*a)[i].pre_start.ok()) << p.name << ": " << (*a)[i].pre_start;
+    }
+    return std::move(a).value();
+  }
+
+  static std::string* pki_dir_;
+  static testing::TestPki* pki_;
+  std::unique_ptr<testing::FakeApiServer> server_;
+  std::unique_ptr<k8s::ApiClient> client_;
+  std::unique_ptr<agent::NodePods> node_pods_;
+};
+
+std::string* NodePodsTest::pki_dir_ = nullptr;
+testing::TestPki* NodePodsTest::pki_ = nullptr;
+
+// What the agent read before it kept an informer: a quorum LIST of the node's pods at every Allocate-side call, and
+// a GET of a listed pod that list missed. The baseline the counts below are compared with.
+class QuorumPodSource final : public PodSource {
+ public:
+  explicit QuorumPodSource(k8s::ApiClient& client) : client_(client) {}
+  common::Result<std::vector<json>> PodsOnNode() override {
+    auto list = client_.List("/api/v1/pods", std::string("spec.nodeName=") + kNode);
+    if (!list.ok()) {
+      return list.status();
+    }
+    return std::move(list->items);
+  }
+  common::Result<json> GetPod(const std::string& ns, const std::string& name) override {
+    return client_.Get("/api/v1/namespaces/" + ns + "/pods/" + name);
+  }
+
+ private:
+  k8s::ApiClient& client_;
+};
+
+TEST_F(NodePodsTest, AQuorumPodSourceListsTheNodesPodsThreeTimesPerContainerStart) {
+  QuorumPodSource quorum(*client_);
+  source_ = &quorum;
+  StartBoth();
+  const TestPod p{.name = "quorum", .containers = {{.gpus = {2}}}};
+  Bind(p);
+  const Reads before = Count();
+  ExpectAdmitted(p);
+  const Reads reads = Since(before, Count());
+  std::printf("quorum pod source: %d LIST, %d GET of pods for one container start\n", reads.lists, reads.gets);
+  EXPECT_EQ(reads.lists, 3);  // GetPreferredAllocation, Allocate, PreStartContainer
+  EXPECT_EQ(reads.gets, 0);
+  plugin_.reset();  // before `quorum` goes
+}
+
+TEST_F(NodePodsTest, AContainerStartReadsNoPodsFromTheApiServer) {
+  StartBoth();
+  const TestPod one{.name = "one", .containers = {{.gpus = {2}}}};
+  const TestPod multi{.name = "multi",
+                      .containers = {{.container = "setup", .gpus = {4}, .init = true},
+                                     {.container = "a", .gpus = {0, 1}},
+                                     {.container = "b", .gpus = {7}, .milli = 500, .mib = 4000, .exclusive = false}}};
+  Bind(one);
+  Bind(multi);
+  const Reads before = Count();
+  ExpectAdmitted(one);
+  ExpectAdmitted(multi);
+  const Reads reads = Since(before, Count());
+  std::printf("informer pod source: %d LIST, %d GET of pods for 4 container starts\n", reads.lists, reads.gets);
+  EXPECT_EQ(reads.lists, 0);
+  EXPECT_EQ(reads.gets, 0);
+  EXPECT_EQ(node_pods_->lists(), 0u);
+  EXPECT_EQ(node_pods_->gets(), 0u);
+  EXPECT_EQ(plugin_->allocations(), 4u);
+}
+
+// A pod bound a moment ago whose watch event has not arrived: the kubelet lists it, so the plugin reads that pod
+// alone, once for the three calls of its container start; the checks against forged allocations see it all the
+// same. Once the watch delivers, nothing is read again.
+TEST_F(NodePodsTest, APodTheWatchHasNotDeliveredIsReadOnceAlone) {
+  StartBoth();
+  server_->StallWatches(true);  // events are held back from the informer
+  const TestPod fresh{.name = "fresh", .containers = {{.gpus = {3}}}, .allocation_id = 7};
+  Bind(fresh, /*wait=*/false);
+  ASSERT_FALSE(Cached(fresh));
+  Reads before = Count();
+  ExpectAdmitted(fresh);
+  Reads reads = Since(before, Count());
+  std::printf("informer pod source, pod not delivered yet: %d LIST, %d GET of pods for one container start\n",
+              reads.lists, reads.gets);
+  EXPECT_EQ(reads.lists, 0);
+  EXPECT_EQ(reads.gets, 1);
+  ASSERT_FALSE(Cached(fresh));  // still held back
+
+  // A copy of its annotation on a pod created with spec.nodeName, also not delivered: read alone, and refused
+  // against the pod that holds the GPU, which itself was only ever read alone.
+  TestPod forged{.name = "forged", .containers = {{.gpus = {3}}}, .allocation_id = 7};
+  Bind(forged, /*wait=*/false);
+  auto attack = kubelet_->AdmitPod(forged.Spec());
+  ASSERT_FALSE(attack.ok());
+  EXPECT_EQ(attack.status().code(), common::StatusCode::kFailedPrecondition) << attack.status();
+  EXPECT_THAT(attack.status().message(),
+              HasSubstr("pod default/forged container main: its allocation asks for GPU 3 (" + Uuid(3) +
+                        ") exclusively, but it is allocated to pod default/fresh (1000 milli-GPU, 0 MiB, exclusive; "
+                        "holds its devices) (allocation id 7 is pod default/fresh's too: a copied annotation?)"));
+  forged.phase = "Failed";  // the kubelet's rejection
+  server_->UpsertPod(forged.Json());
+
+  server_->StallWatches(false);
+  ASSERT_TRUE(FakeKubelet::WaitFor([&] { return Cached(fresh) && Cached(forged); }, kDeadline));
+  const TestPod next{.name = "next", .containers = {{.gpus = {5}}}};
+  Bind(next);
+  before = Count();
+  ExpectAdmitted(next);
+  reads = Since(before, Count());
+  EXPECT_EQ(reads.lists, 0);
+  EXPECT_EQ(reads.gets, 0);
+  EXPECT_TRUE(plugin_->registered());
+}
+
+// A kubelet that lists the pod under admission only after admitting it (no real kubelet does): the informer's view
+// alone would pick the only waiting pod it has, which is not the one being admitted. The pick is not one the kubelet
+// lists, so Allocate decides again on one quorum LIST, sees both pods, and refuses as ambiguous instead.
+TEST_F(NodePodsTest, AKubeletThatListsLateGetsAQuorumReadInsteadOfAWrongHandoff) {
+  StartBoth(FakeKubeletOptions{.list_admitting_pod = false});
+  const TestPod early{.name = "early", .containers = {{.gpus = {0}}}};
+  const TestPod late{.name = "late", .containers = {{.gpus = {1}}}};
+  Bind(early);
+  server_->StallWatches(true);
+  Bind(late, /*wait=*/false);
+  Reads before = Count();
+  auto a = kubelet_->AdmitPod(late.Spec());
+  ASSERT_FALSE(a.ok()) << "late was handed " << (*a)[0].response.envs.at("NVIDIA_VISIBLE_DEVICES");
+  EXPECT_EQ(a.status().code(), common::StatusCode::kAborted) << a.status();
+  EXPECT_THAT(a.status().message(), HasSubstr("ambiguous"));
+  Reads reads = Since(before, Count());
+  EXPECT_EQ(reads.lists, 1);  // Allocate's one fallback; GetPreferredAllocation only advises and reads none
+  EXPECT_EQ(reads.gets, 0);
+  // The kubelet rejected `late`; `early` alone waits now, and gets its own GPU.
+  TestPod rejected = late;
+  rejected.phase = "Failed";
+  server_->UpsertPod(rejected.Json());
+  before = Count();
+  ExpectAdmitted(early);
+  reads = Since(before, Count());
+  EXPECT_EQ(reads.lists, 1);
+  EXPECT_EQ(plugin_->allocations(), 1u);
+}
+
+// A pod deleted and created again under its name (a StatefulSet's) while the watch lags: the cache still has the old
+// pod, being deleted, and the kubelet lists the new one under the same name. The kubelet never admits a pod being
+// deleted, so Allocate decides on one quorum LIST and hands the new pod its own GPU, not its predecessor's.
+TEST_F(NodePodsTest, APodCreatedAgainUnderItsNameGetsItsOwnGpus) {
+  StartBoth();
+  const TestPod before_pod{.name = "web-0", .containers = {{.gpus = {0}}}};
+  json old_json = before_pod.Json();
+  old_json["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
+  server_->UpsertPod(old_json);
+  ASSERT_TRUE(FakeKubelet::WaitFor([&] { return Cached(before_pod); }, kDeadline));
+  server_->StallWatches(true);
+  ASSERT_TRUE(server_->DeletePod("default", "web-0"));
+  const TestPod again{.name = "web-0", .containers = {{.gpus = {3}}}};
+  json again_json = again.Json();
+  again_json["metadata"]["uid"] = "uid-web-0-again";
+  server_->UpsertPod(again_json);
+  const Reads before = Count();
+  ExpectAdmitted(again);  // GPU 3, its own
+  const Reads reads = Since(before, Count());
+  EXPECT_EQ(reads.lists, 1);
+  EXPECT_EQ(reads.gets, 0);
+}
+
+// The API server is down: pods the watch delivered before get their GPUs and start, a running container starts
+// again, a forged claim on a held GPU is still refused, and a pod deleted meanwhile that the kubelet still lists
+// (terminating) does not stand in the way; a pod the informer never saw is refused with a clear error, and nothing
+// else changes.
+TEST_F(NodePodsTest, PodsTheInformerHasGetTheirGpusWhileTheApiServerIsDown) {
+  StartBoth();
+  const TestPod a{.name = "a", .containers = {{.gpus = {0}}}, .allocation_id = 11};
+  const TestPod b{.name = "b", .containers = {{.gpus = {1}, .milli = 400, .mib = 9000, .exclusive = false}}};
+  const TestPod gone{.name = "gone", .containers = {{.gpus = {6}}}};
+  const TestPod thief{.name = "thief", .containers = {{.gpus = {0}}}, .allocation_id = 11};
+  const TestPod after{.name = "after", .containers = {{.gpus = {2}}}};
+  Bind(a);
+  const auto held = ExpectAdmitted(a);
+  ASSERT_EQ(held.size(), 1u);
+  Bind(thief);
+  Bind(b);
+  Bind(gone);
+  Bind(after);
+  ExpectAdmitted(gone);
+  ASSERT_TRUE(server_->DeletePod("default", "gone"));
+  ASSERT_TRUE(FakeKubelet::WaitFor([&] { return !Cached(gone); }, kDeadline));
+  server_->Stop();
+
+  ExpectAdmitted(b);
+  EXPECT_TRUE(kubelet_->PreStartContainer(kGpu, held[0].device_ids).ok());  // a's container restarts
+  auto attack = kubelet_->AdmitPod(thief.Spec());
+  ASSERT_FALSE(attack.ok());
+  EXPECT_EQ(attack.status().code(), common::StatusCode::kFailedPrecondition) << attack.status();
+  EXPECT_THAT(attack.status().message(), HasSubstr("pod default/thief container main: its allocation asks for GPU 0 (" +
+                                                   Uuid(0) + ") exclusively, but it is allocated to pod default/a"));
+  const TestPod unseen{.name = "unseen", .containers = {{.gpus = {2}}}};
+  auto refused = kubelet_->AdmitPod(unseen.Spec());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), common::StatusCode::kUnavailable) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("reading pod default/unseen (listed by the kubelet)"));
+  // And the refusals changed nothing: the next pod the informer has is handed its GPUs.
+  ExpectAdmitted(after);
+  EXPECT_EQ(plugin_->allocations(), 4u);
+  EXPECT_EQ(plugin_->refusals(), 2u);
+  EXPECT_TRUE(plugin_->registered());
+  EXPECT_EQ(node_pods_->lists(), 0u);
+}
+
+// volume-mounts (the default): the GPUs reach NVIDIA's runtime as mounts only a device plugin's answer can make; the
+// variable names the mount directory, never a GPU.
+TEST_F(DevicePluginTest, VolumeMountsHandTheGpusOverAsMounts) {
+  DevicePluginOptions o = Options();
+  o.device_list_strategy = DeviceListStrategy::kVolumeMounts;
+  StartBothWith(o);
+  const TestPod p{.name = "mounted", .containers = {{.resource = kNvidia, .gpus = {5, 2}}}};
+  pods_.Put(p.Json());
+  auto a = kubelet_->AdmitPod(p.Spec());
+  ASSERT_TRUE(a.ok()) << a.status();
+  const auto& r = (*a)[0].response;
+  EXPECT_EQ(r.envs.at("NVIDIA_VISIBLE_DEVICES"), "/var/run/nvidia-container-devices");
+  std::vector<std::tuple<std::string, std::string, bool>> mounts;
+  for (const auto& m : r.mounts) {
+    mounts.emplace_back(m.container_path, m.host_path, m.read_only);
+  }
+  EXPECT_EQ(mounts, (std::vector<std::tuple<std::string, std::string, bool>>{
+                        {"/var/run/nvidia-container-devices/" + Uuid(2), "/dev/null", true},
+                        {"/var/run/nvidia-container-devices/" + Uuid(5), "/dev/null", true}}));
+  EXPECT_TRUE(r.cdi_devices.empty());
+  EXPECT_TRUE((*a)[0].pre_start.ok()) << (*a)[0].pre_start;
+}
+
+// cdi-cri: the plugin writes a CDI spec with one device per GPU (its node from the driver's minor, here the reverse
+// of the index) and answers with CDI device names; a GPU the spec lacks is refused, and a plugin started with another
+// strategy removes the spec.
+TEST_F(DevicePluginTest, CdiDevicesNameTheSpecTheAgentWrites) {
+  for (int i = 0; i < 8; ++i) {
+    if (i == 4) {
+      continue;  // the driver tells nothing about GPU 4
+    }
+    char bus[32];
+    std::snprintf(bus, sizeof(bus), "0000:%02x:00.0", 0x10 + i);
+    std::filesystem::create_directories(dir_ + "/proc/" + bus);
+    std::ofstream(dir_ + "/proc/" + bus + "/information") << "Device Minor: \t " << 7 - i << "\n";
+  }
+  DevicePluginOptions o = Options();
+  o.device_list_strategy = DeviceListStrategy::kCdiCri;
+  StartBothWith(o);
+  const std::string spec_path = dir_ + "/cdi/gpusched.io-gpu.json";
+  ASSERT_TRUE(std::filesystem::exists(spec_path));
+  const json spec = json::parse(std::ifstream(spec_path));
+  EXPECT_EQ(spec["cdiVersion"], "0.5.0");
+  EXPECT_EQ(spec["kind"], "gpusched.io/gpu");
+  ASSERT_EQ(spec["devices"].size(), 7u);
+  EXPECT_EQ(spec["devices"][0]["name"], Uuid(0));
+  EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"][0]["path"], "/dev/nvidia7");
+  EXPECT_EQ(spec["devices"][4]["name"], Uuid(5));
+  EXPECT_EQ(spec["devices"][4]["containerEdits"]["deviceNodes"][0]["path"], "/dev/nvidia2");
+
+  const TestPod p{.name = "cdi", .containers = {{.gpus = {5}, .milli = 500, .mib = 1000, .exclusive = false}}};
+  pods_.Put(p.Json());
+  auto a = kubelet_->AdmitPod(p.Spec());
+  ASSERT_TRUE(a.ok()) << a.status();
+  const auto& r = (*a)[0].response;
+  EXPECT_EQ(r.cdi_devices, std::vector<std::string>{"gpusched.io/gpu=" + Uuid(5)});
+  EXPECT_EQ(r.envs.at("NVIDIA_VISIBLE_DEVICES"), "void");
+  EXPECT_EQ(r.envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50");
+  EXPECT_TRUE(r.annotations.empty());
+
+  const TestPod lost{.name = "lost", .containers = {{.gpus = {4}}}};
+  pods_.Put(lost.Json());
+  auto refused = kubelet_->AdmitPod(lost.Spec());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), common::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("GPU 4 (" + Uuid(4) + ") has no device in the CDI spec " + spec_path + ": GPU 4 (" + Uuid(4) +
+                        "): cannot read " + dir_ + "/proc/0000:14:00.0/information"));
+
+  plugin_.reset();
+  o.device_list_strategy = DeviceListStrategy::kVolumeMounts;
+  StartPlugin(o);
+  EXPECT_FALSE(std::filesystem::exists(spec_path));
 }
 
 TEST(DevicePluginOptionsTest, BadOptionsFailAtStart) {

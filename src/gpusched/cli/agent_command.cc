@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -31,6 +32,7 @@
 #include "gpusched/adapters/nvml/nvml_inventory.h"
 #include "gpusched/agent/collector.h"
 #include "gpusched/agent/inventory.h"
+#include "gpusched/agent/node_pods.h"
 #include "gpusched/common/log.h"
 #include "gpusched/kube/objects.h"
 #include "gpusched/net/http_server.h"
@@ -63,7 +65,7 @@ class UnavailableInventory : public ports::DeviceInventory {
 };
 
 // The device plugin's and the MPS daemon's state on /metrics.
-std::string DaemonMetrics(const dp::DevicePlugin* plugin, const dp::MpsDaemon* mps) {
+std::string DaemonMetrics(const dp::DevicePlugin* plugin, const agent::NodePods* pods, const dp::MpsDaemon* mps) {
   std::string out;
   auto metric = [&out](const char* name, const char* type, const char* help, uint64_t value) {
     out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
@@ -79,6 +81,16 @@ std::string DaemonMetrics(const dp::DevicePlugin* plugin, const dp::MpsDaemon* m
            "daemon).",
            plugin->refusals());
   }
+  if (plugin != nullptr && pods != nullptr) {
+    out +=
+        "# HELP gpusched_agent_device_plugin_pod_reads_total Requests to the API server the device plugin made to read "
+        "pods: a GET of a pod the informer had not delivered yet, a quorum LIST of the node's pods before the "
+        "informer synced or for an Allocate its cache did not decide.\n# TYPE "
+        "gpusched_agent_device_plugin_pod_reads_total counter\n"
+        "gpusched_agent_device_plugin_pod_reads_total{verb=\"get\"} " +
+        std::to_string(pods->gets()) + "\ngpusched_agent_device_plugin_pod_reads_total{verb=\"list\"} " +
+        std::to_string(pods->lists()) + "\n";
+  }
   if (mps != nullptr) {
     metric("gpusched_agent_mps_daemon_up", "gauge", "1 while the node's MPS control daemon answers.",
            mps->up() ? 1 : 0);
@@ -87,26 +99,6 @@ std::string DaemonMetrics(const dp::DevicePlugin* plugin, const dp::MpsDaemon* m
   }
   return out;
 }
-
-// The device plugin's pod reads: quorum reads of the API server, as its contract asks (not the informer cache).
-class ApiPodSource : public dp::PodSource {
- public:
-  ApiPodSource(k8s::ApiClient& client, std::string node) : client_(client), node_(std::move(node)) {}
-  common::Result<std::vector<nlohmann::json>> PodsOnNode() override {
-    auto list = client_.List("/api/v1/pods", "spec.nodeName=" + node_);
-    if (!list.ok()) {
-      return list.status();
-    }
-    return std::move(list->items);
-  }
-  common::Result<nlohmann::json> GetPod(const std::string& ns, const std::string& name) override {
-    return client_.Get("/api/v1/namespaces/" + ns + "/pods/" + name);
-  }
-
- private:
-  k8s::ApiClient& client_;
-  std::string node_;
-};
 
 std::string DefaultNodeName() {
   if (const char* env = std::getenv("NODE_NAME"); env != nullptr && *env != '\0') {
@@ -226,9 +218,8 @@ int RunAgent(const AgentFlags& flags) {
 
   Attribution attribution;
   std::unique_ptr<k8s::ApiClient> client;
-  std::unique_ptr<k8s::Informer> pods;
+  std::unique_ptr<agent::NodePods> pods;
   std::unique_ptr<agent::InventoryPublisher> publisher;
-  std::unique_ptr<ApiPodSource> pod_source;
   std::unique_ptr<dp::PodResourcesSource> pod_resources;
   std::unique_ptr<k8s::EventWriter> events;
   std::unique_ptr<dp::DevicePlugin> plugin;
@@ -260,13 +251,12 @@ int RunAgent(const AgentFlags& flags) {
     } else {
       Warn("cannot read node " + node + " yet (" + current.status().message() + "); retrying at every sample");
     }
-    pods = std::make_unique<k8s::Informer>(
-        *client,
-        k8s::InformerOptions{
-            .path = "/api/v1/pods", .field_selector = "spec.nodeName=" + node, .prune = &k8s::SchedulingPrune()},
+    // The pods bound to this node (one list, then a watch): /metrics attribution, and the device plugin's reads,
+    // so that no container start lists the node's pods (NodePods).
+    pods = std::make_unique<agent::NodePods>(
+        *client, agent::NodePodsOptions{.node = node},
         [&attribution, &pods, &node](const k8s::WatchEvent&) { attribution.SetPods(pods->List(), node); });
     pods->Start();
-    pod_source = std::make_unique<ApiPodSource>(*client, node);
     pod_resources = dp::NewKubeletPodResources(flags.pod_resources_socket, milliseconds(5000));
     dp::DevicePluginOptions options{.node_name = node, .plugin_dir = flags.device_plugin_dir};
     options.replicas = flags.replicas;
@@ -276,6 +266,25 @@ int RunAgent(const AgentFlags& flags) {
       options.resources.insert(options.resources.begin() + 1, "nvidia.com/gpu");
     }
     options.nvidia_gpu_replicas = flags.device_plugin_mode == "hami" ? flags.replicas : 1;
+    auto strategy = dp::ParseDeviceListStrategy(flags.device_list_strategy);
+    if (!strategy.ok()) {
+      return Fail("--device-list-strategy: " + strategy.status().message());
+    }
+    options.device_list_strategy = *strategy;
+    options.cdi.spec_dir = flags.cdi_spec_dir;
+    if (dp::UsesCdi(*strategy)) {
+      // The driver's libraries as the agent sees them: NVIDIA's runtime mounts the host's files into the agent at
+      // their host paths, so these paths are the host's too.
+      const std::vector<std::string> lib_dirs = {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+                                                 "/usr/lib64", "/usr/lib"};
+      const std::vector<std::string> sonames = {"libcuda.so.1", "libnvidia-ml.so.1", "libnvidia-ptxjitcompiler.so.1",
+                                                "libnvidia-nvvm.so.4", "libcudadebugger.so.1"};
+      options.cdi.driver_files = dp::FindDriverFiles(lib_dirs, sonames);
+      if (options.cdi.driver_files.empty()) {
+        Warn("--device-list-strategy " + flags.device_list_strategy +
+             ": no driver library found (libcuda.so.1 in /usr/lib/...); the CDI devices carry device nodes only");
+      }
+    }
     options.mps.enabled = mps != nullptr;
     options.mps.pipe_host_dir = flags.mps_pipe_dir;
     options.mps.pipe_container_dir = flags.mps_pipe_dir;
@@ -319,9 +328,9 @@ int RunAgent(const AgentFlags& flags) {
            }
            return names;
          }() +
-         " per GPU; MPS " + mps_mode);
+         " per GPU; MPS " + mps_mode + "; devices by " + flags.device_list_strategy);
     options.sample_interval = milliseconds(0);  // the collector pushes its samples (OnSamples)
-    plugin = std::make_unique<dp::DevicePlugin>(options, devices, *pod_source, *pod_resources);
+    plugin = std::make_unique<dp::DevicePlugin>(options, devices, *pods, *pod_resources);
     if (auto s = plugin->Start(); !s.ok()) {
       Warn("device plugin: " + s.message() + "; retrying with backoff");
     }
@@ -367,7 +376,7 @@ int RunAgent(const AgentFlags& flags) {
     auto [pod_refs, allocations] = attribution.Get();
     std::string body = collector.RenderMetrics(pod_refs, allocations, node);
     body += net::RenderStats(server->stats(), "gpusched_agent");
-    body += DaemonMetrics(plugin.get(), mps.get());
+    body += DaemonMetrics(plugin.get(), pods.get(), mps.get());
     if (mps_limits) {
       body += mps_limits->RenderMetrics();
     }

@@ -26,6 +26,9 @@ struct AgentFlags {
   // nvidia.com/gpu, one device per GPU: replaces the NVIDIA device plugin), "hami" (also nvidia.com/gpu with
   // `replicas` devices per GPU: replaces HAMi's device plugin).
   std::string device_plugin_mode = "gpusched";
+  // How Allocate hands the GPUs over: "volume-mounts", "envvar", "cdi-annotations", "cdi-cri" (container_env.h).
+  std::string device_list_strategy = "volume-mounts";
+  std::string cdi_spec_dir = "/var/run/cdi";
   // "run": start and supervise nvidia-cuda-mps-control; "external": only check it; "off": no MPS limits at all.
   // Empty: "run" with NVML, "off" with --fake-gpus.
   std::string mps;

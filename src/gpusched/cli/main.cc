@@ -96,6 +96,15 @@ int main(int argc, char** argv) {
                  "hami (also nvidia.com/gpu split into --replicas devices per GPU: replaces HAMi's)")
       ->check(CLI::IsMember({"gpusched", "nvidia", "hami"}))
       ->capture_default_str();
+  ag->add_option("--device-list-strategy", agent.device_list_strategy,
+                 "How the device plugin hands a container its GPUs (docs/device-plugin.md): volume-mounts (needs "
+                 "accept-nvidia-visible-devices-as-volume-mounts=true in nvidia-container-runtime's config.toml), "
+                 "envvar (NVIDIA_VISIBLE_DEVICES: an image's own value reaches GPUs too), cdi-annotations or cdi-cri "
+                 "(CDI devices from the spec the agent writes in --cdi-spec-dir)")
+      ->check(CLI::IsMember({"volume-mounts", "envvar", "cdi-annotations", "cdi-cri"}))
+      ->capture_default_str();
+  ag->add_option("--cdi-spec-dir", agent.cdi_spec_dir, "Where the agent writes its CDI spec (the CDI strategies)")
+      ->capture_default_str();
   ag->add_option("--mps", agent.mps,
                  "MPS control daemon: run (start nvidia-cuda-mps-control and restart it when it dies), external "
                  "(someone else runs it; only check it), off (no MPS: shared GPUs get no compute or memory caps). "

@@ -246,7 +246,8 @@ void AddWebhookCommand(CLI::App& app, WebhookFlags& flags, int& exit_code) {
                  "Seconds to keep serving after SIGTERM, with /readyz at 503, so that callers move to other replicas")
       ->capture_default_str();
   wh->add_option("--max-connections-per-peer", flags.max_connections_per_peer,
-                 "Connections open at once from one IP address (of 32); beyond it the address's idle one gives way, else the new one is closed")
+                 "Connections open at once from one IP address (of 32); beyond it the address's idle one gives way, "
+                 "else the new one is closed")
       ->check(CLI::Range(size_t{1}, kWebhookMaxConnections))
       ->capture_default_str();
   wh->add_flag("--events", flags.events,

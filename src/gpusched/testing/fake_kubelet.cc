@@ -375,6 +375,12 @@ common::Result<FakeContainerResponse> FakeKubelet::Allocate(const std::string& r
     out.mounts.push_back(
         FakeMount{.container_path = m.container_path(), .host_path = m.host_path(), .read_only = m.read_only()});
   }
+  for (const auto& [k, v] : c.annotations()) {
+    out.annotations[k] = v;
+  }
+  for (const auto& d : c.cdi_devices()) {
+    out.cdi_devices.push_back(d.name());
+  }
   return out;
 }
 

@@ -59,6 +59,8 @@ struct FakeMount {
 struct FakeContainerResponse {
   std::map<std::string, std::string> envs;
   std::vector<FakeMount> mounts;
+  std::map<std::string, std::string> annotations;
+  std::vector<std::string> cdi_devices;  // CDIDevice names
 };
 
 struct FakePluginOptions {

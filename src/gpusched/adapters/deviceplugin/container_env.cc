@@ -74,4 +74,72 @@ ContainerEnv BuildContainerEnv(std::span<const core::GpuShare> gpus, const MpsOp
   return out;
 }
 
+common::Result<DeviceListStrategy> ParseDeviceListStrategy(std::string_view name) {
+  for (auto s : {DeviceListStrategy::kEnvvar, DeviceListStrategy::kVolumeMounts, DeviceListStrategy::kCdiAnnotations,
+                 DeviceListStrategy::kCdiCri}) {
+    if (name == DeviceListStrategyName(s)) {
+      return s;
+    }
+  }
+  return common::InvalidArgument("unknown device-list strategy \"" + std::string(name) +
+                                 "\" (choose envvar, volume-mounts, cdi-annotations or cdi-cri)");
+}
+
+const char* DeviceListStrategyName(DeviceListStrategy strategy) {
+  switch (strategy) {
+    case DeviceListStrategy::kEnvvar:
+      return "envvar";
+    case DeviceListStrategy::kVolumeMounts:
+      return "volume-mounts";
+    case DeviceListStrategy::kCdiAnnotations:
+      return "cdi-annotations";
+    case DeviceListStrategy::kCdiCri:
+      return "cdi-cri";
+  }
+  return "?";
+}
+
+std::string CdiAnnotationKey(std::string_view resource) {
+  std::string name(resource);
+  std::replace(name.begin(), name.end(), '/', '-');
+  std::replace(name.begin(), name.end(), '.', '-');
+  return "cdi.k8s.io/gpusched_" + name;
+}
+
+void ApplyDeviceList(ContainerEnv& env, std::span<const core::GpuShare> gpus, std::string_view resource,
+                     const DeviceListOptions& options) {
+  std::vector<core::GpuShare> sorted(gpus.begin(), gpus.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const core::GpuShare& a, const core::GpuShare& b) { return a.index < b.index; });
+  const std::string visible(kEnvVisibleDevices);
+  switch (options.strategy) {
+    case DeviceListStrategy::kEnvvar:
+      return;  // BuildContainerEnv's NVIDIA_VISIBLE_DEVICES
+    case DeviceListStrategy::kVolumeMounts:
+      env.envs[visible] = std::string(kVolumeMountsRoot);
+      for (const core::GpuShare& g : sorted) {
+        env.mounts.push_back(MountSpec{.container_path = std::string(kVolumeMountsRoot) + "/" + g.uuid.str(),
+                                       .host_path = "/dev/null",
+                                       .read_only = true});
+      }
+      return;
+    case DeviceListStrategy::kCdiAnnotations:
+    case DeviceListStrategy::kCdiCri: {
+      env.envs[visible] = "void";
+      std::string joined;
+      for (const core::GpuShare& g : sorted) {
+        std::string name = options.cdi_kind + "=" + g.uuid.str();
+        joined += (joined.empty() ? "" : ",") + name;
+        if (options.strategy == DeviceListStrategy::kCdiCri) {
+          env.cdi_devices.push_back(std::move(name));
+        }
+      }
+      if (options.strategy == DeviceListStrategy::kCdiAnnotations) {
+        env.annotations[CdiAnnotationKey(resource)] = joined;
+      }
+      return;
+    }
+  }
+}
+
 }  // namespace gpusched::adapters::deviceplugin

@@ -29,13 +29,30 @@
 // (mps_control.h), so a process that unsets them gets no more than its share.
 // Exclusive GPUs get no MPS limits; a container whose GPUs are all exclusive gets NVIDIA_VISIBLE_DEVICES only, and so
 // does every container when MpsOptions::enabled is false.
+//
+// How the GPUs themselves are handed over is the device-list strategy (ApplyDeviceList, NVIDIA's
+// --device-list-strategy names; docs/device-plugin.md, "Device-list strategies"):
+//   envvar          NVIDIA_VISIBLE_DEVICES=<uuids> (what BuildContainerEnv sets). Any runtime that reads the variable
+//                   from unprivileged containers also reads it from an image: a pod that requests no GPU and whose
+//                   image sets NVIDIA_VISIBLE_DEVICES=all sees every GPU.
+//   volume-mounts   NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices and one read-only mount of /dev/null at
+//                   /var/run/nvidia-container-devices/<uuid> per GPU: NVIDIA's runtime with
+//                   accept-nvidia-visible-devices-as-volume-mounts=true reads the GPUs from the mounts, which only the
+//                   kubelet (a device plugin's answer) can make; the default.
+//   cdi-annotations CDI devices <kind>=<uuid> in the annotation cdi.k8s.io/gpusched_<resource> (containerd 1.7+ and
+//                   CRI-O resolve them against the agent's CDI spec, cdi_spec.h); NVIDIA_VISIBLE_DEVICES=void.
+//   cdi-cri         the same devices in the response's cdi_devices field (kubelet 1.28+ passes them to the runtime
+//                   over CRI); NVIDIA_VISIBLE_DEVICES=void.
+// "void" overrides an image's own value in the GPU container, so NVIDIA's hook adds no GPU to the CDI ones.
 
 #include <compare>
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "gpusched/common/status.h"
 #include "gpusched/core/allocation.h"
 
 namespace gpusched::adapters::deviceplugin {
@@ -68,7 +85,33 @@ struct MountSpec {
 struct ContainerEnv {
   std::map<std::string, std::string> envs;
   std::vector<MountSpec> mounts;
+  std::map<std::string, std::string> annotations;
+  std::vector<std::string> cdi_devices;  // fully qualified CDI names, "gpusched.io/gpu=GPU-..."
 };
+
+enum class DeviceListStrategy { kEnvvar, kVolumeMounts, kCdiAnnotations, kCdiCri };
+inline constexpr std::string_view kVolumeMountsRoot = "/var/run/nvidia-container-devices";
+inline constexpr std::string_view kDefaultCdiKind = "gpusched.io/gpu";
+
+// "envvar", "volume-mounts", "cdi-annotations", "cdi-cri"; anything else is InvalidArgument naming the choices.
+[[nodiscard]] common::Result<DeviceListStrategy> ParseDeviceListStrategy(std::string_view name);
+[[nodiscard]] const char* DeviceListStrategyName(DeviceListStrategy strategy);
+[[nodiscard]] inline bool UsesCdi(DeviceListStrategy s) {
+  return s == DeviceListStrategy::kCdiAnnotations || s == DeviceListStrategy::kCdiCri;
+}
+
+struct DeviceListOptions {
+  DeviceListStrategy strategy = DeviceListStrategy::kVolumeMounts;
+  std::string cdi_kind = std::string(kDefaultCdiKind);  // vendor/class of the agent's CDI spec
+};
+
+// The CDI annotation key for `resource`: "cdi.k8s.io/gpusched_gpusched-io-gpu".
+[[nodiscard]] std::string CdiAnnotationKey(std::string_view resource);
+
+// Hands `gpus` (as BuildContainerEnv got them) over by `options.strategy`: rewrites NVIDIA_VISIBLE_DEVICES in
+// `env` and adds the mounts, annotation or CDI devices (header comment). `resource` names the annotation.
+void ApplyDeviceList(ContainerEnv& env, std::span<const core::GpuShare> gpus, std::string_view resource,
+                     const DeviceListOptions& options);
 
 // `gpus` must be non-empty and carry UUIDs (checked by the caller against the node's GPUs).
 [[nodiscard]] ContainerEnv BuildContainerEnv(std::span<const core::GpuShare> gpus, const MpsOptions& options);

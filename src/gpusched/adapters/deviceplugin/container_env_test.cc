@@ -139,5 +139,67 @@ TEST(ContainerEnvTest, SharedMemoryIsMountedOnlyWhenConfiguredAndNeverForExclusi
   EXPECT_TRUE(BuildContainerEnv(shared, off).mounts.empty());
 }
 
+// Each device-list strategy on one container with GPUs 5 and 2 (handed over in host index order: 2, then 5).
+TEST(ContainerEnvTest, DeviceListStrategies) {
+  const std::vector<core::GpuShare> gpus = {Share(5, 1000, 0, true), Share(2, 1000, 0, true)};
+  auto env_for = [&](DeviceListStrategy strategy) {
+    ContainerEnv env = BuildContainerEnv(gpus, MpsOptions{});
+    ApplyDeviceList(env, gpus, "nvidia.com/gpu", DeviceListOptions{.strategy = strategy});
+    return env;
+  };
+  const ContainerEnv envvar = env_for(DeviceListStrategy::kEnvvar);
+  EXPECT_EQ(envvar.envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-2,GPU-5");
+  EXPECT_TRUE(envvar.mounts.empty());
+  EXPECT_TRUE(envvar.annotations.empty());
+  EXPECT_TRUE(envvar.cdi_devices.empty());
+
+  const ContainerEnv volumes = env_for(DeviceListStrategy::kVolumeMounts);
+  EXPECT_EQ(volumes.envs.at("NVIDIA_VISIBLE_DEVICES"), "/var/run/nvidia-container-devices");
+  EXPECT_EQ(
+      volumes.mounts,
+      (std::vector<MountSpec>{
+          {.container_path = "/var/run/nvidia-container-devices/GPU-2", .host_path = "/dev/null", .read_only = true},
+          {.container_path = "/var/run/nvidia-container-devices/GPU-5", .host_path = "/dev/null", .read_only = true}}));
+  EXPECT_TRUE(volumes.cdi_devices.empty());
+
+  const ContainerEnv annotations = env_for(DeviceListStrategy::kCdiAnnotations);
+  EXPECT_EQ(annotations.envs.at("NVIDIA_VISIBLE_DEVICES"), "void");  // an image's own value does not add GPUs
+  EXPECT_EQ(annotations.annotations,
+            (Envs{{"cdi.k8s.io/gpusched_nvidia-com-gpu", "gpusched.io/gpu=GPU-2,gpusched.io/gpu=GPU-5"}}));
+  EXPECT_TRUE(annotations.cdi_devices.empty());
+  EXPECT_TRUE(annotations.mounts.empty());
+
+  const ContainerEnv cri = env_for(DeviceListStrategy::kCdiCri);
+  EXPECT_EQ(cri.envs.at("NVIDIA_VISIBLE_DEVICES"), "void");
+  EXPECT_EQ(cri.cdi_devices, (std::vector<std::string>{"gpusched.io/gpu=GPU-2", "gpusched.io/gpu=GPU-5"}));
+  EXPECT_TRUE(cri.annotations.empty());
+  // The NUMA hint and MPS limits do not depend on the strategy.
+  for (const ContainerEnv* e : {&volumes, &annotations, &cri}) {
+    EXPECT_EQ(e->envs.size(), envvar.envs.size());
+  }
+}
+
+TEST(ContainerEnvTest, SharedGpusKeepTheirMpsMountUnderVolumeMounts) {
+  const std::vector<core::GpuShare> gpus = {Share(1, 300, 20000)};
+  ContainerEnv env = BuildContainerEnv(gpus, MpsOptions{});
+  ApplyDeviceList(env, gpus, "gpusched.io/gpu", DeviceListOptions{});  // the default: volume-mounts
+  EXPECT_EQ(env.envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=20000M");
+  ASSERT_EQ(env.mounts.size(), 2u);
+  EXPECT_EQ(env.mounts[0].container_path, "/tmp/nvidia-mps");
+  EXPECT_EQ(env.mounts[1].container_path, "/var/run/nvidia-container-devices/GPU-1");
+}
+
+TEST(ContainerEnvTest, StrategyNames) {
+  for (const char* name : {"envvar", "volume-mounts", "cdi-annotations", "cdi-cri"}) {
+    auto s = ParseDeviceListStrategy(name);
+    ASSERT_TRUE(s.ok()) << name;
+    EXPECT_STREQ(DeviceListStrategyName(*s), name);
+  }
+  auto bad = ParseDeviceListStrategy("cdi");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "unknown device-list strategy \"cdi\" (choose envvar, volume-mounts, cdi-annotations or cdi-cri)");
+}
+
 }  // namespace
 }  // namespace gpusched::adapters::deviceplugin

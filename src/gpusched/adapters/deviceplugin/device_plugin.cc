@@ -143,6 +143,9 @@ common::Status ValidateOptions(const DevicePluginOptions& o) {
         "device plugin: poll_interval, initial_backoff and rpc_timeout must be positive, max_backoff >= "
         "initial_backoff, sample_interval >= 0");
   }
+  if (UsesCdi(o.device_list_strategy) && (o.cdi.kind.find('/') == std::string::npos || o.cdi.spec_dir.empty())) {
+    return common::InvalidArgument("device plugin: the CDI kind must be <vendor>/<class> and the spec directory set");
+  }
   if (o.mps.pipe_host_dir.empty() || o.mps.pipe_container_dir.empty() || o.mps.pipe_host_dir[0] != '/' ||
       o.mps.pipe_container_dir[0] != '/') {
     return common::InvalidArgument("device plugin: the MPS pipe directories must be absolute paths");
@@ -187,7 +190,8 @@ struct DevicePlugin::Impl {
 
   // Allocate side; allocate_mu held.
   common::Result<NodeState> ReadNodeState();
-  common::Result<NodeState> ReadPods(std::vector<KubeletPod> kubelet);
+  // `fresh`: PodSource::FreshPodsOnNode (a quorum read) instead of PodsOnNode (the informer's view).
+  common::Result<NodeState> ReadPods(std::vector<KubeletPod> kubelet, bool fresh = false);
   common::Result<ContainerEnv> AllocateOne(const std::string& resource, const std::vector<std::string>& ids);
   std::vector<std::string> Prefer(const std::string& resource, const pb::ContainerPreferredAllocationRequest& r);
   common::Status CheckPreStart(const std::string& resource, const std::vector<std::string>& ids);
@@ -229,6 +233,9 @@ struct DevicePlugin::Impl {
   bool registered = false;             // GUARDED_BY(mu)
   uint64_t registrations = 0;          // GUARDED_BY(mu)
   std::string last_error;              // GUARDED_BY(mu)
+  std::set<common::GpuUuid> cdi_gpus;  // GUARDED_BY(mu) the GPUs the CDI spec on disk has a device for
+  std::string cdi_error;               // GUARDED_BY(mu) why a GPU is not there; "" when all are
+  bool cdi_written = false;            // GUARDED_BY(mu) the spec on disk is the one for `gpus`
 
   std::mutex allocate_mu;
   HandoffLedger ledger;         // GUARDED_BY(allocate_mu)
@@ -317,6 +324,12 @@ class DevicePlugin::Impl::Service final : public pb::DevicePlugin::Service {
         pm->set_host_path(m.host_path);
         pm->set_read_only(m.read_only);
       }
+      for (const auto& [k, v] : env->annotations) {
+        (*out->mutable_annotations())[k] = v;
+      }
+      for (const auto& name : env->cdi_devices) {
+        out->add_cdi_devices()->set_name(name);
+      }
       ++impl_.allocations;
     }
     return grpc::Status::OK;
@@ -380,6 +393,17 @@ void DevicePlugin::Impl::ApplySamples(common::Result<std::vector<ports::GpuSampl
   const bool changed = !sample_ok || !SameDevices(gpus, next);
   gpus = std::move(next);
   sample_ok = true;
+  if (UsesCdi(options.device_list_strategy) && (changed || !cdi_written)) {
+    CdiSpec spec = BuildCdiSpec(options.cdi, gpus);
+    common::Status written = WriteCdiSpec(options.cdi, spec.spec);
+    cdi_written = written.ok();
+    cdi_gpus = written.ok() ? std::move(spec.gpus) : std::set<common::GpuUuid>{};
+    std::string error = written.ok() ? spec.problems : written.message();
+    if (!error.empty() && error != cdi_error) {  // once per problem, not at every sample that retries the write
+      common::Log(LogLevel::kError, "device plugin: CDI spec " + CdiSpecPath(options.cdi) + ": " + error);
+    }
+    cdi_error = std::move(error);
+  }
   if (changed) {
     ++version;
     cv.notify_all();
@@ -394,10 +418,11 @@ common::Result<DevicePlugin::Impl::NodeState> DevicePlugin::Impl::ReadNodeState(
   return ReadPods(std::move(kubelet).value());
 }
 
-common::Result<DevicePlugin::Impl::NodeState> DevicePlugin::Impl::ReadPods(std::vector<KubeletPod> kubelet) {
+common::Result<DevicePlugin::Impl::NodeState> DevicePlugin::Impl::ReadPods(std::vector<KubeletPod> kubelet,
+                                                                           bool fresh) {
   NodeState out;
   out.kubelet = std::move(kubelet);
-  auto list = pods.PodsOnNode();
+  auto list = fresh ? pods.FreshPodsOnNode() : pods.PodsOnNode();
   if (!list.ok()) {
     return common::Unavailable("reading the pods of node " + options.node_name + ": " + list.status().message());
   }
@@ -456,7 +481,21 @@ common::Result<ContainerEnv> DevicePlugin::Impl::AllocateOne(const std::string& 
   }
   GPUSCHED_ASSIGN_OR_RETURN(state, ReadNodeState());
   const HandoffRequest request{.node = options.node_name, .resource = resource, .device_ids = ids};
-  GPUSCHED_ASSIGN_OR_RETURN(target, FindTarget(request, state.pods, state.kubelet, ledger));
+  auto found = FindTarget(request, state.pods, state.kubelet, ledger);
+  // The pod source may lag (pod_source.h). With a kubelet that lists the pod under admission, as kubelets do, the
+  // lagging view decides as a current one would; when it does not look like that case (no pod or several fit, the
+  // pod it picks is not one the kubelet lists, or is being deleted: the kubelet admits no such pod, so the one it
+  // lists under that name may be a new pod the watch has not delivered yet), decide once more on a quorum read.
+  const bool listed = found.ok() && !found->pod->meta.deleting &&
+                      std::any_of(state.kubelet.begin(), state.kubelet.end(),
+                                  [&](const KubeletPod& kp) { return kp.Key() == found->pod->meta.Key(); });
+  if (!listed && (found.ok() || found.status().code() == common::StatusCode::kNotFound ||
+                  found.status().code() == common::StatusCode::kAborted)) {
+    GPUSCHED_ASSIGN_OR_RETURN(current, ReadPods(state.kubelet, /*fresh=*/true));
+    state = std::move(current);
+    found = FindTarget(request, state.pods, state.kubelet, ledger);
+  }
+  GPUSCHED_ASSIGN_OR_RETURN(target, std::move(found));
   const PodView& pod = *target.pod;
   const ContainerView& container = pod.containers[target.container];
   // From here on the pod is known: a refusal is told to it as an Event as well as to the kubelet.
@@ -479,6 +518,18 @@ common::Result<ContainerEnv> DevicePlugin::Impl::AllocateOne(const std::string& 
         CheckShareWithin(options.share_within, pod.meta, shares.gpus, state.pods, state.kubelet, ledger));
     // --- end MPS ---
     ContainerEnv env = BuildContainerEnv(shares.gpus, options.mps);
+    ApplyDeviceList(env, shares.gpus, resource,
+                    DeviceListOptions{.strategy = options.device_list_strategy, .cdi_kind = options.cdi.kind});
+    if (UsesCdi(options.device_list_strategy)) {
+      std::lock_guard state_lock(mu);
+      for (const auto& share : shares.gpus) {
+        if (!cdi_gpus.contains(share.uuid)) {
+          return common::FailedPrecondition("GPU " + std::to_string(share.index) + " (" + share.uuid.str() +
+                                            ") has no device in the CDI spec " + CdiSpecPath(options.cdi) +
+                                            (cdi_error.empty() ? "" : ": " + cdi_error));
+        }
+      }
+    }
     if (options.mps_daemon && env.envs.contains(std::string(kEnvMpsPipeDirectory))) {
       // MPS limits without a control daemon are silently ignored by CUDA: refuse rather than hand out a whole GPU.
       if (common::Status daemon = options.mps_daemon(); !daemon.ok()) {
@@ -822,6 +873,12 @@ common::Status DevicePlugin::Start() {
   auto samples = impl_->inventory.Sample();
   if (!samples.ok()) {
     return common::Unavailable("device plugin: the first GPU inventory sample failed: " + samples.status().message());
+  }
+  if (!UsesCdi(impl_->options.device_list_strategy)) {
+    // A spec left by an earlier run with a CDI strategy would still resolve its devices: remove it.
+    if (common::Status removed = RemoveCdiSpec(impl_->options.cdi); !removed.ok()) {
+      common::Log(LogLevel::kWarn, "device plugin: " + removed.message());
+    }
   }
   impl_->ApplySamples(std::move(samples));
   {

@@ -37,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gpusched/adapters/deviceplugin/cdi_spec.h"
 #include "gpusched/adapters/deviceplugin/container_env.h"
 #include "gpusched/adapters/deviceplugin/pod_resources.h"
 #include "gpusched/adapters/deviceplugin/pod_source.h"
@@ -65,6 +66,10 @@ struct DevicePluginOptions {
   // count (`gpusched agent --device-plugin-mode hami`).
   int nvidia_gpu_replicas = 1;
   MpsOptions mps;
+  // How Allocate hands the GPUs over (container_env.h). The CDI strategies need the spec the plugin writes (cdi,
+  // cdi_spec.h): it is rewritten whenever the GPUs change, and removed at Start under the other strategies.
+  DeviceListStrategy device_list_strategy = DeviceListStrategy::kVolumeMounts;
+  CdiSpecOptions cdi;
   // Whether the node's MPS control daemon answers (MpsDaemon::Status). When set and a container's GPUs come with MPS
   // limits, Allocate refuses the container while it returns an error: without the daemon the limits are not
   // enforced. Null: not checked (mps.enabled = false hands out no limits at all).

@@ -4,9 +4,10 @@
 // gets. The kubelet does not say (k8s-gpu-protocols.md §2.4); docs/device-plugin.md explains the design and why
 // it never hands a container another pod's GPUs. In short, for one call:
 //
-//   1. Read, fresh: the pods bound to this node (PodSource, a quorum read) and what the kubelet has recorded
-//      (PodResources: per pod and container, the device ids it holds). Pods the kubelet lists but the pod read
-//      missed are fetched one by one, so the pod under admission is never missing.
+//   1. Read: the pods bound to this node (PodSource: the agent's informer cache, which may lag) and what the
+//      kubelet has recorded (PodResources, fresh: per pod and container, the device ids it holds). Pods the kubelet
+//      lists but the pod read lacks are fetched one by one, so the pod under admission and the pods holding
+//      devices are never missing; a pod neither read has seen is neither (docs/device-plugin.md, "Reads").
 //   2. A pod *waits* for `resource` when one of its containers requests it and holds no devices of it yet, after
 //      the last container that holds some (the kubelet allocates init containers, then app containers, in spec
 //      order). "Holds" = the kubelet lists devices of `resource` for it, or this plugin answered an Allocate for it
