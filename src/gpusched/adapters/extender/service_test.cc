@@ -921,7 +921,8 @@ TEST_F(ServiceTest, PodsThatEndReleaseTheirGpus) {
 }
 
 // A timeout, a 5xx or a 409 may follow a Binding the API server wrote: the GPUs stay assumed until the watch says
-// what happened, or the TTL (120 s by default: longer than a stalled watch takes to detect) runs out. Only a definite refusal gives them back at once.
+// what happened, or the TTL (120 s by default: longer than a stalled watch takes to detect) runs out. Only a definite
+// refusal gives them back at once.
 TEST_F(ServiceTest, ABindWhoseOutcomeIsUnknownStaysAssumedUntilTheWatchOrItsTtl) {
   const json p = Pod("p", Share(30));
   const json q = Pod("q", Share(30));
