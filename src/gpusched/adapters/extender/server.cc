@@ -55,16 +55,16 @@ net::HttpLimits Limits(const ExtenderConfig& config, size_t max_body_bytes, size
 }  // namespace
 
 common::Result<std::unique_ptr<net::HttpServer>> ExtenderServer::MakeVerbServer(int port) {
-  net::HttpServerOptions options{.host = config_.host,
-                                 .port = port,
-                                 .threads = config_.threads,
-                                 .limits = Limits(config_, config_.max_body_bytes, config_.max_connections,
-                                                  config_.max_connections_per_peer),
-                                 .tls = net::TlsOptions{.cert_file = config_.tls_cert_file,
-                                                        .key_file = config_.tls_key_file,
-                                                        .client_ca_file = config_.tls_client_ca_file,
-                                                        .allowed_client_names = config_.tls_allowed_client_names},
-                                 .name = "extender"};
+  net::HttpServerOptions options{
+      .host = config_.host,
+      .port = port,
+      .threads = config_.threads,
+      .limits = Limits(config_, config_.max_body_bytes, config_.max_connections, config_.max_connections_per_peer),
+      .tls = net::TlsOptions{.cert_file = config_.tls_cert_file,
+                             .key_file = config_.tls_key_file,
+                             .client_ca_file = config_.tls_client_ca_file,
+                             .allowed_client_names = config_.tls_allowed_client_names},
+      .name = "extender"};
   GPUSCHED_ASSIGN_OR_RETURN(server, net::HttpServer::Create(std::move(options)));
   auto verb = [this](const std::string& name, Reply (ExtenderService::*fn)(std::string)) {
     return [this, name, fn](net::HttpRequest& req) {
