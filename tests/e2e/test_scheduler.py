@@ -1425,7 +1425,9 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         self.assertEqual(status, 422, f"a negative guarantee must be refused by the schema: {body}")
         self.assertIn("spec.guaranteed.gpus", json.dumps(body))
         # The default namespace's pods may join qa or qb (their parent lists it), never qother (another team's).
-        for q in (queue("qteam", 8, namespaces=["default"]), queue("qa", 2, parent="qteam"),
+        # qteam's guarantee covers whatever the earlier tests left running in the default namespace too (such pods
+        # count in the queue serving it), so that qa stays within its guarantee and may reclaim.
+        for q in (queue("qteam", 256, namespaces=["default"]), queue("qa", 2, parent="qteam"),
                   queue("qb", 2, parent="qteam"), queue("qbad", 3, 2),
                   queue("qother", 4, namespaces=["gpusched-e2e-other-team"])):
             self.kube.call("POST", QUEUES, q)
