@@ -4,7 +4,7 @@
 # per-peer cap and idle eviction, 64 idle connections locked the agent's probes out (0 of 40 answered).
 # Runs the agent (fake GPUs), the webhook (TLS) and the extender (no API server), each 3 times per count (a fresh
 # daemon each), and prints `RESULT daemon=... idle=N probes_ok=K/40 ...` with the medians (bench/probe_starvation.py).
-# Then the same with the attacker spread over 4 addresses (enough to fill the agent's 64 and the webhook's 256), and
+# Then the same with the attacker spread over 4 addresses (enough to fill the agent's 64 and the webhook's 32), and
 # with slow heads instead of idle connections.
 # Usage: bench/probe-starvation.sh   (BIN=path/to/gpusched to use another build; REPEATS, PROBES, IDLE to change)
 set -euo pipefail
