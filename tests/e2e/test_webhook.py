@@ -345,6 +345,14 @@ class WebhookE2E(unittest.TestCase):
         self.assertRefused(lambda: self.alice.create("pods", pod, namespace=NS), 403,
                            'container "main" sets NVIDIA_VISIBLE_DEVICES in env')
         self.assertIsNone(self.pod("sees-all"))
+        # The volume-mounts handoff's bypass: an emptyDir where the runtime looks for the GPUs' names.
+        pod = gpu_pod("mounts-all", {"cpu": "100m"})
+        pod["spec"]["volumes"] = [{"name": "fake", "emptyDir": {}}]
+        pod["spec"]["containers"][0]["volumeMounts"] = [
+            {"name": "fake", "mountPath": "/var/run/nvidia-container-devices/all"}]
+        self.assertRefused(lambda: self.alice.create("pods", pod, namespace=NS), 403,
+                           'container "main" mounts a volume at "/var/run/nvidia-container-devices/all"')
+        self.assertIsNone(self.pod("mounts-all"))
 
     def test_8d_a_queue_label_must_name_a_queue_of_the_namespace(self):
         # wh-team-b admits namespace wh-team-b only: alice's pod in team-a may not join it, at creation or later.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <utility>
@@ -217,6 +218,49 @@ std::optional<std::pair<std::string, std::string>> SetsHandoffVariable(const jso
   return std::nullopt;
 }
 
+// Whether a container mount at `path` lands in the directory from which the NVIDIA runtime takes a container's GPUs
+// under the volume-mounts strategy (/var/run/nvidia-container-devices; /var/run is /run on every distribution): an
+// emptyDir mounted at .../all would hand the container every GPU of the node, as the variable did.
+bool DeviceListMount(std::string_view path) {
+  std::string p = std::filesystem::path(path).lexically_normal().generic_string();
+  while (p.size() > 1 && p.back() == '/') {
+    p.pop_back();
+  }
+  for (std::string_view dir : {"/var/run/nvidia-container-devices", "/run/nvidia-container-devices"}) {
+    if (p == dir || (p.starts_with(dir) && p[dir.size()] == '/')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The first container of `containers` that mounts a volume into the runtime's device-list directory, and where;
+// skipping the containers named in `skip`.
+std::optional<std::pair<std::string, std::string>> MountsDeviceList(const json* containers,
+                                                                    const std::vector<std::string>& skip = {}) {
+  if (containers == nullptr || !containers->is_array()) {
+    return std::nullopt;
+  }
+  for (const json& c : *containers) {
+    const json* name = Member(c, "name");
+    const std::string container = name != nullptr && name->is_string() ? name->get<std::string>() : "";
+    if (std::find(skip.begin(), skip.end(), container) != skip.end()) {
+      continue;
+    }
+    const json* mounts = Member(c, "volumeMounts");
+    if (mounts == nullptr || !mounts->is_array()) {
+      continue;
+    }
+    for (const json& m : *mounts) {
+      const json* path = Member(m, "mountPath");
+      if (path != nullptr && path->is_string() && DeviceListMount(path->get_ref<const std::string&>())) {
+        return std::make_pair(container, path->get<std::string>());
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 std::vector<std::string> ContainerNames(const json* containers) {
   std::vector<std::string> out;
   if (containers != nullptr && containers->is_array()) {
@@ -245,22 +289,39 @@ std::optional<AdmissionResponse> CheckHandoffEnv(const AdmissionRequest& request
     return std::nullopt;
   }
   std::optional<std::pair<std::string, std::string>> found;
+  std::optional<std::pair<std::string, std::string>> mount;
   std::string kind;
   if (request.operation == Operation::kCreate && request.sub_resource.empty()) {
     const json* spec = Member(request.object, "spec");
     for (const auto& [field, what] :
          {std::pair{"containers", "container"}, std::pair{"initContainers", "init container"},
           std::pair{"ephemeralContainers", "ephemeral container"}}) {
-      if (spec != nullptr && (found = SetsHandoffVariable(Member(*spec, field)))) {
+      if (spec != nullptr &&
+          ((found = SetsHandoffVariable(Member(*spec, field))) || (mount = MountsDeviceList(Member(*spec, field))))) {
         kind = what;
         break;
       }
     }
   } else if (request.operation == Operation::kUpdate && request.sub_resource == "ephemeralcontainers") {
     // Only the containers this request adds: ephemeral containers cannot change or go once added.
-    found = SetsHandoffVariable(EphemeralContainers(request.object),
-                                ContainerNames(EphemeralContainers(request.old_object)));
+    const std::vector<std::string> old = ContainerNames(EphemeralContainers(request.old_object));
+    found = SetsHandoffVariable(EphemeralContainers(request.object), old);
+    if (!found) {
+      mount = MountsDeviceList(EphemeralContainers(request.object), old);
+    }
     kind = "ephemeral container";
+  }
+  if (mount) {
+    AdmissionResponse r = AdmissionResponse::Deny(
+        403, "Forbidden",
+        "pod " + PodNamespace(request) + "/" + PodName(request) + ": " + kind + " " + Quote(mount->first) +
+            " mounts a volume at " + Quote(mount->second) +
+            ": the NVIDIA runtime hands a container the GPUs named under /var/run/nvidia-container-devices, which "
+            "only gpusched's device plugin mounts");
+    r.event_message =
+        "an ephemeral container that mounts a volume under /var/run/nvidia-container-devices was denied: only "
+        "gpusched's device plugin hands GPUs over there";
+    return r;
   }
   if (!found) {
     return std::nullopt;

@@ -28,7 +28,10 @@
 //    name, is denied (403) naming the container and the variable: at CREATE, in containers, initContainers and
 //    ephemeralContainers, whether or not it asks for a GPU; at UPDATE of pods/ephemeralcontainers (kubectl debug),
 //    in the ephemeral containers it adds. envFrom (a ConfigMap or Secret) cannot be judged by name at admission and
-//    is not denied (docs/webhook.md).
+//    is not denied (docs/webhook.md). Likewise a container that mounts a volume at or under
+//    /var/run/nvidia-container-devices (or /run/...), where the runtime takes the GPUs from under the device plugin's
+//    volume-mounts strategy (an emptyDir at .../all would be every GPU of the node), is denied (403) naming the
+//    container and the path.
 // 5. Queue membership. With the queues known (`queues`, listed by `gpusched webhook --queues`), a pod whose label
 //    gpusched.io/queue names a queue that does not admit its namespace (QueueView::JoinRefusal) is denied (403)
 //    with the reason, at CREATE and at an UPDATE that sets or changes the label.

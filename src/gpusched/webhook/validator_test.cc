@@ -268,6 +268,12 @@ json WithEnv(json pod, const std::string& field, const std::string& name, const 
   return pod;
 }
 
+json WithMount(json pod, const std::string& field, const std::string& name, const std::string& path) {
+  pod["spec"][field].push_back(
+      {{"name", name}, {"image", "cuda"}, {"volumeMounts", json::array({{{"name", "v"}, {"mountPath", path}}})}});
+  return pod;
+}
+
 // Rule 4: the GPU handoff variables are the device plugin's alone, in every kind of container, GPU pod or not.
 TEST(ValidatorTest, ContainersMayNotSetTheGpuHandoffVariables) {
   const json plain = PodJson();
@@ -323,6 +329,24 @@ TEST(ValidatorTest, ContainersMayNotSetTheGpuHandoffVariables) {
          p["spec"]["containers"][0]["envFrom"] = json::array({{{"configMapRef", {{"name", "gpu-env"}}}}});
          return p;
        }())},
+      {.name = "an emptyDir at the runtime's device-list directory (every GPU under volume-mounts)",
+       .request = Create(WithMount(plain, "containers", "sneaky", "/var/run/nvidia-container-devices/all")),
+       .want_code = 403,
+       .want_in_message = {"container \"sneaky\" mounts a volume at \"/var/run/nvidia-container-devices/all\"",
+                           "only gpusched's device plugin mounts"}},
+      {.name = "the same through /run, a trailing slash and a dot",
+       .request = Create(WithMount(plain, "initContainers", "setup", "/run/./nvidia-container-devices/")),
+       .want_code = 403,
+       .want_in_message = {"init container \"setup\" mounts a volume at"}},
+      {.name = "kubectl debug adding a container with such a mount",
+       .request = Update(with_debugger,
+                         WithMount(with_debugger, "ephemeralContainers", "dbg3", "/var/run/nvidia-container-devices/x"),
+                         kAlice, "ephemeralcontainers"),
+       .want_code = 403,
+       .want_in_message = {"ephemeral container \"dbg3\" mounts a volume at"}},
+      {.name = "mounts elsewhere, and a directory whose name only starts alike",
+       .request = Create(WithMount(WithMount(plain, "containers", "a", "/var/run"), "containers", "b",
+                                   "/var/run/nvidia-container-devices-cache"))},
       {.name = "a pod status update does not touch env",
        .request = Update(WithEnv(plain, "containers", "c", "NVIDIA_VISIBLE_DEVICES"),
                          WithEnv(plain, "containers", "c", "NVIDIA_VISIBLE_DEVICES"), kAlice, "status")},
