@@ -304,13 +304,20 @@ int RunAgent(const AgentFlags& flags) {
                                                                        .log_dir = flags.mps_log_dir,
                                                                        .proc_dir = flags.mps_proc_dir});
       mps_limits = std::make_unique<dp::MpsEnforcer>(
-          *mps_runner, dp::MpsEnforcerOptions{.node = node,
-                                              .plan = {.fallback_pinned_mib = flags.mps_fallback_pinned_mib},
-                                              .pods = [&pods] { return pods->List(); },
-                                              .get_pod =
-                                                  [&client](const std::string& ns, const std::string& name) {
-                                                    return client->Get("/api/v1/namespaces/" + ns + "/pods/" + name);
-                                                  }});
+          *mps_runner,
+          dp::MpsEnforcerOptions{
+              .node = node,
+              .plan = {.fallback_pinned_mib = flags.mps_fallback_pinned_mib},
+              .pods = [&pods] { return pods->List(); },
+              // The pod's uid settings from the watch's cache (it keeps the
+              // security contexts); one remembered GET only for a pod the watch
+              // has not delivered yet, as for the handoff itself.
+              .get_pod = [&pods](const std::string& ns, const std::string& name) -> common::Result<nlohmann::json> {
+                if (auto cached = pods->informer().Get(ns + "/" + name)) {
+                  return std::move(*cached);
+                }
+                return pods->GetPod(ns, name);
+              }});
       if (auto s = mps_limits->Start(); !s.ok()) {
         return Fail("MPS limits: " + s.message());
       }

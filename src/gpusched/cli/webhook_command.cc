@@ -23,6 +23,7 @@
 #include <CLI/CLI.hpp>
 
 #include "gpusched/adapters/extender/config.h"
+#include "gpusched/adapters/extender/tls_reloader.h"
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/client_config.h"
 #include "gpusched/adapters/k8s/event_writer.h"
@@ -347,11 +348,38 @@ int RunWebhook(const WebhookFlags& flags) {
     RefreshQueues(*client, state.queues, /*first=*/true);
   }
 
+  // Certificate renewal: the pair the first server loads, read before it is built so that a renewal in between is
+  // not missed; later, a changed pair that loads is served by a new listener on the same port (TlsReloader).
+  std::unique_ptr<net::HttpServer> server;
+  std::atomic<bool> fatal{false};
+  adapters::extender::TlsReloader reloader(
+      {.cert_file = flags.tls_cert,
+       .key_file = flags.tls_key,
+       .interval = kCertificateCheckInterval,
+       .name = "gpusched webhook"},
+      [&]() -> common::Status {
+        auto replacement = MakeServer(host, port, flags, state);
+        if (!replacement.ok()) {  // a half-written pair: tried again at the next check
+          return replacement.status();
+        }
+        server->Stop();
+        server = std::move(replacement).value();
+        if (auto s = server->Start(); !s.ok()) {
+          Say(common::LogLevel::kError, "cannot listen again on port " + std::to_string(port) + ": " + s.message());
+          fatal = true;
+          kill(getpid(), SIGTERM);
+          return s;
+        }
+        return common::Status::Ok();
+      });
+  if (tls) {
+    reloader.Prime();
+  }
   auto made = MakeServer(host, port, flags, state);
   if (!made.ok()) {
     return Fail(made.status().message());
   }
-  std::unique_ptr<net::HttpServer> server = std::move(made).value();
+  server = std::move(made).value();
   if (auto s = server->Start(); !s.ok()) {
     return Fail("cannot listen on " + flags.listen + ": " + s.message());
   }
@@ -365,41 +393,13 @@ int RunWebhook(const WebhookFlags& flags) {
                                    (users.empty() ? std::string("nobody") : users) +
                                    (state.config.allowed_groups.empty() ? "" : " and the allowed groups"));
 
-  // Certificate renewal: same port, new listener, as soon as both files changed and load.
   std::mutex mu;
   std::condition_variable cv;
   bool stopping = false;
-  std::atomic<bool> fatal{false};
-  std::thread renewer;
   if (tls) {
-    renewer = std::thread([&] {
-      std::optional<std::string> cert = ReadFile(flags.tls_cert);
-      std::optional<std::string> key = ReadFile(flags.tls_key);
-      std::unique_lock lock(mu);
-      while (!cv.wait_for(lock, kCertificateCheckInterval, [&] { return stopping; })) {
-        auto new_cert = ReadFile(flags.tls_cert);
-        auto new_key = ReadFile(flags.tls_key);
-        if (!new_cert || !new_key || (new_cert == cert && new_key == key)) {
-          continue;
-        }
-        auto replacement = MakeServer(host, port, flags, state);
-        if (!replacement.ok()) {  // a half-written pair: try again at the next check
-          Say(common::LogLevel::kWarn, "new TLS certificate not loaded yet: " + replacement.status().message());
-          continue;
-        }
-        server->Stop();
-        server = std::move(replacement).value();
-        if (auto s = server->Start(); !s.ok()) {
-          Say(common::LogLevel::kError, "cannot listen again on port " + std::to_string(port) + ": " + s.message());
-          fatal = true;
-          kill(getpid(), SIGTERM);
-          return;
-        }
-        cert = std::move(new_cert);
-        key = std::move(new_key);
-        Say(common::LogLevel::kInfo, "serving with the renewed TLS certificate");
-      }
-    });
+    if (auto s = reloader.Start(); !s.ok()) {
+      return Fail("certificate renewal: " + s.message());
+    }
   }
 
   std::thread refresher;
@@ -435,9 +435,7 @@ int RunWebhook(const WebhookFlags& flags) {
     stopping = true;
   }
   cv.notify_all();
-  if (renewer.joinable()) {
-    renewer.join();
-  }
+  reloader.Stop();  // before the server goes: the reloader may be replacing it
   if (refresher.joinable()) {
     refresher.join();
   }

@@ -191,10 +191,13 @@ bool HandoffVariable(std::string_view name) {
   return name == "NVIDIA_VISIBLE_DEVICES" || name == "NVIDIA_DRIVER_CAPABILITIES" || name.starts_with("CUDA_MPS_");
 }
 
-// The first container of `containers` (a list; anything else holds none) that sets a handoff variable in env, and
-// which, skipping the containers named in `skip`.
-std::optional<std::pair<std::string, std::string>> SetsHandoffVariable(const json* containers,
-                                                                       const std::vector<std::string>& skip = {}) {
+// The first container of `containers` (a list; anything else holds none), skipping those named in `skip`, with an
+// entry of its list `list` (env, volumeMounts) whose string `key` (name, mountPath) `matches`: the container's name
+// and that string.
+std::optional<std::pair<std::string, std::string>> FirstContainerEntry(const json* containers, std::string_view list,
+                                                                       std::string_view key,
+                                                                       bool (*matches)(std::string_view),
+                                                                       const std::vector<std::string>& skip) {
   if (containers == nullptr || !containers->is_array()) {
     return std::nullopt;
   }
@@ -204,14 +207,14 @@ std::optional<std::pair<std::string, std::string>> SetsHandoffVariable(const jso
     if (std::find(skip.begin(), skip.end(), container) != skip.end()) {
       continue;
     }
-    const json* env = Member(c, "env");
-    if (env == nullptr || !env->is_array()) {
+    const json* entries = Member(c, list);
+    if (entries == nullptr || !entries->is_array()) {
       continue;
     }
-    for (const json& e : *env) {
-      const json* var = Member(e, "name");
-      if (var != nullptr && var->is_string() && HandoffVariable(var->get_ref<const std::string&>())) {
-        return std::make_pair(container, var->get<std::string>());
+    for (const json& e : *entries) {
+      const json* value = Member(e, key);
+      if (value != nullptr && value->is_string() && matches(value->get_ref<const std::string&>())) {
+        return std::make_pair(container, value->get<std::string>());
       }
     }
   }
@@ -234,31 +237,14 @@ bool DeviceListMount(std::string_view path) {
   return false;
 }
 
-// The first container of `containers` that mounts a volume into the runtime's device-list directory, and where;
-// skipping the containers named in `skip`.
+// The first container that sets a handoff variable in env / mounts a volume into the device-list directory.
+std::optional<std::pair<std::string, std::string>> SetsHandoffVariable(const json* containers,
+                                                                       const std::vector<std::string>& skip = {}) {
+  return FirstContainerEntry(containers, "env", "name", HandoffVariable, skip);
+}
 std::optional<std::pair<std::string, std::string>> MountsDeviceList(const json* containers,
                                                                     const std::vector<std::string>& skip = {}) {
-  if (containers == nullptr || !containers->is_array()) {
-    return std::nullopt;
-  }
-  for (const json& c : *containers) {
-    const json* name = Member(c, "name");
-    const std::string container = name != nullptr && name->is_string() ? name->get<std::string>() : "";
-    if (std::find(skip.begin(), skip.end(), container) != skip.end()) {
-      continue;
-    }
-    const json* mounts = Member(c, "volumeMounts");
-    if (mounts == nullptr || !mounts->is_array()) {
-      continue;
-    }
-    for (const json& m : *mounts) {
-      const json* path = Member(m, "mountPath");
-      if (path != nullptr && path->is_string() && DeviceListMount(path->get_ref<const std::string&>())) {
-        return std::make_pair(container, path->get<std::string>());
-      }
-    }
-  }
-  return std::nullopt;
+  return FirstContainerEntry(containers, "volumeMounts", "mountPath", DeviceListMount, skip);
 }
 
 std::vector<std::string> ContainerNames(const json* containers) {

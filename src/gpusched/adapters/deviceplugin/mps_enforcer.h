@@ -38,6 +38,8 @@ struct MpsEnforcerOptions {
   MpsPlanOptions plan;  // its gpus come from OnSamples
   std::chrono::milliseconds interval{5000};
   std::function<std::vector<nlohmann::json>()> pods;  // the node's pods now (a cache)
+  // One pod by name, for the uid of a container at Allocate: the cache first (the agent's), the API server only for
+  // a pod the cache lacks, so an MPS container starts while the API server is down like any other.
   std::function<common::Result<nlohmann::json>(const std::string& ns, const std::string& name)> get_pod;
   int admitted_rounds = 120;
 };

@@ -10,7 +10,7 @@
 // volume mid-update) are skipped until they read.
 //
 // It knows nothing of HTTP: the extender's server uses it (ExtenderServer), and any daemon that serves TLS from
-// files can (the webhook's renewer does the same by hand).
+// files can: the webhook uses it too.
 //
 // Thread-safety: Start and Stop from one thread; `reload` runs on the reloader's own thread, never concurrently
 // with itself. CheckNow may be called from any thread (tests); it is serialised with the background checks.
