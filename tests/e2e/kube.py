@@ -238,3 +238,15 @@ def gpu_pod(name, limits, labels=None, node_selector=None, annotations=None, pri
             "metadata": {"name": name, "labels": dict(labels or {}, app="gpusched-e2e"),
                          "annotations": dict(annotations or {})},
             "spec": spec}
+
+
+def keti_seed_pod(name, labels=None, node_selector=None):
+    """KETI's nbody seed pod, verbatim where it matters: keti.com/mpsgpu 1, cpu 250m, memory 6400Mi, hostIPC and
+    the MPS directory /tmp/nvidia-mps from the host."""
+    pod = gpu_pod(name, {"keti.com/mpsgpu": 1}, labels=labels, node_selector=node_selector)
+    pod["spec"]["hostIPC"] = True
+    c = pod["spec"]["containers"][0]
+    c["resources"]["requests"] = {"cpu": "250m", "memory": "6400Mi"}
+    c["volumeMounts"] = [{"name": "nvidia-mps", "mountPath": "/tmp/nvidia-mps"}]
+    pod["spec"]["volumes"] = [{"name": "nvidia-mps", "hostPath": {"path": "/tmp/nvidia-mps"}}]
+    return pod

@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from control_plane import (REPO_ROOT, ControlPlane, Process, find_etcd, find_k8s_bin, free_port,  # noqa: E402
                            wait_until, write_kubeconfig)
 from allocation_checks import AllocationChecks  # noqa: E402
-from kube import ALLOCATION_ANNOTATION, GPU_MEMORY_MIB, GPUS_ANNOTATION, Kube, gpu_pod  # noqa: E402
+from kube import ALLOCATION_ANNOTATION, GPU_MEMORY_MIB, GPUS_ANNOTATION, Kube, gpu_pod, keti_seed_pod  # noqa: E402
 import monitoring_check  # noqa: E402
 import rbac_audit  # noqa: E402
 
@@ -974,6 +974,28 @@ class ExtenderE2E(AllocationChecks, unittest.TestCase):
         self.create_pod(name, limits, pool)
         return self.wait_bound(name)
 
+
+    @dump_logs_on_failure
+    def test_10_keti_seed_pods_share_one_gpu(self):
+        """Two verbatim KETI seed pods (keti.com/mpsgpu 1, cpu 250m, memory 6400Mi, hostIPC, /tmp/nvidia-mps) on a
+        node of one GPU, through kube-scheduler and the extender: both bind to that GPU as MPS shares."""
+        pool = "keti"
+        self.make_pool(pool, nodes=1, gpus=1)
+        names = ["keti-ext-0", "keti-ext-1"]
+        for name in names:
+            self.kube.create("pods", keti_seed_pod(name, labels={POOL_LABEL: pool}, node_selector={POOL_LABEL: pool}))
+        uuids = set()
+        for name in names:
+            pod = self.wait_bound(name)
+            alloc = json.loads(pod["metadata"]["annotations"][ALLOCATION_ANNOTATION])
+            gpus = [g for c in alloc["containers"] for g in c.get("gpus") or []]
+            self.assertEqual(len(gpus), 1, alloc)
+            self.assertFalse(gpus[0].get("exclusive"), f"keti.com/mpsgpu is an MPS share: {alloc}")
+            uuids.add(gpus[0]["uuid"])
+        self.assertEqual(len(uuids), 1, "both on the node's one GPU")
+        log(f"2 KETI seed pods share {uuids.pop()} through the extender")
+        for name in names:
+            self.kube.delete("pods", name, grace=0)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -27,12 +27,12 @@ import zlib
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from control_plane import (ControlPlane, Process, free_port, suite_skip_reason, wait_until)  # noqa: E402
 from kube import ALLOCATION_ANNOTATION, GPUS_ANNOTATION, gpu_pod  # noqa: E402
-from test_scheduler import SCHEDULER_NAME, scheduler_config  # noqa: E402
+from test_scheduler import SCHEDULER_NAME, http_get, scheduler_config  # noqa: E402
 
 NODE = "monitor-node-0"
 RUN_LABEL = "gpusched.io/monitor-run"
-PINNED_UTIL = [37, 71]  # per fake GPU index
-PINNED_MEM = [2048, 4096]
+PINNED_UTIL = [71, 37]  # per fake GPU index (GPU 1 is the idler: what load-aware must find past the lower index)
+PINNED_MEM = [4096, 2048]
 
 
 def log(msg):
@@ -495,6 +495,43 @@ spec:
         self.assertIn("rejected.yaml:8: the API server refused the Pod no-image", res.stdout)
         self.assertIn("image", res.stdout)
         self.assertEqual(self.left_behind(), [], "the ConfigMap created before the refusal is deleted")
+
+    def test_8_load_aware_scheduler(self):
+        """`gpusched scheduler` with policy load-aware, once over Prometheus and once over InfluxDB, both fed by the
+        agent's fake GPUs: a shared pod goes to the idle GPU (index 1, 37 % busy), not to the lower index a
+        placement blind to load would take (binpack's tie-break)."""
+        for source in ("prometheus", "influxdb"):
+            name = f"gpusched-load-{source}"
+            port = free_port()
+            text = scheduler_config(port, leader_election=False)
+            text = text.replace(f"schedulerNames: [{SCHEDULER_NAME}]", f"schedulerNames: [{name}]", 1)
+            text = text.replace("policy: binpack", "policy: load-aware", 1)
+            text += "metrics:\n  refreshSeconds: 1\n"
+            text += (f"  prometheus: {{url: \"{self.prom_url}\"}}\n" if source == "prometheus"
+                     else f"  influxdb: {{url: \"{self.influx_url}\", database: gpusched}}\n")
+            config = self.write(f"{name}.yaml", text)
+            proc = Process(name, [os.environ["GPUSCHED_BIN"], "scheduler", "--config", config,
+                                  "--kubeconfig", self.cp.kubeconfig, "-v"],
+                           os.path.join(self.work, f"{name}.log"))
+            try:
+                wait_until(lambda: http_get(port, "/readyz")[0] == 200, 60, what=f"{name} /readyz", alive=[proc])
+                time.sleep(2)  # a refresh of the metrics cache past the first samples
+                pod = gpu_pod(f"forever-{name}", {"gpusched.io/gpu": 1, "gpusched.io/gpu-core": 30,
+                                                  "gpusched.io/gpu-memory": 1000})
+                pod["spec"]["schedulerName"] = name
+                self.kube.create("pods", pod)
+                bound = wait_until(lambda: (self.kube.get("pods", pod["metadata"]["name"]) or {}).get(
+                    "metadata", {}).get("annotations", {}).get(ALLOCATION_ANNOTATION), 30,
+                    what=f"{pod['metadata']['name']} bound", alive=[proc])
+                gpus = [g for c in json.loads(bound)["containers"] for g in c["gpus"]]
+                log(f"{name}: {pod['metadata']['name']} on GPU {gpus[0]['index']} "
+                    f"(pinned utilisation {PINNED_UTIL})")
+                self.assertEqual([g["index"] for g in gpus], [1], f"{source}: the idle GPU")
+                self.assertEqual(http_get(port, "/readyz")[1].strip()[:3], "ok:")
+            finally:
+                self.kube.delete("pods", f"forever-{name}", grace=0)
+                wait_until(lambda: self.kube.get("pods", f"forever-{name}") is None, 30, what="the pod deleted")
+                proc.stop()
 
     def test_7_setup_errors_create_nothing(self):
         bad = self.write("bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [x\n")

@@ -61,7 +61,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from control_plane import (REPO_ROOT, ControlPlane, Process, find_etcd, find_k8s_bin, free_port,  # noqa: E402
                            wait_until, write_kubeconfig)
 from allocation_checks import AllocationChecks  # noqa: E402
-from kube import ALLOCATION_ANNOTATION, GPU_MEMORY_MIB, GPUS_ANNOTATION, Kube, KubeError, gpu_pod  # noqa: E402
+from kube import (ALLOCATION_ANNOTATION, GPU_MEMORY_MIB, GPUS_ANNOTATION, Kube, KubeError, gpu_pod,  # noqa: E402
+                  keti_seed_pod)
 import monitoring_check  # noqa: E402
 import rbac_audit  # noqa: E402
 
@@ -1509,6 +1510,47 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
             self.kube.delete("pods", name, grace=0)
         self.audit(pool)
 
+
+    @dump_logs_on_failure
+    def test_13_seed_forms(self):
+        """The request forms of the systems gpusched replaces, as they mean them, on a real API server.
+        Priority labels: the API server sets spec.priority 0 on a pod that names no PriorityClass, yet the pod
+        labelled genius/priority 100 binds before the one labelled 1 when a one-GPU node appears.
+        KETI: three verbatim seed pods (keti.com/mpsgpu 1, cpu 250m, memory 6400Mi, hostIPC, /tmp/nvidia-mps) on
+        a node of one GPU all bind to that GPU as MPS shares, none exclusive."""
+        pool = "seeds"
+        for name, value in (("glabel-low", "1"), ("glabel-high", "100")):
+            pod = self.pod(name, WHOLE, pool)
+            pod["metadata"]["labels"]["genius/priority"] = value
+            created = self.kube.create("pods", pod)
+            self.assertEqual(created["spec"].get("priority"), 0, "the Priority admission plugin's default")
+            self.wait_failed(name)
+        self.make_pool(pool, nodes=1, gpus=1)
+        self.check_whole_allocation(self.wait_bound("glabel-high"))
+        self.assertFalse(self.kube.get("pods", "glabel-low")["spec"].get("nodeName"), "the low label waits")
+        self.kube.delete("pods", "glabel-low", grace=0)
+        self.kube.delete("pods", "glabel-high", grace=0)
+        Kube.wait_for(lambda: self.kube.get("pods", "glabel-high") is None or None, 30,
+                      what="glabel-high to be gone")
+
+        keti = ["keti-nbody-0", "keti-nbody-1", "keti-nbody-2"]
+        for name in keti:
+            pod = keti_seed_pod(name, labels={POOL_LABEL: pool}, node_selector={POOL_LABEL: pool})
+            pod["spec"]["schedulerName"] = SCHEDULER_NAME
+            self.kube.create("pods", pod)
+        uuids = set()
+        for name in keti:
+            alloc = self.allocation(self.wait_bound(name))
+            gpus = [g for c in alloc["containers"] for g in c.get("gpus") or []]
+            self.assertEqual(len(gpus), 1, alloc)
+            self.assertFalse(gpus[0].get("exclusive"), f"keti.com/mpsgpu is an MPS share: {alloc}")
+            self.assertEqual(gpus[0].get("milli"), 100, f"an equal share of 10 %: {alloc}")
+            uuids.add(gpus[0]["uuid"])
+        self.assertEqual(len(uuids), 1, "all three on the node's one GPU")
+        log(f"seeds: genius/priority 100 before 1 with spec.priority 0; 3 KETI pods share {uuids.pop()}")
+        for name in keti:
+            self.kube.delete("pods", name, grace=0)
+        self.audit(pool)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

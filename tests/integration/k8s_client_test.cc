@@ -922,6 +922,35 @@ TEST_F(K8sClientTest, EventWriterWritesHeldBackCountsWhenDueAndAtStop) {
   EXPECT_EQ(writer.stats().failed, 0U);
 }
 
+// A count written late carries the time of the repeat it counts, not the time it was written: a pod's newest reason
+// stays its newest Event in `kubectl describe` (which orders by lastTimestamp), whatever a held-back count does.
+TEST_F(K8sClientTest, EventWriterAHeldBackCountNeverDatesAnOldReasonAfterANewerOne) {
+  testing::FakeClock clock;
+  EventWriter writer(Client(), "gpusched-test", EventWriterOptions{}, &clock);
+  auto event_of = [&](const std::string& message) {
+    for (const json& e : server_->Events()) {
+      if (e["message"] == message) {
+        return e;
+      }
+    }
+    return json();
+  };
+  writer.Record(Failed("p", "old reason"));
+  ASSERT_TRUE(WaitFor([&] { return writer.stats().written == 1; }));
+  writer.Record(Failed("p", "old reason"));  // patched at once: 2
+  ASSERT_TRUE(WaitFor([&] { return event_of("old reason").value("count", 0) == 2; }));
+  writer.Record(Failed("p", "old reason"));         // held back: the interval has not passed
+  std::this_thread::sleep_for(milliseconds(1100));  // timestamps have whole seconds
+  writer.Record(Failed("p", "new reason"));
+  ASSERT_TRUE(WaitFor([&] { return writer.stats().written == 2; }));
+  clock.AdvanceMs(10000);  // the held-back count is due now, after the newer Event
+  ASSERT_TRUE(WaitFor([&] { return event_of("old reason").value("count", 0) == 3; }));
+  const std::string old_last = event_of("old reason")["lastTimestamp"];
+  const std::string new_last = event_of("new reason")["lastTimestamp"];
+  EXPECT_LT(old_last, new_last) << "RFC 3339 UTC strings order as times";
+  writer.Stop();
+}
+
 TEST_F(K8sClientTest, EventWriterRepeatsAfterTheWindowAreNewEvents) {
   testing::FakeClock clock;
   EventWriter writer(Client(), "gpusched-test", EventWriterOptions{.repeat_window = std::chrono::minutes(10)}, &clock);

@@ -15,16 +15,15 @@
 #include "gpusched/adapters/extender/server.h"
 #include "gpusched/adapters/extender/service.h"
 #include "gpusched/adapters/extender/state.h"
-#include "gpusched/adapters/influxdb/influx_source.h"
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/client_config.h"
 #include "gpusched/adapters/k8s/event_writer.h"
 #include "gpusched/adapters/k8s/informer.h"
 #include "gpusched/adapters/k8s/lease_lock.h"
 #include "gpusched/adapters/k8s/pod_binder.h"
-#include "gpusched/adapters/prometheus/prometheus_source.h"
 #include "gpusched/cli/allocator.h"
 #include "gpusched/cli/election_loop.h"
+#include "gpusched/cli/live_inputs.h"
 #include "gpusched/cli/watch_event.h"
 #include "gpusched/common/log.h"
 #include "gpusched/sched/leader_elector.h"
@@ -35,81 +34,6 @@ namespace {
 
 namespace ext = adapters::extender;
 namespace k8s = adapters::k8s;
-
-// The config's metric sources. A source whose address is wrong or whose query does not run is reported here, at
-// start-up, and the extender still starts: scoring uses static attributes until the source answers.
-common::Result<std::vector<std::unique_ptr<ports::MetricsSource>>> MakeSources(const ext::ExtenderConfig& config) {
-  std::vector<std::unique_ptr<ports::MetricsSource>> sources;
-  for (const auto& src : config.metrics_sources) {
-    auto query_of = [&](size_t i, const std::string& fallback) {
-      auto it = src.queries.find(std::string(core::GpuMetricName(static_cast<core::GpuMetric>(i))));
-      return it == src.queries.end() ? fallback : it->second;
-    };
-    std::unique_ptr<ports::MetricsSource> made;
-    common::Status check = common::Status::Ok();
-    if (src.kind == "prometheus") {
-      adapters::prometheus::PrometheusSourceOptions o{
-          .url = src.url, .timeout = std::chrono::seconds(src.timeout_seconds), .uuid_label = src.uuid_label};
-      o.queries = adapters::prometheus::DefaultQueries(src.uuid_label);
-      for (size_t i = 0; i < core::kGpuMetricCount; ++i) {
-        o.queries[i] = query_of(i, o.queries[i]);
-      }
-      auto p = adapters::prometheus::PrometheusSource::Create(std::move(o));
-      if (!p.ok()) {
-        return common::InvalidArgument("metrics.prometheus: " + p.status().message());
-      }
-      check = (*p)->Check();
-      made = std::move(p).value();
-    } else {
-      adapters::influxdb::InfluxSourceOptions o{
-          .url = src.url, .database = src.database, .timeout = std::chrono::seconds(src.timeout_seconds)};
-      for (size_t i = 0; i < core::kGpuMetricCount; ++i) {
-        o.queries[i] = query_of(i, o.queries[i]);
-      }
-      auto p = adapters::influxdb::InfluxSource::Create(std::move(o));
-      if (!p.ok()) {
-        return common::InvalidArgument("metrics.influxdb: " + p.status().message());
-      }
-      check = (*p)->Check();
-      made = std::move(p).value();
-    }
-    if (!check.ok()) {
-      common::Log(common::LogLevel::kWarn, "gpusched extender: metrics source " + made->Describe() +
-                                               " does not answer yet: " + check.message() +
-                                               " (scoring uses static GPU attributes until it does)");
-    }
-    sources.push_back(std::move(made));
-  }
-  return sources;
-}
-
-policy::LoadAwareOptions LoadAware(const ext::ExtenderConfig& config) {
-  policy::LoadAwareOptions o;
-  const std::pair<const char*, int64_t*> fields[] = {{"memorySize", &o.memory_size_weight},
-                                                     {"memoryBandwidth", &o.memory_bandwidth_weight},
-                                                     {"compute", &o.compute_weight},
-                                                     {"gpuUtil", &o.gpu_util_weight},
-                                                     {"memoryUsed", &o.memory_used_weight},
-                                                     {"memoryCopyUtil", &o.memory_copy_util_weight},
-                                                     {"power", &o.power_weight},
-                                                     {"temperature", &o.temperature_weight},
-                                                     {"encoderUtil", &o.encoder_util_weight},
-                                                     {"decoderUtil", &o.decoder_util_weight}};
-  for (const auto& [key, field] : fields) {
-    if (auto it = config.load_aware_weights.find(key); it != config.load_aware_weights.end()) {
-      *field = it->second;
-    }
-  }
-  for (const auto& m : config.gpu_models) {
-    o.models.push_back(policy::GpuModelSpec{.name = m.name,
-                                            .aliases = m.aliases,
-                                            .memory_mib = m.memory_mib,
-                                            .bandwidth_gbps = m.bandwidth_gbps,
-                                            .fp32_tflops = m.fp32_tflops,
-                                            .tdp_w = m.tdp_w});
-  }
-  return o;
-}
 
 int Fail(const std::string& message) {
   std::cerr << "gpusched extender: " << message << "\n";
@@ -141,23 +65,11 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
     config.policy = flags.policy;
   }
   // The slowdown model, loaded before anything starts so that a bad file fails the start with its reason.
-  std::shared_ptr<const ports::SlowdownModel> slowdown_model;
-  if (config.interference_enabled || !flags.interference_model.empty()) {
-    if (flags.interference_model.empty()) {
-      return Fail("interference.enabled needs the model: --interference-model FILE (gpusched interference train)");
-    }
-    if (!load_model) {
-      return Fail("--interference-model: this build has no slowdown model loader");
-    }
-    auto loaded = load_model(flags.interference_model);
-    if (!loaded.ok()) {
-      return Fail("--interference-model " + flags.interference_model + ": " + loaded.status().message());
-    }
-    slowdown_model = std::move(loaded).value();
-    if (slowdown_model == nullptr) {
-      return Fail("--interference-model " + flags.interference_model + ": the loader returned no model");
-    }
+  auto loaded_model = LoadSlowdownModel(config, flags.interference_model, load_model);
+  if (!loaded_model.ok()) {
+    return Fail(loaded_model.status().message());
   }
+  const std::shared_ptr<const ports::SlowdownModel> slowdown_model = std::move(loaded_model).value();
   const std::string kubeconfig = !flags.kubeconfig.empty() ? flags.kubeconfig : config.kubeconfig;
   auto client_config = k8s::ResolveClientConfig(kubeconfig, flags.context);
   if (!client_config.ok()) {
@@ -176,7 +88,8 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  ext::ClusterMirror mirror(config.resources.app_label);
+  ext::ClusterMirror mirror(
+      ext::MirrorOptions{.app_label = config.resources.app_label, .share_within = config.resources.share_within});
   // The caches keep only what scheduling reads (no managedFields, env, volumes, statuses, node images).
   k8s::Informer nodes(**client, k8s::InformerOptions{.path = "/api/v1/nodes", .prune = &k8s::SchedulingPrune()},
                       [&mirror](const k8s::WatchEvent& e) { mirror.OnNode(ToEvent(e.type), e.object); });
@@ -185,19 +98,11 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
   nodes.Start();
   pods.Start();
 
-  auto sources = MakeSources(config);
-  if (!sources.ok()) {
-    return Fail(sources.status().message());
+  auto metrics_started = StartMetricsCache(config, "gpusched extender");
+  if (!metrics_started.ok()) {
+    return Fail(metrics_started.status().message());
   }
-  std::unique_ptr<sched::MetricsCache> metrics_cache;
-  if (!sources->empty()) {
-    metrics_cache = std::make_unique<sched::MetricsCache>(
-        std::move(sources).value(),
-        sched::MetricsCacheOptions{.interval = std::chrono::seconds(config.metrics_refresh_seconds)});
-    if (auto s = metrics_cache->Start(); !s.ok()) {
-      return Fail(s.message());
-    }
-  }
+  const std::unique_ptr<sched::MetricsCache> metrics_cache = std::move(metrics_started).value();
 
   // Leader election: only the Lease holder binds and reports ready.
   std::unique_ptr<k8s::LeaseLock> lease;
@@ -245,7 +150,7 @@ int RunExtender(const ExtenderFlags& flags, const SlowdownModelLoader& load_mode
                           .resources = config.resources,
                           .metrics = metrics_cache.get(),
                           .staleness_ms = int64_t{config.metrics_staleness_seconds} * 1000,
-                          .load_aware = LoadAware(config),
+                          .load_aware = LoadAwareOptionsOf(config),
                           .interference_aware = config.interference_aware,
                           .slowdown_model = slowdown_model,
                           .scheduler_names = config.scheduler_names,

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "gpusched/cli/live_inputs.h"
 #include "gpusched/cli/logging.h"
 #include "gpusched/common/status.h"
 #include "gpusched/ports/slowdown_model.h"
@@ -23,10 +24,6 @@ struct ExtenderFlags {
   LogFlags log;
   std::string context;  // kubeconfig context (--context); empty: current-context
 };
-
-// Reads a slowdown model file. Injected so that this command does not depend on how the model is stored.
-using SlowdownModelLoader =
-    std::function<common::Result<std::shared_ptr<const ports::SlowdownModel>>(const std::string& path)>;
 
 // Runs until SIGINT or SIGTERM; returns the process exit code. With interference enabled (config or
 // --interference-model), `load_model` reads the model at start-up; a missing loader or file fails the start.

@@ -54,13 +54,7 @@ int main(int argc, char** argv) {
   ext->add_option("--interference-model", extender.interference_model,
                   "Slowdown model file from `gpusched interference train` (for the interference-aware policy)");
   ext->callback([&extender, &exit_code] {
-    exit_code = gpusched::cli::RunExtender(
-        extender,
-        [](const std::string& path) -> gpusched::common::Result<std::shared_ptr<const gpusched::ports::SlowdownModel>> {
-          GPUSCHED_ASSIGN_OR_RETURN(model, gpusched::interference::TrainedModel::Load(path));
-          GPUSCHED_ASSIGN_OR_RETURN(served, model.Serve());
-          return std::shared_ptr<const gpusched::ports::SlowdownModel>(std::move(served));
-        });
+    exit_code = gpusched::cli::RunExtender(extender, gpusched::cli::TrainedModelLoader());
   });
 
   gpusched::cli::MonitorFlags monitor;

@@ -28,6 +28,7 @@
 #include "gpusched/adapters/k8s/pod_preemptor.h"
 #include "gpusched/cli/allocator.h"
 #include "gpusched/cli/election_loop.h"
+#include "gpusched/cli/live_inputs.h"
 #include "gpusched/cli/watch_event.h"
 #include "gpusched/common/log.h"
 #include "gpusched/kube/gpu_queue.h"
@@ -35,6 +36,7 @@
 #include "gpusched/net/http_server.h"
 #include "gpusched/sched/cluster_cache.h"
 #include "gpusched/sched/leader_elector.h"
+#include "gpusched/sched/metrics_cache.h"
 #include "gpusched/scheduler/config.h"
 #include "gpusched/scheduler/scheduler.h"
 
@@ -95,10 +97,12 @@ void AddSchedulerCommand(CLI::App& app, SchedulerFlags& flags, int& exit_code) {
   cmd->add_flag("-v,--verbose", flags.verbose, "Debug logging (--v=4)");
   cmd->add_option("--context", flags.context, "kubeconfig context to use (default: its current-context)");
   AddLogFlags(*cmd, flags.log);
-  cmd->callback([&flags, &exit_code] { exit_code = RunScheduler(flags); });
+  cmd->add_option("--interference-model", flags.interference_model,
+                  "Slowdown model file from `gpusched interference train` (for the interference-aware policy)");
+  cmd->callback([&flags, &exit_code] { exit_code = RunScheduler(flags, TrainedModelLoader()); });
 }
 
-int RunScheduler(const SchedulerFlags& flags) {
+int RunScheduler(const SchedulerFlags& flags, const SlowdownModelLoader& load_model) {
   SetUpLogging(flags.log, flags.verbose, "scheduler");
   TuneAllocatorForLists();
   scheduler::SchedulerConfig config;
@@ -117,6 +121,12 @@ int RunScheduler(const SchedulerFlags& flags) {
   if (!flags.policy.empty()) {
     config.policy = flags.policy;
   }
+  // The slowdown model (interference-aware), loaded before anything starts so that a bad file fails the start.
+  auto loaded_model = LoadSlowdownModel(config, flags.interference_model, load_model);
+  if (!loaded_model.ok()) {
+    return Fail(loaded_model.status().message());
+  }
+  const std::shared_ptr<const ports::SlowdownModel> slowdown_model = std::move(loaded_model).value();
   auto client_config =
       k8s::ResolveClientConfig(!flags.kubeconfig.empty() ? flags.kubeconfig : config.kubeconfig, flags.context);
   if (!client_config.ok()) {
@@ -169,7 +179,17 @@ int RunScheduler(const SchedulerFlags& flags) {
     preemptor = std::make_unique<k8s::PodPreemptor>(**client, policy_version, grace);
   }
 
-  sched::ClusterCache mirror(sched::CacheOptions{.charge_every_pod = true, .component = "scheduler"});
+  // Live GPU metrics (load-aware), refreshed in the background; the same cache and sources as the extender's.
+  auto metrics_started = StartMetricsCache(config, kWho);
+  if (!metrics_started.ok()) {
+    return Fail(metrics_started.status().message());
+  }
+  const std::unique_ptr<sched::MetricsCache> metrics_cache = std::move(metrics_started).value();
+
+  sched::ClusterCache mirror(sched::CacheOptions{.app_label = config.resources.app_label,
+                                                 .charge_every_pod = true,
+                                                 .share_within = config.resources.share_within,
+                                                 .component = "scheduler"});
   std::atomic<bool> caches_synced{false};
   k8s::PodBinder binder(**client);
   k8s::EventWriter events(**client, "gpusched");
@@ -188,7 +208,12 @@ int RunScheduler(const SchedulerFlags& flags) {
           // pods would see their capacity free), nor by a replica that does not lead.
           .may_bind = [&caches_synced,
                        &elector] { return caches_synced.load() && (elector == nullptr || elector->CanAct()); },
-          .preemptor = preemptor.get()});
+          .preemptor = preemptor.get(),
+          .snapshots = sched::SnapshotSources{.metrics = metrics_cache.get(),
+                                              .staleness_ms = int64_t{config.metrics_staleness_seconds} * 1000,
+                                              .slowdown_model = slowdown_model},
+          .load_aware = LoadAwareOptionsOf(config),
+          .interference_aware = config.interference_aware});
   if (!made.ok()) {
     return Fail(made.status().message());
   }
@@ -301,10 +326,14 @@ int RunScheduler(const SchedulerFlags& flags) {
   }
   std::unique_ptr<net::HttpServer> server = std::move(server_made).value();
   server->Handle("GET", "/healthz", [](net::HttpRequest&) { return net::HttpResponse{.body = "ok\n"}; });
-  server->Handle("GET", "/readyz", [&not_ready, &role](net::HttpRequest&) {
+  server->Handle("GET", "/readyz", [&not_ready, &role, &metrics_cache](net::HttpRequest&) {
     const std::string why = not_ready();
-    return why.empty() ? net::HttpResponse{.body = "ok: " + role() + "\n"}
-                       : net::HttpResponse{.status = 503, .body = "not ready: " + why + role() + "\n"};
+    // A metrics source that does not answer degrades load-aware scores (static attributes) but not readiness.
+    const std::string degraded = metrics_cache != nullptr && !metrics_cache->Degraded().empty()
+                                     ? "; degraded: " + metrics_cache->Degraded()
+                                     : std::string();
+    return why.empty() ? net::HttpResponse{.body = "ok: " + role() + degraded + "\n"}
+                       : net::HttpResponse{.status = 503, .body = "not ready: " + why + role() + degraded + "\n"};
   });
   server->Handle("GET", "/metrics", [&](net::HttpRequest&) {
     std::string body = sched.Metrics();
@@ -390,6 +419,9 @@ int RunScheduler(const SchedulerFlags& flags) {
     election->Stop();
   }
   sched.Stop();  // binds in flight finish first
+  if (metrics_cache != nullptr) {
+    metrics_cache->Stop();
+  }
   if (elector != nullptr) {
     elector->Release();
   }

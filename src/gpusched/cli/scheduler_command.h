@@ -14,6 +14,7 @@
 // SIGINT or SIGTERM: scheduling stops, binds in flight finish, the lease is released, the process exits 0.
 
 #include <string>
+#include "gpusched/cli/live_inputs.h"
 #include "gpusched/cli/logging.h"
 
 namespace CLI {
@@ -27,6 +28,8 @@ struct SchedulerFlags {
   std::string kubeconfig;  // overrides the config's
   std::string listen;      // host:port, overrides the config's
   std::string policy;      // overrides the config's
+  // The slowdown model file (`gpusched interference train`); given, it turns the config's interference.enabled on.
+  std::string interference_model;
   bool verbose = false;
   LogFlags log;
   std::string context;  // kubeconfig context (--context); empty: current-context
@@ -34,7 +37,8 @@ struct SchedulerFlags {
 
 void AddSchedulerCommand(CLI::App& app, SchedulerFlags& flags, int& exit_code);
 
-// Runs until SIGINT or SIGTERM; returns the process exit code.
-int RunScheduler(const SchedulerFlags& flags);
+// Runs until SIGINT or SIGTERM; returns the process exit code. With interference enabled (config or
+// --interference-model), `load_model` reads the model at start-up; a missing loader or file fails the start.
+int RunScheduler(const SchedulerFlags& flags, const SlowdownModelLoader& load_model = {});
 
 }  // namespace gpusched::cli

@@ -11,6 +11,7 @@
 #include "gpusched/common/ids.h"
 #include "gpusched/common/units.h"
 #include "gpusched/core/constraints.h"
+#include "gpusched/core/share_within.h"
 
 namespace gpusched::core {
 
@@ -39,6 +40,8 @@ struct Allocation {
   std::map<std::string, int64_t> scalars;
   std::vector<HostPort> host_ports;
   uint64_t id = 0;  // monotonic allocation id (set by the binder)
+  // The pod's share group (share_within.h): the GPUs it shares take it; 0 = it shares with anyone.
+  ShareGroup share_group = 0;
 
   [[nodiscard]] int32_t GpuCount() const;
   [[nodiscard]] common::MilliGpu TotalMilli() const;

@@ -23,6 +23,9 @@ struct PodUpdate {
   // The rest is read only for a pod that is bound and not terminal.
   std::optional<int32_t> priority;  // spec.priority, when an integer
   std::string app;                  // application class (gpusched.io/app, else the configured label)
+  // Its namespace and the queue its label gpusched.io/queue names ("" without): its share group (share_within.h).
+  std::string namespace_;
+  std::string queue;
   // The gpusched.io/allocation annotation: absent, read (allocation), or unreadable (allocation_error says why).
   bool annotated = false;
   std::optional<Allocation> allocation;

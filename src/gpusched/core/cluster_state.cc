@@ -250,6 +250,11 @@ Status ClusterState::Validate(const Allocation& a, const Slot& slot) const {
       return common::ResourceExhausted(where + gname + " is shared by " + Fmt(g.holders) +
                                        " pods, an exclusive share needs it idle");
     }
+    if (!s.exclusive && !ShareGroupAdmits(g.share_group, g.holders, a.share_group)) {
+      return common::ResourceExhausted(where + gname +
+                                       " is shared by pods this pod may not share a GPU with (shareWithin: another "
+                                       "namespace or queue)");
+    }
     if (s.milli > g.free) {
       return common::ResourceExhausted(where + gname + " has " + Fmt(g.free.value()) + " milli free, needs " +
                                        Fmt(s.milli.value()));
@@ -262,7 +267,9 @@ Status ClusterState::Validate(const Allocation& a, const Slot& slot) const {
   return Status::Ok();
 }
 
-bool ClusterState::OtherExclusiveHolder(const Slot& slot, int32_t gpu, const common::PodUid& except) const {
+ClusterState::Others ClusterState::OthersOn(const Slot& slot, int32_t gpu, const common::PodUid& except) const {
+  Others others;
+  int32_t holders = 0;
   for (const auto& pod : slot.pods) {
     if (pod == except) {
       continue;
@@ -273,13 +280,14 @@ bool ClusterState::OtherExclusiveHolder(const Slot& slot, int32_t gpu, const com
     }
     for (const auto& c : it->second.allocation.containers) {
       for (const auto& s : c.gpus) {
-        if (s.index == gpu && s.exclusive) {
-          return true;
+        if (s.index == gpu) {
+          others.exclusive = others.exclusive || s.exclusive;
+          others.group = JoinShareGroup(others.group, holders++, it->second.allocation.share_group);
         }
       }
     }
   }
-  return false;
+  return others;
 }
 
 void ClusterState::Apply(const Allocation& a, Slot& slot, int sign) {
@@ -291,10 +299,22 @@ void ClusterState::Apply(const Allocation& a, Slot& slot, int sign) {
       GpuState& g = v.gpus[static_cast<size_t>(s.index)];
       g.free -= s.milli * sign;
       g.memory_free -= s.memory * sign;
+      if (sign > 0) {
+        g.share_group = JoinShareGroup(g.share_group, g.holders, a.share_group);
+      }
       g.holders += sign;
-      if (s.exclusive) {
-        // Only an overcommitted node (Charge) can have a second exclusive holder left when one goes.
-        g.exclusive = sign > 0 || (g.holders > 0 && OtherExclusiveHolder(slot, s.index, a.pod));
+      if (sign > 0) {
+        g.exclusive = g.exclusive || s.exclusive;
+      } else if (g.holders == 0) {
+        g.exclusive = false;
+        g.share_group = 0;
+      } else if (s.exclusive || g.share_group == kMixedShareGroup) {
+        // Those who stay: only an overcommitted node (Charge) can have a second exclusive holder left when one
+        // goes, and a GPU of mixed sharers may have become one group's again. (Otherwise the sharers who stay are
+        // of the group the GPU has, and as exclusive as before.)
+        const Others others = OthersOn(slot, s.index, a.pod);
+        g.exclusive = others.exclusive;
+        g.share_group = others.group;
       }
     }
   }
@@ -427,6 +447,7 @@ Status ClusterState::CheckSlot(const Slot& slot) const {
         GpuState& g = want.gpus[static_cast<size_t>(s.index)];
         g.free -= s.milli;
         g.memory_free -= s.memory;
+        g.share_group = JoinShareGroup(g.share_group, g.holders, a.share_group);
         g.holders += 1;
         if (s.exclusive) {
           if (g.exclusive && slot.forced == 0) {
@@ -491,7 +512,11 @@ Status ClusterState::CheckSlot(const Slot& slot) const {
     if (capped && w.exclusive && w.holders != 1) {
       return common::Internal(gname + "exclusive GPU is shared");
     }
-    if (w.free != g.free || w.memory_free != g.memory_free || w.holders != g.holders || w.exclusive != g.exclusive) {
+    if (capped && w.share_group == kMixedShareGroup) {
+      return common::Internal(gname + "shared by pods of several shareWithin groups");
+    }
+    if (w.free != g.free || w.memory_free != g.memory_free || w.holders != g.holders || w.exclusive != g.exclusive ||
+        w.share_group != g.share_group) {
       return common::Internal(gname + "state disagrees with allocations");
     }
   }
@@ -524,6 +549,9 @@ std::string ClusterState::OverOf(const Slot& slot) const {
     }
     if (g.exclusive && g.holders > 1) {
       add(gname + "exclusive but held by " + Fmt(g.holders) + " pods");
+    }
+    if (g.share_group == kMixedShareGroup) {
+      add(gname + "shared by pods of several shareWithin groups");
     }
   }
   return over;

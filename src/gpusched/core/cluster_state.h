@@ -9,9 +9,9 @@
 //
 // Invariant (CheckInvariants): for every node, what its NodeView says is free equals its capacity minus the sum
 // of its allocations; and, on every node that holds no allocation charged past its capacity, no GPU has more than
-// 1000 milli or more than its memory allocated, an exclusive GPU has exactly one holder, CPU and memory are not
-// overcommitted. Decisions (Assume) never overcommit. Every mutating call validates first and changes nothing when
-// it returns an error.
+// 1000 milli or more than its memory allocated, an exclusive GPU has exactly one holder, no GPU is shared by pods of
+// two share groups (share_within.h), CPU and memory are not overcommitted. Decisions (Assume) never overcommit. Every
+// mutating call validates first and changes nothing when it returns an error.
 //
 // Node slots are stable: a removed node leaves a dead slot that a later AddNode may reuse, so an index into
 // nodes() stays valid for the node's lifetime. Not thread-safe: callers serialise access (the scheduler holds
@@ -118,7 +118,12 @@ class ClusterState {
   common::Status ValidateShape(const Allocation& a, const Slot& slot) const;
   // Shape, then capacity.
   common::Status Validate(const Allocation& a, const Slot& slot) const;
-  [[nodiscard]] bool OtherExclusiveHolder(const Slot& slot, int32_t gpu, const common::PodUid& except) const;
+  // The holders of GPU `gpu` of the slot other than `except`: whether one holds it exclusively, and their group.
+  struct Others {
+    bool exclusive = false;
+    ShareGroup group = 0;
+  };
+  [[nodiscard]] Others OthersOn(const Slot& slot, int32_t gpu, const common::PodUid& except) const;
   [[nodiscard]] std::string OverOf(const Slot& slot) const;
   void Apply(const Allocation& a, Slot& slot, int sign);
   void Touch(Slot& slot) { slot.view.generation = ++generation_; }

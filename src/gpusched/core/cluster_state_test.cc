@@ -291,5 +291,67 @@ TEST_F(ClusterStateTest, UpdateNodeKeepsBoundPodsChargedAndHandsBackThoseOnAVani
   EXPECT_EQ(state_.AllocationCount(), 1U);
 }
 
+// shareWithin (share_within.h): a GPU shared by one group admits no shared allocation of another; the group goes
+// with the last of its holders, and a GPU charged to two groups (pods bound before the setting) is an overcommit
+// that clears once one group has left.
+Allocation Grouped(const std::string& pod, int32_t gpu, int64_t milli, std::string_view ns) {
+  Allocation a = Share(pod, "n1", gpu, milli);
+  a.share_group = ShareGroupOf(ShareWithin::kNamespace, ns, "");
+  return a;
+}
+
+TEST(ShareGroupTest, KeysDependOnTheModeAndNeverCollideWithTheSentinels) {
+  EXPECT_EQ(ShareGroupOf(ShareWithin::kAny, "team-a", "q"), 0U);
+  EXPECT_NE(ShareGroupOf(ShareWithin::kNamespace, "team-a", ""), ShareGroupOf(ShareWithin::kNamespace, "team-b", ""));
+  EXPECT_EQ(ShareGroupOf(ShareWithin::kNamespace, "team-a", "q1"),
+            ShareGroupOf(ShareWithin::kNamespace, "team-a", "q2"));
+  EXPECT_EQ(ShareGroupOf(ShareWithin::kQueue, "team-a", "q1"), ShareGroupOf(ShareWithin::kQueue, "team-b", "q1"));
+  EXPECT_NE(ShareGroupOf(ShareWithin::kQueue, "x", ""), ShareGroupOf(ShareWithin::kNamespace, "x", ""));
+  EXPECT_NE(ShareGroupOf(ShareWithin::kQueue, "", ""), 0U);  // pods without the label form one group
+  EXPECT_NE(ShareGroupOf(ShareWithin::kQueue, "", ""), kMixedShareGroup);
+  EXPECT_EQ(*ParseShareWithin("namespace"), ShareWithin::kNamespace);
+  EXPECT_THAT(ParseShareWithin("tenant").status().message(), HasSubstr("want any, namespace or queue"));
+}
+
+TEST_F(ClusterStateTest, AGpuSharedByOneNamespaceAdmitsNoOtherNamespacesShare) {
+  ASSERT_TRUE(state_.Assume(Grouped("a1", 0, 300, "team-a")).ok());
+  ASSERT_TRUE(state_.Assume(Grouped("a2", 0, 300, "team-a")).ok());
+  const common::Status refused = state_.Assume(Grouped("b1", 0, 300, "team-b"));
+  EXPECT_EQ(refused.code(), common::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.message(), HasSubstr("shareWithin"));
+  EXPECT_EQ(state_.FindAllocation(common::PodUid("b1")), nullptr);  // nothing changed
+  const NodeView* v = state_.Find(common::NodeName("n1"));
+  EXPECT_EQ(v->gpus[0].free, MilliGpu{400});
+  ASSERT_TRUE(state_.Assume(Grouped("b1", 1, 300, "team-b")).ok());  // its own GPU
+  Allocation any = Share("x", "n1", 0, 100);                         // no group: shares with anyone
+  ASSERT_TRUE(state_.Assume(any).ok());
+  ASSERT_TRUE(state_.Release(common::PodUid("x")).ok());
+  ASSERT_TRUE(state_.Release(common::PodUid("a1")).ok());
+  EXPECT_FALSE(state_.Assume(Grouped("b2", 0, 300, "team-b")).ok());  // a2 still holds it
+  ASSERT_TRUE(state_.Release(common::PodUid("a2")).ok());
+  EXPECT_EQ(v->gpus[0].share_group, 0U);
+  EXPECT_TRUE(state_.Assume(Grouped("b2", 0, 300, "team-b")).ok());  // free again: anyone's
+  EXPECT_TRUE(state_.CheckInvariants().ok());
+}
+
+TEST_F(ClusterStateTest, AnExclusiveRequestIgnoresGroupsAndAGpuChargedToTwoGroupsIsAnOvercommit) {
+  Allocation whole = Grouped("w", 1, 1000, "team-a");
+  whole.containers[0].gpus[0].exclusive = true;
+  ASSERT_TRUE(state_.Assume(whole).ok());
+  ASSERT_TRUE(state_.Charge(Grouped("a", 0, 300, "team-a")).ok());
+  std::string over;
+  ASSERT_TRUE(state_.Charge(Grouped("b", 0, 300, "team-b"), &over).ok());  // bound: charged anyway
+  EXPECT_THAT(over, HasSubstr("shareWithin"));
+  const NodeView* v = state_.Find(common::NodeName("n1"));
+  EXPECT_EQ(v->gpus[0].share_group, kMixedShareGroup);
+  EXPECT_THAT(state_.OvercommitOf(common::NodeName("n1")), HasSubstr("several shareWithin groups"));
+  EXPECT_FALSE(state_.Assume(Grouped("a2", 0, 100, "team-a")).ok());  // nobody with a group joins a mixed GPU
+  EXPECT_TRUE(state_.CheckInvariants().ok());
+  ASSERT_TRUE(state_.Release(common::PodUid("b")).ok());
+  EXPECT_EQ(v->gpus[0].share_group, ShareGroupOf(ShareWithin::kNamespace, "team-a", ""));
+  EXPECT_TRUE(state_.Assume(Grouped("a2", 0, 100, "team-a")).ok());
+  EXPECT_TRUE(state_.CheckInvariants().ok());
+}
+
 }  // namespace
 }  // namespace gpusched::core

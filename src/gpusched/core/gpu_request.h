@@ -13,6 +13,7 @@
 #include "gpusched/common/units.h"
 #include "gpusched/core/constraints.h"
 #include "gpusched/core/gpu.h"
+#include "gpusched/core/share_within.h"
 
 namespace gpusched::core {
 
@@ -26,6 +27,8 @@ struct GpuRequest {
   // A share of each GPU's own memory in percent (HAMi's nvidia.com/gpumem-percentage), 1..100; 0 = none, and
   // memory_per_gpu applies. Resolved per GPU by MemoryOn.
   int32_t memory_percent = 0;
+  // Who this container may share a GPU with (share_within.h: 0 = anyone); the same for every container of a pod.
+  ShareGroup share_group = 0;
 
   // A fraction of one GPU that others may share (the FGD paper's "GPU-sharing pod").
   [[nodiscard]] bool IsSharing() const { return count == 1 && !exclusive && milli_per_gpu < common::kGpuMilli; }
@@ -81,6 +84,8 @@ struct PodRequest {
   }
   // Σ count over containers.
   [[nodiscard]] int32_t GpuCount() const;
+  // The pod's share group (its containers all carry the same one; 0 without GPU containers).
+  [[nodiscard]] ShareGroup GpuShareGroup() const { return containers.empty() ? 0 : containers.front().share_group; }
   // Σ count × milli over containers: the pod's total GPU compute.
   [[nodiscard]] common::MilliGpu TotalGpuMilli() const;
 };

@@ -13,6 +13,7 @@
 
 #include "gpusched/common/units.h"
 #include "gpusched/core/node.h"
+#include "gpusched/core/share_within.h"
 
 namespace gpusched::core {
 
@@ -21,6 +22,9 @@ struct GpuState {
   common::MiB memory_free{0};  // unallocated memory
   int32_t holders = 0;         // allocations holding a share of this GPU
   bool exclusive = false;      // held by one allocation that nobody may share
+  // The share group of its holders (share_within.h): 0 while none or all share with anyone, kMixedShareGroup when
+  // they are of several groups.
+  ShareGroup share_group = 0;
 
   [[nodiscard]] bool FullyFree() const { return holders == 0; }
 };

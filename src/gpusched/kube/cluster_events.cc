@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpusched/kube/annotations.h"
+#include "gpusched/kube/gpu_queue.h"
 #include "gpusched/kube/objects.h"
 #include "gpusched/kube/resources.h"
 
@@ -29,6 +30,8 @@ common::Result<core::PodUpdate> DecodePodUpdate(const nlohmann::json& pod, const
       spec != nullptr && spec->is_object() && spec->contains("priority") && (*spec)["priority"].is_number_integer()) {
     u.priority = (*spec)["priority"].get<int32_t>();
   }
+  u.namespace_ = meta.namespace_;
+  u.queue = QueueLabel(meta.labels);
   if (annotation != nullptr) {
     u.app = DecodePodApp(pod, app_label);
     if (auto a = DecodeAllocation(*annotation, u.uid); a.ok()) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpusched/kube/constraints.h"
+#include "gpusched/kube/gpu_queue.h"
 #include "gpusched/kube/quantity.h"
 
 namespace gpusched::kube {
@@ -210,7 +211,8 @@ common::Result<std::optional<core::GpuRequest>> GeniusRequest(const json& labels
 }
 
 common::Result<std::optional<core::GpuRequest>> GpuRequestOf(const ContainerResources& c, std::string_view kind,
-                                                             int64_t gpushare_unit_mib) {
+                                                             const ResourceConfig& config) {
+  const int64_t gpushare_unit_mib = config.gpushare_memory_unit_mib;
   if (c.gpu.empty()) {
     return std::optional<core::GpuRequest>{};
   }
@@ -257,8 +259,14 @@ common::Result<std::optional<core::GpuRequest>> GpuRequestOf(const ContainerReso
   };
   core::GpuRequest r{.container = c.name};
   if (keti) {
+    // MPS shares, never exclusive: alone, an equal share of each GPU (keti_share_percent of its compute and of its
+    // memory), as KETI's device plugin splits a GPU into equal replicas; with gpusched.io/gpu-core or -memory, those.
     r.count = I32(*Get(c, kResKetiMps));
-    r.milli_per_gpu = MilliGpu{1000};
+    const bool sized = Get(c, kResGpuCore).has_value() || Get(c, kResGpuMemory).has_value();
+    if (!sized) {
+      r.milli_per_gpu = MilliGpu{int64_t{config.keti_share_percent} * 10};
+      r.memory_percent = config.keti_share_percent;
+    }
     if (Get(c, kResGpuCore)) {
       GPUSCHED_ASSIGN_OR_RETURN(core, percent(kResGpuCore));
       r.milli_per_gpu = MilliGpu{core * 10};
@@ -500,7 +508,7 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
     out.host_ports = std::move(sum.host_ports);
   }
   for (const auto& c : apps) {
-    auto r = GpuRequestOf(c, "container", config.gpushare_memory_unit_mib);
+    auto r = GpuRequestOf(c, "container", config);
     if (!r.ok()) {
       return common::InvalidArgument(who + r.status().message());
     }
@@ -510,7 +518,7 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
   }
   const size_t app_gpu_containers = out.containers.size();
   for (const auto& c : inits) {
-    auto r = GpuRequestOf(c, "init container", config.gpushare_memory_unit_mib);
+    auto r = GpuRequestOf(c, "init container", config);
     if (!r.ok()) {
       return common::InvalidArgument(who + r.status().message());
     }
@@ -607,25 +615,32 @@ common::Result<core::PodRequest> DecodePodRequest(const json& pod, const Resourc
   }
   out.pod_group = std::move(group->name);
   out.min_available = group->min_available;
+  const core::ShareGroup share = core::ShareGroupOf(config.share_within, out.namespace_, QueueLabel(out.labels));
+  for (core::GpuRequest& c : out.containers) {
+    c.share_group = share;
+  }
   return out;
 }
 
 common::Result<int32_t> DecodePodPriority(const json& pod, bool genius_labels) {
+  // The Priority admission plugin sets spec.priority on every pod (0 when it names no PriorityClass and none is the
+  // global default; it then also writes the default's name to spec.priorityClassName). So a class named decides,
+  // and the labels apply to a pod that names none.
   const json* spec = Find(pod, "spec");
-  if (const json* p = spec != nullptr ? Find(*spec, "priority") : nullptr; p != nullptr && p->is_number_integer()) {
-    return p->get<int32_t>();
+  const json* priority = spec != nullptr ? Find(*spec, "priority") : nullptr;
+  const int32_t from_spec = priority != nullptr && priority->is_number_integer() ? priority->get<int32_t>() : 0;
+  const json* class_name = spec != nullptr ? Find(*spec, "priorityClassName") : nullptr;
+  if (class_name != nullptr && class_name->is_string() && !class_name->get_ref<const std::string&>().empty()) {
+    return from_spec;
   }
   const json* metadata = Find(pod, "metadata");
   const json* labels = metadata != nullptr ? Find(*metadata, "labels") : nullptr;
-  if (labels == nullptr) {
-    return 0;
-  }
-  const json* l = Find(*labels, kLabelPriority);
-  if (l == nullptr && genius_labels) {
+  const json* l = labels != nullptr ? Find(*labels, kLabelPriority) : nullptr;
+  if (l == nullptr && genius_labels && labels != nullptr) {
     l = Find(*labels, kLabelGeniusPriority);
   }
   if (l == nullptr || !l->is_string()) {
-    return 0;
+    return from_spec;
   }
   try {
     return std::stoi(l->get<std::string>());
@@ -723,7 +738,7 @@ common::Result<CoschedulingPodGroup> DecodeCoschedulingPodGroup(const json& obje
 common::Result<std::optional<core::GpuRequest>> DecodeContainerGpuRequest(const json& container,
                                                                           const ResourceConfig& config) {
   GPUSCHED_ASSIGN_OR_RETURN(c, ReadContainer(container, config, "container"));
-  return GpuRequestOf(c, "container", config.gpushare_memory_unit_mib);
+  return GpuRequestOf(c, "container", config);
 }
 
 bool RequestsGpuResource(const json& pod, const ResourceConfig& config) {

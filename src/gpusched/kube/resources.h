@@ -15,8 +15,12 @@
 //   aliyun.com/gpu-mem G                  one shared GPU with G GiB of memory (gpushare)
 //   elasticgpu.io/gpu-core C, elasticgpu.io/gpu-memory MiB (also the elasticgpu.com/ spelling)
 //       C >= 100: C/100 whole exclusive GPUs (C must be a multiple of 100; memory ignored), else one GPU with C%.
-//   keti.com/mpsgpu N                     N GPUs shared through MPS (not exclusive), each with the gpusched.io
-//                                         core and memory when given, else the whole compute of each GPU.
+//   keti.com/mpsgpu N                     N GPUs shared through MPS, never exclusive, each with the gpusched.io
+//                                         core and memory when given (a missing one: none of it), else an equal
+//                                         share: ResourceConfig::keti_share_percent of its compute and memory.
+// Exclusive (whole GPUs nobody shares): nvidia.com/gpu alone; gpusched.io/gpu alone or with core 100 and no memory;
+// HAMi without cores and memory (or at 100 % of both); elastic-gpu core >= 100; Genius without memory labels. A share
+// of 100 % compute with a memory amount (gpusched.io core 100 + memory, HAMi gpucores 100 + gpumem) is a share.
 //   labels genius/gpu-number, genius/gpu-memory-each | genius/gpu-memory-total, genius/gpu-model (Genius), on a pod
 //                                         that asks for no GPU resource (ResourceConfig::genius_labels)
 // aliyun.com/gpu-mem counts GiB unless ResourceConfig::gpushare_memory_unit_mib says MiB.
@@ -95,6 +99,11 @@ struct ResourceConfig {
   // genius/gpu-memory-each or genius/gpu-memory-total (MiB; none: whole exclusive GPUs), genius/gpu-model (one
   // model); genius/priority when the pod has no spec.priority and no gpusched.io/priority label.
   bool genius_labels = true;
+  // Who may share a GPU with whom (core/share_within.h): sets every GPU request's share group.
+  core::ShareWithin share_within = core::ShareWithin::kAny;
+  // The share of each GPU, in percent of its compute and of its memory, that keti.com/mpsgpu asks for without
+  // gpusched.io/gpu-core or -memory (1..100): 10 is the share of one of the agent's default 10 devices per GPU.
+  int32_t keti_share_percent = 10;
 };
 
 // Decodes the pod's request (uid, "namespace/name", CPU, memory, GPU containers, priority, models). Errors are

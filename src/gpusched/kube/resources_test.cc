@@ -96,7 +96,20 @@ TEST(ResourcesTest, DecodesEveryResourceName) {
        true},
       {"elasticgpu.com spelling", {{"elasticgpu.com/gpu-core", "50"}}, 1, 500, 0, false},
       {"elasticgpu.io memory only", {{"elasticgpu.io/gpu-memory", "2048"}}, 1, 0, 2048, false},
-      {"keti.com/mpsgpu: shared, full compute", {{"keti.com/mpsgpu", "1"}}, 1, 1000, 0, false},
+      {"keti.com/mpsgpu alone: an equal MPS share, 10 % of compute and of memory",
+       {{"keti.com/mpsgpu", "1"}},
+       1,
+       100,
+       0,
+       false,
+       10},
+      {"keti.com/mpsgpu with gpusched memory only: a memory share",
+       {{"keti.com/mpsgpu", "1"}, {"gpusched.io/gpu-memory", "6400"}},
+       1,
+       0,
+       6400,
+       false},
+
       {"keti.com/mpsgpu with gpusched core/memory",
        {{"keti.com/mpsgpu", "2"}, {"gpusched.io/gpu-core", "40"}, {"gpusched.io/gpu-memory", "5000"}},
        2,
@@ -204,6 +217,21 @@ TEST(ResourcesTest, CoschedulingPodGroupsGiveTheirMinMember) {
   auto unnamed = DecodeCoschedulingPodGroup({{"metadata", {{"namespace", "ml"}}}});
   ASSERT_FALSE(unnamed.ok());
   EXPECT_NE(unnamed.status().message().find("metadata.name"), std::string::npos);
+}
+
+// shareWithin: every GPU container of a pod carries its share group, from its namespace or its queue label.
+TEST(ResourcesTest, ShareWithinGivesEveryGpuContainerThePodsGroup) {
+  json pod = PodWith({{"gpusched.io/gpu", "1"}, {"gpusched.io/gpu-core", "30"}});
+  pod["metadata"]["namespace"] = "team-a";
+  pod["metadata"]["labels"] = {{"gpusched.io/queue", "q1"}};
+  EXPECT_EQ(DecodePodRequest(pod, ResourceConfig{})->containers[0].share_group, 0U);
+  ResourceConfig by_ns;
+  by_ns.share_within = core::ShareWithin::kNamespace;
+  EXPECT_EQ(DecodePodRequest(pod, by_ns)->GpuShareGroup(),
+            core::ShareGroupOf(core::ShareWithin::kNamespace, "team-a", ""));
+  ResourceConfig by_queue;
+  by_queue.share_within = core::ShareWithin::kQueue;
+  EXPECT_EQ(DecodePodRequest(pod, by_queue)->GpuShareGroup(), core::ShareGroupOf(core::ShareWithin::kQueue, "", "q1"));
 }
 
 TEST(ResourcesTest, GpushareMemoryUnitIsASetting) {
@@ -472,6 +500,17 @@ TEST(ResourcesTest, ModelsAndPriority) {
   EXPECT_EQ(*DecodePodPriority(labelled, /*genius_labels=*/false), 7) << "the same rule, for bound pods";
   EXPECT_EQ(*DecodePodPriority(pod, false), 1000);
   EXPECT_EQ(*DecodePodPriority(json::object(), false), 0);
+  // As kube-apiserver admits them: spec.priority is always set (0 without a class), so a pod naming no class takes
+  // its label's priority, and one naming a class the class's.
+  json admitted = labelled;
+  admitted["spec"]["priority"] = 0;
+  EXPECT_EQ(*DecodePodPriority(admitted, false), 7) << "the label, although spec.priority is 0";
+  admitted["metadata"]["labels"] = {{"genius/priority", "100"}};
+  EXPECT_EQ(*DecodePodPriority(admitted, true), 100);
+  EXPECT_EQ(*DecodePodPriority(admitted, false), 0) << "genius labels off";
+  admitted["spec"]["priorityClassName"] = "batch-low";
+  admitted["spec"]["priority"] = 10;
+  EXPECT_EQ(*DecodePodPriority(admitted, true), 10) << "a named class decides";
   EXPECT_FALSE(DecodePodRequest(PodWith({{"nvidia.com/gpu", "1"}}, {{"gpusched.io/gpu-model", "|"}}), {}).ok());
   // preemptionPolicy: Never is read; anything else but PreemptLowerPriority is an error naming the field.
   json never = pod;

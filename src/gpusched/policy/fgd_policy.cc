@@ -147,6 +147,7 @@ FgdPolicy::Best FgdPolicy::Evaluate(const core::PodRequest& pod, const core::Nod
     for (size_t k = 0; k < candidates.size() && k < static_cast<size_t>(c.count); ++k) {
       core::GpuState& g = gpus[candidates[k]];
       g.free -= whole ? common::kGpuMilli : c.milli_per_gpu;
+      g.share_group = core::JoinShareGroup(g.share_group, g.holders, c.share_group);
       g.holders += 1;
       g.exclusive = whole;
     }

@@ -65,7 +65,8 @@ Fit Explain(const core::GpuRequest& c, const core::NodeView& node, std::span<con
   }
   // A share: name the GPU that came closest.
   size_t best = gpus.size();
-  int32_t full = 0;  // usable GPUs with as many sharers as they have device ids
+  int32_t full = 0;     // usable GPUs with as many sharers as they have device ids
+  int32_t tenants = 0;  // usable GPUs shared by pods it may not share with (shareWithin)
   for (size_t i = 0; i < gpus.size(); ++i) {
     const core::Gpu& spec = node.node->gpus[i];
     if (!spec.healthy || gpus[i].exclusive || !c.AllowsModel(spec.model)) {
@@ -73,6 +74,10 @@ Fit Explain(const core::GpuRequest& c, const core::NodeView& node, std::span<con
     }
     if (AtSharerLimit(spec, gpus[i])) {
       ++full;
+      continue;
+    }
+    if (!core::ShareGroupAdmits(gpus[i].share_group, gpus[i].holders, c.share_group)) {
+      ++tenants;
       continue;
     }
     if (best == gpus.size() || gpus[i].free > gpus[best].free) {
@@ -85,16 +90,28 @@ Fit Explain(const core::GpuRequest& c, const core::NodeView& node, std::span<con
   } else if (c.memory_per_gpu.value() > 0) {
     need += " and " + std::to_string(c.memory_per_gpu.value()) + " MiB";
   }
+  // What the pod needs, before the first "; ": the part a summary groups by (sched::ReasonGroup), so it carries
+  // no node's numbers; shareWithin shows there, since it is why such pods wait.
+  const std::string needs = who + "needs " + need + " on " + std::to_string(c.count) + " GPU(s)" +
+                            (tenants > 0 ? " not shared by another namespace or queue (shareWithin)" : "");
+  const std::string others =
+      tenants > 0 ? "; " + std::to_string(tenants) + " GPU(s) are shared by another namespace or queue" : std::string();
   if (best == gpus.size()) {
-    return Fit::Unschedulable(who + "needs " + need + " on " + std::to_string(c.count) +
-                              " GPU(s); every usable GPU is " +
+    if (tenants > 0 && full == 0) {
+      return Fit::Unschedulable(needs +
+                                "; every usable GPU is held exclusively or shared by another namespace or "
+                                "queue (" +
+                                std::to_string(tenants) + " such GPU(s))");
+    }
+    return Fit::Unschedulable(needs + "; every usable GPU is " +
                               (full > 0 ? "shared by as many pods as the node's device plugin admits (" +
                                               std::to_string(full) + " such GPU(s)) or held exclusively"
-                                        : std::string("held exclusively")));
+                                        : std::string("held exclusively")) +
+                              others);
   }
-  return Fit::Unschedulable(who + "needs " + need + " on " + std::to_string(c.count) + " GPU(s); most free is " +
-                            GpuName(node, best) + " with " + std::to_string(gpus[best].free.value()) + " milli and " +
-                            std::to_string(gpus[best].memory_free.value()) + " MiB free");
+  return Fit::Unschedulable(needs + "; most free is " + GpuName(node, best) + " with " +
+                            std::to_string(gpus[best].free.value()) + " milli and " +
+                            std::to_string(gpus[best].memory_free.value()) + " MiB free" + others);
 }
 
 void Take(const core::GpuRequest& c, const core::NodeView& node, std::span<core::GpuState> gpus, size_t i,
@@ -112,6 +129,7 @@ void Take(const core::GpuRequest& c, const core::NodeView& node, std::span<core:
   }
   g.free -= share.milli;
   g.memory_free -= share.memory;
+  g.share_group = core::JoinShareGroup(g.share_group, g.holders, c.share_group);
   g.holders += 1;
   g.exclusive = share.exclusive;
   out.gpus.push_back(std::move(share));
@@ -188,7 +206,8 @@ bool GpuCanHost(const core::GpuRequest& c, const core::NodeView& node, std::span
   if (WantsWhole(c)) {
     return g.holders == 0 && g.free >= kGpuMilli && g.memory_free >= c.MemoryOn(spec);
   }
-  return g.free >= c.milli_per_gpu && g.memory_free >= c.MemoryOn(spec) && !AtSharerLimit(spec, g);
+  return g.free >= c.milli_per_gpu && g.memory_free >= c.MemoryOn(spec) && !AtSharerLimit(spec, g) &&
+         core::ShareGroupAdmits(g.share_group, g.holders, c.share_group);
 }
 
 namespace {

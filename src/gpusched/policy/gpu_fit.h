@@ -4,7 +4,7 @@
 // exclusivity and several GPU containers), and the standard ways of choosing GPUs inside a node.
 //
 // A GPU can host one GPU of a container when it is healthy, its model is allowed, it is not held exclusively,
-// and: for a whole GPU (milli 1000 or exclusive) it is fully free (no holder) with the memory asked; for a share
+// and: for a whole GPU (exclusive) it is fully free (no holder) with the memory asked; for a share
 // it has at least the milli and memory asked free. Containers are placed one after another; a later container
 // sees what the earlier ones took.
 
@@ -21,10 +21,11 @@
 
 namespace gpusched::policy {
 
-// Whether the container asks for whole GPUs (exclusive, or 1000 milli each) rather than shares of them.
-[[nodiscard]] inline bool WantsWhole(const core::GpuRequest& c) {
-  return c.exclusive || c.milli_per_gpu >= common::kGpuMilli;
-}
+// Whether the container asks for whole GPUs (exclusive) rather than shares of them. A share of all of a GPU's
+// compute (1000 milli, not exclusive: KETI's keti.com/mpsgpu, gpusched.io/gpu-core 100 with a memory amount, HAMi's
+// gpucores 100 with gpumem) is a share: it needs the compute free, takes only the memory it asks, and pods that ask
+// for memory only may join it. The decoder (kube/resources.h) says which forms are exclusive.
+[[nodiscard]] inline bool WantsWhole(const core::GpuRequest& c) { return c.exclusive; }
 // Whether an allocated GPU is held whole.
 [[nodiscard]] inline bool HoldsWhole(const core::GpuShare& g) { return g.exclusive || g.milli >= common::kGpuMilli; }
 

@@ -327,5 +327,63 @@ TEST(SelectGpusTest, SharesRecordTheGpusNumaNode) {
   EXPECT_EQ(tight[0].gpus[0].numa_node, 0);
 }
 
+// shareWithin: a shared GPU whose sharers are of another group is no candidate, in Filter and in every way of
+// choosing GPUs; the reason names shareWithin; whole GPUs and requests without a group are unaffected.
+TEST(FitGpusTest, AShareOfAnotherGroupCannotJoinAGpuItsSharersHold) {
+  const core::ShareGroup a = core::ShareGroupOf(core::ShareWithin::kNamespace, "team-a", "");
+  const core::ShareGroup b = core::ShareGroupOf(core::ShareWithin::kNamespace, "team-b", "");
+  core::NodeView view = View("n1").Gpus(2).Free({400, 1000}).Build();
+  view.gpus[0].share_group = a;  // team-a holds 600 milli of GPU 0
+  core::GpuRequest mine = Share("main", 300);
+  mine.share_group = a;
+  core::GpuRequest theirs = Share("main", 300);
+  theirs.share_group = b;
+  EXPECT_TRUE(GpuCanHost(mine, view, view.gpus, 0));
+  EXPECT_FALSE(GpuCanHost(theirs, view, view.gpus, 0));
+  EXPECT_TRUE(GpuCanHost(theirs, view, view.gpus, 1));
+  EXPECT_TRUE(GpuCanHost(Share("main", 300), view, view.gpus, 0));  // no group: shares with anyone
+  const core::PodRequest pod_b = Pod("b").Container(theirs).Build();
+  EXPECT_EQ(GpuIndices(SelectGpusBest(pod_b, view)), (std::vector<int32_t>{1}));  // not the tightest GPU 0
+  const core::PodRequest pod_a = Pod("a").Container(mine).Build();
+  EXPECT_EQ(GpuIndices(SelectGpusBest(pod_a, view)), (std::vector<int32_t>{0}));
+  // With GPU 1 taken by team-a too, team-b fits nowhere here, and the reason says why.
+  view.gpus[1].free = common::MilliGpu{900};
+  view.gpus[1].holders = 1;
+  view.gpus[1].share_group = a;
+  const Fit fit = FitGpus(pod_b, view);
+  EXPECT_FALSE(fit.fits());
+  EXPECT_THAT(fit.reason, HasSubstr("shareWithin"));
+  EXPECT_TRUE(FitGpus(pod_a, view).fits());
+  // A GPU of two groups' sharers takes no one with a group.
+  view.gpus[0].share_group = core::kMixedShareGroup;
+  EXPECT_FALSE(GpuCanHost(mine, view, view.gpus, 0));
+}
+
+// 100 % of a GPU's compute with a memory amount, not exclusive (KETI, gpusched.io/gpu-core 100 + memory, HAMi
+// gpucores 100 + gpumem), is a share: it joins a GPU that only memory-only shares hold, takes only its memory, and
+// leaves room for memory-only shares beside it. Only exclusive requests want whole GPUs.
+TEST(FitGpusTest, AShareOfAllComputeIsAShareNotAWholeGpu) {
+  core::GpuRequest all_compute = Share("main", 1000);
+  all_compute.memory_per_gpu = common::MiB{8000};
+  EXPECT_FALSE(WantsWhole(all_compute));
+  EXPECT_TRUE(WantsWhole(Whole("main", 1)));
+  core::NodeView view = View("n1").Gpus(1).Build();
+  view.gpus[0].holders = 1;  // a memory-only share holds 4000 MiB, no compute
+  view.gpus[0].memory_free = common::MiB{81920 - 4000};
+  EXPECT_TRUE(GpuCanHost(all_compute, view, view.gpus, 0));
+  const auto allocs = SelectGpusBest(Pod("p").Container(all_compute).Build(), view);
+  ASSERT_EQ(allocs.size(), 1U);
+  ASSERT_EQ(allocs[0].gpus.size(), 1U);
+  EXPECT_FALSE(allocs[0].gpus[0].exclusive);
+  EXPECT_EQ(allocs[0].gpus[0].milli, common::kGpuMilli);
+  EXPECT_EQ(allocs[0].gpus[0].memory, common::MiB{8000}) << "its memory only, not the GPU's";
+  // Beside it, with no compute left: a memory-only share fits, a compute share does not.
+  view.gpus[0].holders = 2;
+  view.gpus[0].free = common::MilliGpu{0};
+  core::GpuRequest memory_only{.container = "main", .count = 1, .memory_per_gpu = common::MiB{2000}};
+  EXPECT_TRUE(GpuCanHost(memory_only, view, view.gpus, 0));
+  EXPECT_FALSE(GpuCanHost(Share("main", 100), view, view.gpus, 0));
+}
+
 }  // namespace
 }  // namespace gpusched::policy

@@ -233,7 +233,8 @@ TEST(TopologyTest, SelectGpusUsesTheTopology) {
   view.gpus[0].free = common::MilliGpu{0};  // GPU 0 fully used
   view.gpus[0].holders = 1;
   core::PodRequest pod{.uid = common::PodUid("p")};
-  pod.containers.push_back(core::GpuRequest{.container = "main", .count = 2, .milli_per_gpu = common::MilliGpu{1000}});
+  pod.containers.push_back(
+      core::GpuRequest{.container = "main", .count = 2, .milli_per_gpu = common::MilliGpu{1000}, .exclusive = true});
   ASSERT_TRUE(FitGpus(pod, view).fits());
   const auto alloc = SelectGpusBest(pod, view);
   ASSERT_EQ(alloc.size(), 1U);
@@ -281,8 +282,8 @@ TEST(TopologyTest, RequiredAndNone) {
   };
   auto pod = [](int32_t count, core::TopologyNeed need) {
     core::PodRequest p{.uid = common::PodUid("p")};
-    p.containers.push_back(
-        core::GpuRequest{.container = "main", .count = count, .milli_per_gpu = common::MilliGpu{1000}});
+    p.containers.push_back(core::GpuRequest{
+        .container = "main", .count = count, .milli_per_gpu = common::MilliGpu{1000}, .exclusive = true});
     p.topology = need;
     return p;
   };

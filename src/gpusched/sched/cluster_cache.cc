@@ -251,6 +251,7 @@ void ClusterCache::ApplyPod(EventType type, const common::Result<core::PodUpdate
     return;
   }
   core::Allocation allocation = *pod.allocation;
+  allocation.share_group = core::ShareGroupOf(options_.share_within, pod.namespace_, pod.queue);
   if (options_.charge_every_pod) {
     RequestsOf(pod, allocation);  // the annotation names GPUs only
   }

@@ -79,6 +79,9 @@ struct CacheOptions {
   // its CPU and memory requests and one pod on its node (no GPUs: what it holds of them is not known). The
   // standalone scheduler checks CPU, memory and pods count itself; the extender leaves them to kube-scheduler.
   bool charge_every_pod = false;
+  // Who may share a GPU with whom (core/share_within.h): the share group every charged allocation gets from its
+  // pod's namespace or queue label. The front end sets it with kube::ResourceConfig::share_within.
+  core::ShareWithin share_within = core::ShareWithin::kAny;
   // Names the front end in log lines ("extender: ...").
   std::string component = "gpusched";
 };

@@ -206,7 +206,7 @@ uint32_t CycleRunner::Signature(const core::PodRequest& pod) {
   for (const auto& c : pod.containers) {
     key += "|" + std::to_string(c.count) + "x" + std::to_string(c.milli_per_gpu.value()) + "m" +
            std::to_string(c.memory_per_gpu.value()) + "p" + std::to_string(c.memory_percent) +
-           (c.exclusive ? "e" : "s");
+           (c.exclusive ? "e" : "s") + (c.share_group != 0 ? "g" + std::to_string(c.share_group) : "");
     for (const auto& m : c.models) {
       key += ":" + m;
     }
@@ -381,7 +381,8 @@ common::Result<CycleResult> CycleRunner::Schedule(const core::PodRequest& pod, c
                               .cpu = pod.cpu,
                               .memory = pod.memory,
                               .containers = policy_.SelectGpusWithSnapshot(pod, view, snapshot, rng),
-                              .id = allocation_id};
+                              .id = allocation_id,
+                              .share_group = pod.GpuShareGroup()};
   if (options_.check_node_resources) {
     allocation.scalars = pod.scalars;  // charged where they are checked (not by the extender)
     allocation.host_ports = pod.host_ports;

@@ -17,9 +17,9 @@
 //   Bind            ports::Binder, then Confirm (or Forget on failure)
 //
 // Score cache: a policy's Filter and Score are pure functions of (request, node view), so the runner remembers
-// them per (node slot, node generation, request signature). A node's generation changes whenever anything on it
-// changes, so an entry is never stale; a cycle then costs one lookup per unchanged node. With many distinct
-// request signatures the cache is simply cleared and refilled.
+// them per (node slot, node generation, request signature; the signature includes the share group, shareWithin). A
+// node's generation changes whenever anything on it changes, so an entry is never stale; a cycle then costs one lookup
+// per unchanged node. With many distinct request signatures the cache is simply cleared and refilled.
 //
 // A policy whose Score reads the snapshot (it declares so in Reads(): load-aware, interference-aware) is a pure
 // function of (request, node view, snapshot). What it can see of the snapshot is identified by (gpu_metrics pointer,

@@ -16,9 +16,17 @@ void Shift(core::NodeView& view, const core::Allocation& allocation, int sign) {
       core::GpuState& g = view.gpus[static_cast<size_t>(s.index)];
       g.free = common::MilliGpu(g.free.value() - sign * s.milli.value());
       g.memory_free = common::MiB(g.memory_free.value() - sign * s.memory.value());
+      if (sign > 0) {
+        g.share_group = core::JoinShareGroup(g.share_group, g.holders, allocation.share_group);
+      }
       g.holders += sign;
       if (s.exclusive) {
         g.exclusive = sign > 0;
+      }
+      if (g.holders == 0) {
+        // Who else shares it is not known here: the group is kept while any holder stays (under shareWithin all
+        // sharers of a GPU are of one group, so that is exact), and cleared with the last.
+        g.share_group = 0;
       }
     }
   }

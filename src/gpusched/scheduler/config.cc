@@ -47,16 +47,31 @@ std::string JoinNames(const std::vector<std::string>& names) {
 
 }  // namespace
 
-std::vector<std::string> SchedulerPolicyNames() {
-  std::vector<std::string> names;
-  for (const policy::PolicyEntry& e : policy::Registry()) {
-    auto p = e.factory(policy::PolicyOptions{.target_workload = policy::DefaultTargetWorkload()});
-    if (p.ok() && !(*p)->Reads().any()) {
-      names.emplace_back(e.name);
-    }
+std::vector<std::string> SchedulerPolicyNames() { return policy::PolicyNames(); }
+
+namespace {
+
+// A policy that reads live metrics needs a metrics source; one that reads a forecast needs interference.enabled.
+common::Status CheckInputs(const SchedulerConfig& c, const std::string& name, const std::string& where,
+                           const std::string& source) {
+  auto p = policy::MakePolicy(name, policy::PolicyOptions{.target_workload = policy::DefaultTargetWorkload()});
+  if (!p.ok()) {
+    return Bad(source, "\"" + where + "\": " + p.status().message());
   }
-  return names;
+  const policy::Inputs reads = (*p)->Reads();
+  if (reads.gpu_metrics && c.metrics_sources.empty()) {
+    return Bad(source, "\"" + where + "\": " + name +
+                           " reads live GPU metrics: configure metrics.prometheus or metrics.influxdb");
+  }
+  if (reads.interference_forecast && !c.interference_enabled) {
+    return Bad(source, "\"" + where + "\": " + name +
+                           " reads an interference forecast: set interference.enabled (and start with "
+                           "--interference-model FILE)");
+  }
+  return common::Status::Ok();
 }
+
+}  // namespace
 
 common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, const std::string& source) {
   YAML::Node root;
@@ -90,13 +105,6 @@ common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, co
       GPUSCHED_ASSIGN_OR_RETURN(p, As<std::string>(v, source, key));
       const auto servable = SchedulerPolicyNames();
       if (std::find(servable.begin(), servable.end(), p) == servable.end()) {
-        const auto known = policy::PolicyNames();
-        if (std::find(known.begin(), known.end(), p) != known.end()) {
-          return Bad(source, "policy \"" + p +
-                                 "\" reads live GPU metrics or an interference forecast, which the scheduler does "
-                                 "not provide (the extender does); choose one of " +
-                                 JoinNames(servable));
-        }
         return Bad(source, "unknown policy \"" + p + "\" (known: " + JoinNames(servable) + ")");
       }
       c.policy = std::move(p);
@@ -109,8 +117,7 @@ common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, co
       for (const auto& w : v) {
         const std::string name = w.first.as<std::string>();
         if (std::find(servable.begin(), servable.end(), name) == servable.end()) {
-          return Bad(source, "\"weights." + name + "\": not a policy the scheduler runs (choose among " +
-                                 JoinNames(servable) + ")");
+          return Bad(source, "\"weights." + name + "\": not a policy (choose among " + JoinNames(servable) + ")");
         }
         GPUSCHED_ASSIGN_OR_RETURN(weight, As<double>(w.second, source, "weights." + name));
         if (!(weight > 0) || weight > 1e6) {
@@ -140,7 +147,8 @@ common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, co
       // Binding is stuck, and its GPUs be given twice.
       GPUSCHED_ASSIGN_OR_RETURN(n, Seconds(v, source, key, kMinAssumedTtlSeconds, 3600));
       c.assumed_ttl_seconds = n;
-    } else if (key == "gpushareMemoryUnit" || key == "geniusLabels") {
+    } else if (key == "gpushareMemoryUnit" || key == "geniusLabels" || key == "shareWithin" ||
+               key == "ketiSharePercent") {
       if (auto st = adapters::extender::ParseResourceCompat(key, v, source, c.resources); !st.ok()) {
         return st;
       }
@@ -164,12 +172,20 @@ common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, co
       if (auto st = adapters::extender::ParseLeaderElection(v, source, c.leader_election); !st.ok()) {
         return st;
       }
+    } else if (adapters::extender::IsLiveInputKey(key)) {
+      if (auto st = adapters::extender::ParseLiveInput(key, v, source, c, c.resources); !st.ok()) {
+        return st;
+      }
     } else {
       return Bad(source, "unknown key \"" + key + "\"");
     }
   }
   if (c.max_backoff_seconds < c.initial_backoff_seconds) {
     return Bad(source, "\"podMaxBackoffSeconds\" is below \"podInitialBackoffSeconds\"");
+  }
+  GPUSCHED_RETURN_IF_ERROR(CheckInputs(c, c.policy, "policy", source));
+  for (const auto& [name, weight] : c.weights) {
+    GPUSCHED_RETURN_IF_ERROR(CheckInputs(c, name, "weights." + name, source));
   }
   return c;
 }

@@ -10,10 +10,14 @@
 //   bindWorkers: 16                   Bindings written at once
 //   podInitialBackoffSeconds: 1       a pod whose attempt failed with an error waits this long, doubling
 //   podMaxBackoffSeconds: 10          up to this
-//   assumedPodTtlSeconds: 30          GPUs of a bind with an unknown outcome stay taken this long unless the watch
+//   assumedPodTtlSeconds: 120         GPUs of a bind with an unknown outcome stay taken this long unless the watch
 //                                     shows the pod
 //   gpushareMemoryUnit: GiB           what aliyun.com/gpu-mem counts (MiB where gpushare runs with MiB)
 //   geniusLabels: true                read Genius's genius/gpu-number, -memory-each, -memory-total, -model labels
+//   ketiSharePercent: 10              keti.com/mpsgpu's share of each GPU without gpusched.io/gpu-core or -memory
+//   shareWithin: any                  any | namespace | queue: who may share one GPU (core/share_within.h)
+//   metrics, loadAware, interference  the live inputs of load-aware and interference-aware, as the extender's
+//                                     (adapters/extender/config.h LiveInputsConfig)
 //   preemption:
 //     enabled: true                   a pod that fits nowhere may evict pods of lower priority (Eviction API)
 //     evictionGracePeriodSeconds:     the victims' termination grace period; default: each pod's own
@@ -40,7 +44,7 @@ namespace gpusched::scheduler {
 // time after which the informer's /readyz reports it stale.
 inline constexpr int kMinAssumedTtlSeconds = 90;
 
-struct SchedulerConfig {
+struct SchedulerConfig : adapters::extender::LiveInputsConfig {
   std::vector<std::string> scheduler_names = {"gpusched"};
   std::string policy = "binpack";
   // Score with a weighted mix of policies instead of the policy's own score (it still filters and chooses GPUs).
@@ -61,11 +65,12 @@ struct SchedulerConfig {
   std::optional<int> eviction_grace_period_seconds;
 };
 
-// `source` names the text in errors (the file name).
-// The placement policies the scheduler can run: every registered policy that reads nothing beyond the request and
-// the node (the scheduler collects no live GPU metrics and builds no interference forecast; load-aware and
-// interference-aware run in the extender). Decided by what each policy declares (PlacementPolicy::Reads).
+// The placement policies the scheduler can run: every registered one. A policy that reads live GPU metrics
+// (load-aware) needs `metrics`, one that reads an interference forecast (interference-aware) `interference.enabled`
+// and the model file; the config is refused otherwise (PlacementPolicy::Reads says what each reads).
 [[nodiscard]] std::vector<std::string> SchedulerPolicyNames();
+
+// `source` names the text in errors (the file name).
 
 [[nodiscard]] common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, const std::string& source);
 [[nodiscard]] common::Result<SchedulerConfig> LoadSchedulerConfig(const std::string& path);

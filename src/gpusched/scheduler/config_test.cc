@@ -1,5 +1,6 @@
 #include "gpusched/scheduler/config.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +44,7 @@ leaderElection: {enabled: false, namespace: gpu, name: sched, leaseDurationSecon
                  retryPeriodSeconds: 1}
 gpushareMemoryUnit: MiB
 geniusLabels: false
+shareWithin: queue
 preemption: {enabled: false, evictionGracePeriodSeconds: 0}
 )",
                                 "c.yaml");
@@ -65,8 +67,37 @@ preemption: {enabled: false, evictionGracePeriodSeconds: 0}
   EXPECT_EQ(c->leader_election.lease_duration_seconds, 4);
   EXPECT_EQ(c->resources.gpushare_memory_unit_mib, 1);
   EXPECT_FALSE(c->resources.genius_labels);
+  EXPECT_EQ(c->resources.share_within, core::ShareWithin::kQueue);
   EXPECT_FALSE(c->preemption);
   EXPECT_EQ(c->eviction_grace_period_seconds, 0);
+}
+
+// load-aware and interference-aware run in the scheduler with their inputs, read as the extender reads them.
+TEST(SchedulerConfigTest, SnapshotReadingPoliciesWithTheirInputs) {
+  auto c = ParseSchedulerConfig(R"(
+policy: load-aware
+weights: {load-aware: 2, interference-aware: 1}
+metrics:
+  refreshSeconds: 5
+  stalenessSeconds: 20
+  prometheus: {url: "http://127.0.0.1:9090"}
+  influxdb: {url: "http://127.0.0.1:8086", database: gpus}
+loadAware: {gpuUtil: 3}
+interference: {enabled: true, appLabel: app, objective: incoming}
+)",
+                                "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->policy, "load-aware");
+  ASSERT_EQ(c->metrics_sources.size(), 2U);
+  EXPECT_EQ(c->metrics_sources[0].kind, "prometheus");
+  EXPECT_EQ(c->metrics_sources[1].database, "gpus");
+  EXPECT_EQ(c->metrics_refresh_seconds, 5);
+  EXPECT_EQ(c->metrics_staleness_seconds, 20);
+  EXPECT_EQ(c->load_aware_weights.at("gpuUtil"), 3);
+  EXPECT_TRUE(c->interference_enabled);
+  EXPECT_EQ(c->resources.app_label, "app");
+  const auto names = SchedulerPolicyNames();
+  EXPECT_NE(std::find(names.begin(), names.end(), "interference-aware"), names.end());
 }
 
 TEST(SchedulerConfigTest, MistakesAreErrorsNamingTheKey) {
@@ -76,12 +107,14 @@ TEST(SchedulerConfigTest, MistakesAreErrorsNamingTheKey) {
       {"assumedPodTtlSeconds: 30", "\"assumedPodTtlSeconds\" must be 90..3600"},
       {"schedulerNames: [\"\"]", "empty name"},
       {"policy: best-guess", "unknown policy \"best-guess\""},
-      {"policy: load-aware", "reads live GPU metrics or an interference forecast"},
+      {"policy: load-aware", "\"policy\": load-aware reads live GPU metrics: configure metrics.prometheus"},
       {"weights: {fgd: 0}", "\"weights.fgd\" must be a positive number"},
       {"weights: {fgd: lots}", "weights.fgd"},
-      {"weights: {load-aware: 1}", "not a policy the scheduler runs"},
+      {"weights: {load-aware: 1}", "\"weights.load-aware\": load-aware reads live GPU metrics"},
+      {"weights: {nonesuch: 1}", "\"weights.nonesuch\": not a policy"},
+      {"metrics: {prometheus: {timeoutSeconds: 2}}", "\"metrics.prometheus.url\" is required"},
       {"weights: [fgd]", "\"weights\" must map"},
-      {"policy: interference-aware", "which the scheduler does not provide"},
+      {"policy: interference-aware", "reads an interference forecast: set interference.enabled"},
       {"listen: nowhere", "not host:port"},
       {"bindWorkers: 0", "bindWorkers"},
       {"bindWorkers: many", "bindWorkers"},
@@ -96,6 +129,7 @@ TEST(SchedulerConfigTest, MistakesAreErrorsNamingTheKey) {
       {"policy: [binpack]", "policy"},
       {"gpushareMemoryUnit: KiB", "GiB or MiB"},
       {"geniusLabels: maybe", "geniusLabels"},
+      {"shareWithin: tenant", "shareWithin \"tenant\": want any, namespace or queue"},
       {"preemption: on", "\"preemption\" must be a mapping"},
       {"preemption: {evictionGracePeriodSeconds: -1}", "preemption.evictionGracePeriodSeconds"},
       {"preemption: {enabled: sometimes}", "preemption.enabled"},
@@ -110,13 +144,15 @@ TEST(SchedulerConfigTest, MistakesAreErrorsNamingTheKey) {
 }
 
 // The scheduler runs the policies that read nothing it does not provide, by their declaration, not by name.
-TEST(SchedulerConfigTest, PoliciesThatReadMetricsOrForecastsAreNotOffered) {
+// Every policy is offered; one that reads live metrics or a forecast parses only with its inputs configured.
+TEST(SchedulerConfigTest, EveryPolicyIsOfferedWithTheInputsItReads) {
   const std::vector<std::string> names = SchedulerPolicyNames();
-  EXPECT_THAT(names, ::testing::IsSupersetOf({"binpack", "spread", "random", "fgd", "bestfit"}));
-  EXPECT_THAT(names, ::testing::Not(::testing::Contains("load-aware")));
-  EXPECT_THAT(names, ::testing::Not(::testing::Contains("interference-aware")));
+  EXPECT_THAT(names, ::testing::IsSupersetOf(
+                         {"binpack", "spread", "random", "fgd", "bestfit", "load-aware", "interference-aware"}));
+  const std::string inputs =
+      "\nmetrics: {prometheus: {url: \"http://127.0.0.1:9090\"}}\ninterference: {enabled: true}\n";
   for (const auto& n : names) {
-    auto c = ParseSchedulerConfig("policy: " + n, "c.yaml");
+    auto c = ParseSchedulerConfig("policy: " + n + inputs, "c.yaml");
     ASSERT_TRUE(c.ok()) << n << ": " << c.status().message();
     EXPECT_EQ(c->policy, n);
   }

@@ -146,18 +146,28 @@ common::Result<std::unique_ptr<Scheduler>> Scheduler::Create(ClusterCache& cache
   if (options.bind_workers == 0 || options.bind_in_flight_ms <= 0 || options.assumed_ttl_ms <= 0) {
     return common::InvalidArgument("scheduler: bind workers and the assumption times must be positive");
   }
-  const policy::PolicyOptions policy_options{.target_workload = policy::DefaultTargetWorkload()};
-  // Every policy the profile runs must read nothing the scheduler does not provide (it declares what it reads).
-  auto make = [&policy_options](const std::string& name,
-                                const std::string& role) -> common::Result<std::unique_ptr<policy::PlacementPolicy>> {
+  const policy::PolicyOptions policy_options{.target_workload = policy::DefaultTargetWorkload(),
+                                             .load_aware = options.load_aware,
+                                             .interference_aware = options.interference_aware};
+  // Every policy the profile runs must read nothing the scheduler is not given (it declares what it reads).
+  const sched::SnapshotBuilder provides(options.snapshots);
+  auto make = [&policy_options, &provides](
+                  const std::string& name,
+                  const std::string& role) -> common::Result<std::unique_ptr<policy::PlacementPolicy>> {
     auto made = policy::MakePolicy(name, policy_options);
     if (!made.ok()) {
       return common::InvalidArgument("scheduler: " + role + ": " + made.status().message());
     }
-    if ((*made)->Reads().any()) {
+    const policy::Inputs reads = (*made)->Reads();
+    if (reads.gpu_metrics && !provides.Provides(policy::Inputs{.gpu_metrics = true})) {
       return common::InvalidArgument("scheduler: " + role + " " + name +
-                                     " reads live GPU metrics or an interference forecast, which the scheduler does "
-                                     "not provide; it runs in the extender");
+                                     " reads live GPU metrics: configure a source (metrics.prometheus or "
+                                     "metrics.influxdb)");
+    }
+    if (reads.interference_forecast && !provides.Provides(policy::Inputs{.interference_forecast = true})) {
+      return common::InvalidArgument("scheduler: " + role + " " + name +
+                                     " reads an interference forecast: set interference.enabled and give the model "
+                                     "(--interference-model FILE)");
     }
     return made;
   };
@@ -190,9 +200,31 @@ Scheduler::Scheduler(ClusterCache& cache, ports::Binder& binder, EventSink event
       runner_(*policy_,
               sched::CycleOptions{.check_node_resources = true, .check_node_constraints = true, .stable_ties = true},
               ScoreMix(scorers_, options_.weights)),
+      snapshots_(options_.snapshots),
       rng_(options_.seed != 0 ? options_.seed
                               : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {
   queue_.SetQueueChooser([this](std::span<const std::string* const> queues) { return gpu_queues_.Lowest(queues); });
+  std::vector<const policy::PlacementPolicy*> used = {policy_.get()};
+  for (const auto& scorer : scorers_) {
+    used.push_back(scorer.get());
+  }
+  wants_forecast_ = snapshots_.WantsForecast(used);
+}
+
+policy::Snapshot Scheduler::SnapshotFor(const core::PodRequest& request, const core::ClusterState& state,
+                                        sched::SnapshotBuilder::Hold& hold) {
+  std::vector<size_t> slots;
+  if (wants_forecast_) {
+    slots.reserve(state.NodeCount());
+    for (size_t i = 0; i < state.SlotCount(); ++i) {
+      if (state.IsLive(i)) {
+        slots.push_back(i);
+      }
+    }
+  }
+  return snapshots_.Build(
+      request.app, state, slots, [this](const common::PodUid& uid) { return cache_.AppOf(uid); }, wants_forecast_,
+      hold);
 }
 
 Scheduler::~Scheduler() { Stop(); }
@@ -877,7 +909,8 @@ Scheduler::Nomination Scheduler::RoomFor(const core::PodRequest& request, const 
                                 .node = allocation.node,
                                 .cpu = request.cpu,
                                 .memory = request.memory,
-                                .containers = allocation.containers};
+                                .containers = allocation.containers,
+                                .share_group = request.GpuShareGroup()};
   return n;
 }
 
@@ -964,8 +997,9 @@ bool SameFit(const core::PodRequest& a, const core::PodRequest& b, bool labels_m
   if (a.HasInterPodConstraints() || b.HasInterPodConstraints() || (labels_matter && a.labels != b.labels)) {
     return false;
   }
+  // (containers: the share group too; app: interference-aware filters by the application class.)
   return a.cpu == b.cpu && a.memory == b.memory && a.containers == b.containers && a.priority == b.priority &&
-         a.node_name == b.node_name && a.node_selector == b.node_selector &&
+         a.app == b.app && a.node_name == b.node_name && a.node_selector == b.node_selector &&
          a.required_node_affinity == b.required_node_affinity && a.tolerations == b.tolerations &&
          a.scalars == b.scalars && a.host_ports == b.host_ports;
 }
@@ -1310,9 +1344,8 @@ bool Scheduler::ScheduleOne() {
         }
         // The group has its min-available placed: this member is placed like any pod.
       }
-      const policy::Snapshot snapshot{.now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                    std::chrono::system_clock::now().time_since_epoch())
-                                                    .count()};
+      sched::SnapshotBuilder::Hold hold;
+      const policy::Snapshot snapshot = SnapshotFor(request, state, hold);
       // A pod that preempted before gets its held room back for this attempt: it may go anywhere.
       std::optional<Nomination> nominated = TakeNomination(uid);
       const sched::InterPodConstraints inter_pod = PrepareInterPod(request, state);
@@ -1467,9 +1500,6 @@ void Scheduler::ScheduleGang(const std::string& uid, const Pending& pod, const s
     labels_matter = !with_anti_affinity_.empty();
   }
   // Reserve members one after the other against one state, until the group has its minimum.
-  const policy::Snapshot snapshot{.now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                std::chrono::system_clock::now().time_since_epoch())
-                                                .count()};
   std::vector<BindTask> reserved;
   std::vector<std::string> group_nodes;  // where the group has members placed or reserved, first used first
   {
@@ -1516,6 +1546,8 @@ void Scheduler::ScheduleGang(const std::string& uid, const Pending& pod, const s
       continue;
     }
     const sched::InterPodConstraints inter_pod = PrepareInterPod(r, state);
+    sched::SnapshotBuilder::Hold hold;
+    const policy::Snapshot snapshot = SnapshotFor(r, state, hold);  // the member's own forecast (its class)
     // Fewer nodes: a node the group already has members on, where the member fits, comes first (the policy picks
     // the GPUs there); else the whole cluster, by the policy's score.
     std::optional<common::Result<sched::CycleResult>> on_group_node;

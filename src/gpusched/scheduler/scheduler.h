@@ -85,6 +85,7 @@
 #include "gpusched/kube/constraints.h"
 #include "gpusched/kube/resources.h"
 #include "gpusched/policy/placement_policy.h"
+#include "gpusched/policy/policy_options.h"
 #include "gpusched/ports/binder.h"
 #include "gpusched/ports/event_recorder.h"
 #include "gpusched/ports/preemptor.h"
@@ -94,6 +95,7 @@
 #include "gpusched/sched/inter_pod.h"
 #include "gpusched/sched/preemption.h"
 #include "gpusched/sched/scheduling_queue.h"
+#include "gpusched/sched/snapshot_builder.h"
 
 namespace gpusched::scheduler {
 
@@ -120,6 +122,12 @@ struct SchedulerOptions {
   const common::Clock* clock = nullptr;   // steady time of the queue and the latency figures; null = system
   std::function<bool()> may_bind;         // null = always (no leader election)
   ports::Preemptor* preemptor = nullptr;  // null = no preemption
+  // What snapshot-reading policies (load-aware, interference-aware) read: live GPU metrics from a metrics cache, an
+  // interference forecast from a slowdown model (sched/snapshot_builder.h). A policy that reads what is not given
+  // is refused at Create.
+  sched::SnapshotSources snapshots;
+  policy::LoadAwareOptions load_aware;
+  policy::InterferenceAwareOptions interference_aware;
 };
 
 struct SchedulerStats {
@@ -307,6 +315,10 @@ class Scheduler {
   bool Ours(const std::string& scheduler_name) const;
   // The pod's inter-pod constraints, counted over the placed pods (PodOnNode). Mirror lock held.
   sched::InterPodConstraints PrepareInterPod(const core::PodRequest& request, const core::ClusterState& state);
+  // The snapshot of one attempt for `request` (live metrics, its interference forecast over every live node); what
+  // it borrows stays in `hold`. Caller holds the cache's lock.
+  policy::Snapshot SnapshotFor(const core::PodRequest& request, const core::ClusterState& state,
+                               sched::SnapshotBuilder::Hold& hold);
   // Records a placement this scheduler assumed (Running::assumed) and wakes what waits for a pod to be placed.
   void RecordAssumed(const std::string& uid, const Pending& pod, const core::Allocation& allocation);
   // Drops assumed entries whose allocation is no longer held (forgotten, expired); returns how many.
@@ -352,6 +364,8 @@ class Scheduler {
 
   // Scheduling thread only (ScheduleOne): the runner's caches and the tie-break generator.
   sched::CycleRunner runner_;
+  sched::SnapshotBuilder snapshots_;
+  bool wants_forecast_ = false;  // a policy of the profile reads an interference forecast, and a model is given
   common::Rng rng_;
 
   mutable std::mutex mu_;

@@ -16,8 +16,10 @@
 
 #include "gpusched/common/rng.h"
 #include "gpusched/kube/annotations.h"
+#include "gpusched/sched/metrics_cache.h"
 #include "gpusched/testing/fake_clock.h"
 #include "gpusched/testing/fake_cluster.h"
+#include "gpusched/testing/fake_metrics_source.h"
 
 namespace gpusched::scheduler {
 namespace {
@@ -83,7 +85,8 @@ class SchedulerTest : public ::testing::Test {
     mirror_ = std::make_unique<ClusterCache>(sched::CacheOptions{.clock = &clock_,
                                                                  .wall_ms = [] { return int64_t{1'700'000'000'000}; },
                                                                  .id_nonce = 7,
-                                                                 .charge_every_pod = true});
+                                                                 .charge_every_pod = true,
+                                                                 .share_within = options.resources.share_within});
     options.clock = &clock_;
     options.seed = 1;
     auto made = Scheduler::Create(
@@ -160,14 +163,57 @@ TEST_F(SchedulerTest, BindsAGpuShareWithAFreshAllocationIdAndSaysSo) {
 
 // A policy that reads what the scheduler does not provide (live metrics, a forecast) is refused at start, not run
 // on empty inputs.
-TEST_F(SchedulerTest, RefusesAPolicyThatReadsInputsItDoesNotProvide) {
-  for (const std::string name : {"load-aware", "interference-aware"}) {
+TEST_F(SchedulerTest, RefusesAPolicyThatReadsInputsItIsNotGiven) {
+  for (const auto& [name, needs] : {std::pair<std::string, std::string>{"load-aware", "reads live GPU metrics"},
+                                    {"interference-aware", "reads an interference forecast"}}) {
     auto made = Scheduler::Create(
         *mirror_, binder_, [](PodEvent) {}, SchedulerOptions{.policy = name, .clock = &clock_});
     ASSERT_FALSE(made.ok()) << name;
     EXPECT_THAT(made.status().message(), HasSubstr("policy " + name)) << name;
-    EXPECT_THAT(made.status().message(), HasSubstr("does not provide")) << name;
+    EXPECT_THAT(made.status().message(), HasSubstr(needs)) << name;
   }
+}
+
+// load-aware in the scheduler, from a metrics cache as the extender reads it: a pod goes to the idle node, and on a
+// node to its idle GPU; a source that fails keeps its last samples until they are stale.
+TEST_F(SchedulerTest, LoadAwarePlacesByLiveMetrics) {
+  auto source = std::make_unique<testing::FakeMetricsSource>("prometheus fake");
+  testing::FakeMetricsSource* fake = source.get();
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  for (int g = 0; g < 2; ++g) {
+    fake->Set("GPU-a-" + std::to_string(g), core::GpuMetric::kGpuUtil, 95, now);
+    fake->Set("GPU-a-" + std::to_string(g), core::GpuMetric::kMemoryUsedMib, 70000, now);
+    fake->Set("GPU-b-" + std::to_string(g), core::GpuMetric::kGpuUtil, 2, now);
+    fake->Set("GPU-b-" + std::to_string(g), core::GpuMetric::kMemoryUsedMib, 1000, now);
+  }
+  fake->Set("GPU-b-0", core::GpuMetric::kGpuUtil, 60, now);  // b's GPU 1 is the idlest of all
+  std::vector<std::unique_ptr<ports::MetricsSource>> sources;
+  sources.push_back(std::move(source));
+  sched::MetricsCache cache(std::move(sources), sched::MetricsCacheOptions{.interval = std::chrono::hours(1)});
+  cache.RefreshOnce();
+  Make(SchedulerOptions{.policy = "load-aware", .snapshots = sched::SnapshotSources{.metrics = &cache}});
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2));
+  scheduler_->OnNode(EventType::kAdded, Node("b", 2));
+  Running(Pod("p1", Share(30)));
+  EXPECT_EQ(binder_.bound().back().node.str(), "b") << "the idle node";
+  EXPECT_EQ(binder_.bound().back().containers[0].gpus[0].index, 1) << "its idle GPU";
+  // b turns busy, a idle: the next pod follows the metrics.
+  for (int g = 0; g < 2; ++g) {
+    fake->Set("GPU-a-" + std::to_string(g), core::GpuMetric::kGpuUtil, 1, now);
+    fake->Set("GPU-a-" + std::to_string(g), core::GpuMetric::kMemoryUsedMib, 500, now);
+    fake->Set("GPU-b-" + std::to_string(g), core::GpuMetric::kGpuUtil, 99, now);
+  }
+  cache.RefreshOnce();
+  Running(Pod("p2", Share(30)));
+  EXPECT_EQ(binder_.bound().back().node.str(), "a");
+  // The source fails: its last samples still count.
+  fake->Fail(common::Unavailable("connection refused"));
+  cache.RefreshOnce();
+  EXPECT_THAT(cache.Degraded(), HasSubstr("connection refused"));
+  Running(Pod("p3", Share(30)));
+  EXPECT_EQ(binder_.bound().back().node.str(), "a");
 }
 
 // weights: the profile scores with a weighted mix (here spread alone), while binpack still filters and picks GPUs.
@@ -1589,6 +1635,54 @@ TEST_F(SchedulerTest, AGangPrefersTheNodesItAlreadyUses) {
   Drain();
   ASSERT_EQ(binder_.bound().size(), 6U);
   EXPECT_NE(binder_.bound()[4].node, binder_.bound()[5].node);
+}
+
+// shareWithin: namespace. Pods of two namespaces never share a GPU: the second namespace's share goes to another GPU,
+// a third namespace finds none (the reason names shareWithin), and a scheduler that starts afresh and rebuilds its
+// state from the bound pods' annotations refuses the same.
+TEST_F(SchedulerTest, ShareWithinNamespaceKeepsTenantsOffEachOthersSharedGpus) {
+  SchedulerOptions options;
+  options.resources.share_within = core::ShareWithin::kNamespace;
+  Make(options);
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2));
+  std::vector<json> bound;
+  bound.push_back(Running(InNamespace(Pod("p1", Share(30)), "team-a")));
+  const int32_t gpu_a = binder_.bound().back().containers[0].gpus[0].index;
+  bound.push_back(Running(InNamespace(Pod("p2", Share(30)), "team-b")));
+  const int32_t gpu_b = binder_.bound().back().containers[0].gpus[0].index;
+  EXPECT_NE(gpu_a, gpu_b) << "team-b may not share team-a's GPU";
+  bound.push_back(Running(InNamespace(Pod("p3", Share(30)), "team-a")));
+  EXPECT_EQ(binder_.bound().back().containers[0].gpus[0].index, gpu_a) << "team-a shares its own GPU";
+  scheduler_->OnPod(EventType::kAdded, InNamespace(Pod("p4", Share(30)), "team-c"));
+  Drain();
+  EXPECT_EQ(binder_.bound().size(), 3U);
+  ASSERT_FALSE(EventsFor("p4", "FailedScheduling").empty());
+  EXPECT_THAT(EventsFor("p4", "FailedScheduling").back().message, HasSubstr("shareWithin"));
+  {
+    auto lock = mirror_->ReadLock();
+    EXPECT_TRUE(mirror_->state().CheckInvariants().ok());
+  }
+  // Afresh, from what the watch shows.
+  const size_t binds = binder_.bound().size();
+  Make(options);
+  scheduler_->OnNode(EventType::kAdded, Node("a", 2));
+  for (const json& pod : bound) {
+    scheduler_->OnPod(EventType::kAdded, pod);
+  }
+  scheduler_->OnPod(EventType::kAdded, InNamespace(Pod("p4", Share(30)), "team-c"));
+  scheduler_->OnPod(EventType::kAdded, InNamespace(Pod("p5", Share(30)), "team-b"));
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), binds + 1) << "only team-b's pod binds";
+  EXPECT_EQ(binder_.bound().back().pod.str(), "uid-team-b-p5");
+  EXPECT_EQ(binder_.bound().back().containers[0].gpus[0].index, gpu_b);
+  // team-b's pods leave: their GPU is anyone's again.
+  scheduler_->OnPod(EventType::kDeleted, bound[1]);
+  scheduler_->OnPod(EventType::kDeleted, AsBound(InNamespace(Pod("p5", Share(30)), "team-b"), binder_.bound().back(),
+                                                 kube::EncodeAllocation(binder_.bound().back())));
+  Drain();
+  ASSERT_EQ(binder_.bound().size(), binds + 2);
+  EXPECT_EQ(binder_.bound().back().pod.str(), "uid-team-c-p4");
+  EXPECT_EQ(binder_.bound().back().containers[0].gpus[0].index, gpu_b);
 }
 
 }  // namespace

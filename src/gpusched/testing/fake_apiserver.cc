@@ -166,6 +166,34 @@ std::string Now() {
   return buf;
 }
 
+// kube-apiserver's Priority admission plugin on a pod create: spec.priority from the named PriorityClass (the two
+// built-in system classes; no others exist here, and no global default), 0 when none is named; a spec.priority that
+// differs from that value is forbidden. Returns the error message, or "" when admitted (priority set).
+std::string AdmitPriority(json& pod) {
+  if (!pod.contains("spec") || !pod["spec"].is_object()) {
+    return "";
+  }
+  json& spec = pod["spec"];
+  const std::string name = spec.contains("priorityClassName") && spec["priorityClassName"].is_string()
+                               ? spec["priorityClassName"].get<std::string>()
+                               : std::string();
+  int64_t value = 0;
+  if (name == "system-node-critical") {
+    value = 2000001000;
+  } else if (name == "system-cluster-critical") {
+    value = 2000000000;
+  } else if (!name.empty()) {
+    return "no PriorityClass with name " + name + " was found";
+  }
+  if (spec.contains("priority") && spec["priority"].is_number_integer() && spec["priority"].get<int64_t>() != value) {
+    return "the integer value of priority (" + std::to_string(spec["priority"].get<int64_t>()) +
+           ") must not be provided in pod spec; priority admission controller computed " + std::to_string(value) +
+           " from the given PriorityClass name";
+  }
+  spec["priority"] = value;
+  return "";
+}
+
 std::string Meta(const json& object, const char* key) {
   if (object.is_object() && object.contains("metadata") && object["metadata"].is_object()) {
     return object["metadata"].value(key, "");
@@ -571,6 +599,10 @@ class FakeApiServer::Handlers {
     const std::string name = Meta(*body, "name");
     if (name.empty()) {
       WriteStatus(res, 422, "Pod \"\" is invalid: metadata.name: Required value");
+      return;
+    }
+    if (const std::string refused = AdmitPriority(*body); !refused.empty()) {
+      WriteStatus(res, 403, "pods \"" + name + "\" is forbidden: " + refused, "Forbidden");
       return;
     }
     std::lock_guard<std::mutex> lock(s_.mu_);

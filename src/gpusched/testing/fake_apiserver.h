@@ -13,8 +13,9 @@
 //          state first); an rv older than the compaction point gets an ERROR event with code 410; BOOKMARKs every
 //          bookmark_interval when allowWatchBookmarks=true; timeoutSeconds is honoured. An object that stops (starts)
 //          matching the field selector is sent as DELETED (ADDED), like the real watch cache.
-//   POST   /api/v1/namespaces/{ns}/pods (create), .../pods/{name}/binding (409 when already bound or on a uid
-//          mismatch, 404 for an unknown pod; sets spec.nodeName, emits MODIFIED)
+//   POST   /api/v1/namespaces/{ns}/pods (create, with the Priority admission plugin's defaults: spec.priority from
+//          the named class, 0 without one; a spec.priority that disagrees is 403 Forbidden), .../pods/{name}/binding
+//          (409 when already bound or on a uid mismatch, 404 for an unknown pod; sets spec.nodeName, emits MODIFIED)
 //   PATCH  /api/v1/nodes/{name}[/status], /api/v1/namespaces/{ns}/pods/{name}[/status]: merge-patch (RFC 7386) on
 //          the whole object; strategic-merge-patch is treated as merge patch; metadata.resourceVersion in the patch
 //          is a precondition (stale: 409)

@@ -7,31 +7,6 @@
 
 namespace gpusched::adapters::deviceplugin {
 
-common::Result<ShareWithin> ParseShareWithin(std::string_view text) {
-  if (text == "any") {
-    return ShareWithin::kAny;
-  }
-  if (text == "namespace") {
-    return ShareWithin::kNamespace;
-  }
-  if (text == "queue") {
-    return ShareWithin::kQueue;
-  }
-  return common::InvalidArgument("shareWithin \"" + std::string(text) + "\": want any, namespace or queue");
-}
-
-const char* ShareWithinName(ShareWithin mode) {
-  switch (mode) {
-    case ShareWithin::kAny:
-      return "any";
-    case ShareWithin::kNamespace:
-      return "namespace";
-    case ShareWithin::kQueue:
-      return "queue";
-  }
-  return "any";
-}
-
 common::Status CheckShareWithin(ShareWithin mode, const kube::PodMeta& pod, std::span<const core::GpuShare> shares,
                                 std::span<const PodView> node_pods, std::span<const KubeletPod> kubelet,
                                 const HandoffLedger& ledger) {

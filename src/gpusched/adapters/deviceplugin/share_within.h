@@ -1,16 +1,9 @@
 #pragma once
 
-// shareWithin: which pods may share one GPU through MPS. MPS clients of one GPU are not isolated from each other
-// the way separate GPUs are (one client's fault can end the others' work, and they share the control daemon's
-// pipes and shared memory), so an operator may keep a GPU's sharers within one tenant:
-//
-//   any        any pods may share a GPU (the default)
-//   namespace  only pods of one namespace
-//   queue      only pods of one queue (the label gpusched.io/queue; pods without it form one group)
-//
-// The schedulers must place pods that way; the agent checks it again at Allocate (CheckShareWithin): a container
-// whose shared GPU another live pod of another namespace (queue) holds a shared allocation on is refused, naming
-// that pod. Exclusive GPUs are never shared, so they are not checked here. Pure.
+// shareWithin at the node (core/share_within.h says what each mode means): the schedulers place pods that way, and
+// the agent checks it again at Allocate (CheckShareWithin): a container whose shared GPU another live pod of another
+// namespace (queue) holds a shared allocation on is refused, naming that pod. Exclusive GPUs are never shared, so
+// they are not checked here. Pure.
 
 #include <span>
 #include <string>
@@ -19,14 +12,14 @@
 #include "gpusched/adapters/deviceplugin/handoff.h"
 #include "gpusched/common/status.h"
 #include "gpusched/core/allocation.h"
+#include "gpusched/core/share_within.h"
 #include "gpusched/kube/objects.h"
 
 namespace gpusched::adapters::deviceplugin {
 
-enum class ShareWithin { kAny, kNamespace, kQueue };
-
-[[nodiscard]] common::Result<ShareWithin> ParseShareWithin(std::string_view text);
-[[nodiscard]] const char* ShareWithinName(ShareWithin mode);
+using core::ParseShareWithin;
+using core::ShareWithin;
+using core::ShareWithinName;
 
 // `pod` gets `shares` (resolved: UUIDs set); `node_pods` are the pods bound to the node (`pod` among them or not).
 // Other pods count when live (not terminal), when they hold devices (the kubelet lists devices for one of their

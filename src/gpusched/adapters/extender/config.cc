@@ -119,7 +119,193 @@ common::Status ParseResourceCompat(const std::string& key, const YAML::Node& nod
     resources.genius_labels = on;
     return common::Status::Ok();
   }
+  if (key == "ketiSharePercent") {
+    GPUSCHED_ASSIGN_OR_RETURN(pct, As<int>(node, source, key));
+    if (pct < 1 || pct > 100) {
+      return Bad(source, "\"ketiSharePercent\" must be 1..100, not " + std::to_string(pct));
+    }
+    resources.keti_share_percent = pct;
+    return common::Status::Ok();
+  }
+  if (key == "shareWithin") {
+    GPUSCHED_ASSIGN_OR_RETURN(text, As<std::string>(node, source, key));
+    auto mode = core::ParseShareWithin(text);
+    if (!mode.ok()) {
+      return Bad(source, mode.status().message());
+    }
+    resources.share_within = *mode;
+    return common::Status::Ok();
+  }
   return Bad(source, "unknown key \"" + key + "\"");
+}
+
+bool IsLiveInputKey(const std::string& key) { return key == "metrics" || key == "loadAware" || key == "interference"; }
+
+common::Status ParseLiveInput(const std::string& key, const YAML::Node& v, const std::string& source,
+                              LiveInputsConfig& out, kube::ResourceConfig& resources) {
+  if (key == "metrics") {
+    if (!v.IsMap()) {
+      return Bad(source, "\"metrics\" must be a mapping");
+    }
+    for (const auto& m : v) {
+      const std::string mk = m.first.as<std::string>();
+      if (mk == "refreshSeconds" || mk == "stalenessSeconds") {
+        GPUSCHED_ASSIGN_OR_RETURN(seconds, As<int>(m.second, source, "metrics." + mk));
+        if (seconds < 1 || seconds > 86400) {
+          return Bad(source, "\"metrics." + mk + "\" must be 1..86400");
+        }
+        (mk == "refreshSeconds" ? out.metrics_refresh_seconds : out.metrics_staleness_seconds) = seconds;
+      } else if (mk == "prometheus" || mk == "influxdb") {
+        MetricsSourceConfig src{.kind = mk};
+        if (!m.second.IsMap()) {
+          return Bad(source, "\"metrics." + mk + "\" must be a mapping");
+        }
+        for (const auto& f : m.second) {
+          const std::string fk = f.first.as<std::string>();
+          const std::string where = "metrics." + mk + "." + fk;
+          if (fk == "url" || fk == "database" || fk == "uuidLabel") {
+            GPUSCHED_ASSIGN_OR_RETURN(text, As<std::string>(f.second, source, where));
+            (fk == "url" ? src.url : fk == "database" ? src.database : src.uuid_label) = text;
+          } else if (fk == "timeoutSeconds") {
+            GPUSCHED_ASSIGN_OR_RETURN(seconds, As<int>(f.second, source, where));
+            if (seconds < 1 || seconds > 600) {
+              return Bad(source, "\"" + where + "\" must be 1..600");
+            }
+            src.timeout_seconds = seconds;
+          } else if (fk == "queries") {
+            if (!f.second.IsMap()) {
+              return Bad(source, "\"" + where + "\" must map metric names to queries");
+            }
+            for (const auto& q : f.second) {
+              const std::string metric = q.first.as<std::string>();
+              bool known = false;
+              for (size_t i = 0; i < core::kGpuMetricCount; ++i) {
+                known = known || core::GpuMetricName(static_cast<core::GpuMetric>(i)) == metric;
+              }
+              if (!known) {
+                return Bad(source, "unknown metric \"" + where + "." + metric + "\"");
+              }
+              GPUSCHED_ASSIGN_OR_RETURN(query, As<std::string>(q.second, source, where + "." + metric));
+              src.queries[metric] = query;
+            }
+          } else {
+            return Bad(source, "unknown key \"" + where + "\"");
+          }
+        }
+        if (src.url.empty()) {
+          return Bad(source, "\"metrics." + mk + ".url\" is required");
+        }
+        if (mk == "influxdb" && src.database.empty()) {
+          return Bad(source, "\"metrics.influxdb.database\" is required");
+        }
+        out.metrics_sources.push_back(std::move(src));
+      } else {
+        return Bad(source, "unknown key \"metrics." + mk + "\"");
+      }
+    }
+  } else if (key == "loadAware") {
+    if (!v.IsMap()) {
+      return Bad(source, "\"loadAware\" must map weight names to integers");
+    }
+    static const std::set<std::string> kWeights = {"memorySize",  "memoryBandwidth", "compute", "gpuUtil",
+                                                   "memoryUsed",  "memoryCopyUtil",  "power",   "temperature",
+                                                   "encoderUtil", "decoderUtil"};
+    for (const auto& w : v) {
+      const std::string wk = w.first.as<std::string>();
+      if (wk == "models") {
+        if (!w.second.IsSequence()) {
+          return Bad(source, "\"loadAware.models\" must be a list");
+        }
+        for (const auto& m : w.second) {
+          GpuModelConfig model;
+          if (!m.IsMap()) {
+            return Bad(source, "\"loadAware.models\" entries must be mappings");
+          }
+          for (const auto& f : m) {
+            const std::string fk = f.first.as<std::string>();
+            const std::string where = "loadAware.models." + fk;
+            if (fk == "name") {
+              GPUSCHED_ASSIGN_OR_RETURN(name, As<std::string>(f.second, source, where));
+              model.name = name;
+            } else if (fk == "aliases") {
+              GPUSCHED_ASSIGN_OR_RETURN(aliases, As<std::vector<std::string>>(f.second, source, where));
+              model.aliases = aliases;
+            } else if (fk == "memoryMib" || fk == "bandwidthGBps" || fk == "tdpW") {
+              GPUSCHED_ASSIGN_OR_RETURN(n, As<int64_t>(f.second, source, where));
+              (fk == "memoryMib" ? model.memory_mib : fk == "bandwidthGBps" ? model.bandwidth_gbps : model.tdp_w) = n;
+            } else if (fk == "fp32Tflops") {
+              GPUSCHED_ASSIGN_OR_RETURN(tflops, As<double>(f.second, source, where));
+              model.fp32_tflops = tflops;
+            } else {
+              return Bad(source, "unknown key \"" + where + "\"");
+            }
+          }
+          if (model.name.empty()) {
+            return Bad(source, "\"loadAware.models\": an entry has no name");
+          }
+          out.gpu_models.push_back(std::move(model));
+        }
+        continue;
+      }
+      if (!kWeights.contains(wk)) {
+        return Bad(source, "unknown key \"loadAware." + wk + "\"");
+      }
+      GPUSCHED_ASSIGN_OR_RETURN(weight, As<int64_t>(w.second, source, "loadAware." + wk));
+      if (weight < 0 || weight > 1000000) {
+        return Bad(source, "\"loadAware." + wk + "\" must be 0..1000000");
+      }
+      out.load_aware_weights[wk] = weight;
+    }
+  } else if (key == "interference") {
+    if (!v.IsMap()) {
+      return Bad(source, "\"interference\" must be a mapping");
+    }
+    for (const auto& f : v) {
+      const std::string fk = f.first.as<std::string>();
+      const std::string where = "interference." + fk;
+      if (fk == "enabled") {
+        GPUSCHED_ASSIGN_OR_RETURN(enabled, As<bool>(f.second, source, where));
+        out.interference_enabled = enabled;
+      } else if (fk == "appLabel") {
+        GPUSCHED_ASSIGN_OR_RETURN(label, As<std::string>(f.second, source, where));
+        resources.app_label = label;
+      } else if (fk == "objective") {
+        GPUSCHED_ASSIGN_OR_RETURN(objective, As<std::string>(f.second, source, where));
+        if (objective == "sum") {
+          out.interference_aware.objective = policy::InterferenceAwareOptions::Objective::kSum;
+        } else if (objective == "incoming") {
+          out.interference_aware.objective = policy::InterferenceAwareOptions::Objective::kIncomingOnly;
+        } else {
+          return Bad(source, "\"" + where + "\" must be sum or incoming, not \"" + objective + "\"");
+        }
+      } else if (fk == "avoidPredictedOom" || fk == "refuseHarmfulPairs") {
+        GPUSCHED_ASSIGN_OR_RETURN(flag, As<bool>(f.second, source, where));
+        (fk == "avoidPredictedOom" ? out.interference_aware.avoid_predicted_oom
+                                   : out.interference_aware.refuse_harmful_pairs) = flag;
+      } else if (fk == "minSharingGain") {
+        GPUSCHED_ASSIGN_OR_RETURN(gain, As<double>(f.second, source, where));
+        if (!(gain >= 0 && gain <= 1)) {
+          return Bad(source, "\"" + where + "\" must be within 0..1");
+        }
+        out.interference_aware.min_sharing_gain = gain;
+      } else if (fk == "interferenceWeight" || fk == "packingWeight") {
+        GPUSCHED_ASSIGN_OR_RETURN(weight, As<int64_t>(f.second, source, where));
+        if (weight < 0 || weight > 1000000) {
+          return Bad(source, "\"" + where + "\" must be 0..1000000");
+        }
+        (fk == "interferenceWeight" ? out.interference_aware.interference_weight
+                                    : out.interference_aware.packing_weight) = weight;
+      } else {
+        return Bad(source, "unknown key \"" + where + "\"");
+      }
+    }
+    if (out.interference_aware.interference_weight == 0 && out.interference_aware.packing_weight == 0) {
+      return Bad(source, "\"interference.interferenceWeight\" and \"interference.packingWeight\" are both 0");
+    }
+  } else {
+    return Bad(source, "unknown key \"" + key + "\"");
+  }
+  return common::Status::Ok();
 }
 
 common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, const std::string& source) {
@@ -146,7 +332,8 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
                                               "maxConnections", "idleTimeoutSeconds",
                                               "schedulerNames", "bindFilterWindowSeconds",
                                               "leaderElection", "gpushareMemoryUnit",
-                                              "geniusLabels",   "maxConnectionsPerPeer"};
+                                              "geniusLabels",   "maxConnectionsPerPeer",
+                                              "shareWithin",    "ketiSharePercent"};
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     if (!kKeys.contains(key)) {
@@ -221,7 +408,8 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
         }
         c.weights.emplace_back(name, weight);
       }
-    } else if (key == "gpushareMemoryUnit" || key == "geniusLabels") {
+    } else if (key == "gpushareMemoryUnit" || key == "geniusLabels" || key == "shareWithin" ||
+               key == "ketiSharePercent") {
       if (auto st = ParseResourceCompat(key, v, source, c.resources); !st.ok()) {
         return st;
       }
@@ -284,164 +472,9 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
     } else if (key == "schedulerNames") {
       GPUSCHED_ASSIGN_OR_RETURN(names, NameList(v, source, key, "scheduler names"));
       c.scheduler_names = std::move(names);  // an empty list is refused by ValidateExtenderConfig
-    } else if (key == "metrics") {
-      if (!v.IsMap()) {
-        return Bad(source, "\"metrics\" must be a mapping");
-      }
-      for (const auto& m : v) {
-        const std::string mk = m.first.as<std::string>();
-        if (mk == "refreshSeconds" || mk == "stalenessSeconds") {
-          GPUSCHED_ASSIGN_OR_RETURN(seconds, As<int>(m.second, source, "metrics." + mk));
-          if (seconds < 1 || seconds > 86400) {
-            return Bad(source, "\"metrics." + mk + "\" must be 1..86400");
-          }
-          (mk == "refreshSeconds" ? c.metrics_refresh_seconds : c.metrics_staleness_seconds) = seconds;
-        } else if (mk == "prometheus" || mk == "influxdb") {
-          MetricsSourceConfig src{.kind = mk};
-          if (!m.second.IsMap()) {
-            return Bad(source, "\"metrics." + mk + "\" must be a mapping");
-          }
-          for (const auto& f : m.second) {
-            const std::string fk = f.first.as<std::string>();
-            const std::string where = "metrics." + mk + "." + fk;
-            if (fk == "url" || fk == "database" || fk == "uuidLabel") {
-              GPUSCHED_ASSIGN_OR_RETURN(text, As<std::string>(f.second, source, where));
-              (fk == "url" ? src.url : fk == "database" ? src.database : src.uuid_label) = text;
-            } else if (fk == "timeoutSeconds") {
-              GPUSCHED_ASSIGN_OR_RETURN(seconds, As<int>(f.second, source, where));
-              if (seconds < 1 || seconds > 600) {
-                return Bad(source, "\"" + where + "\" must be 1..600");
-              }
-              src.timeout_seconds = seconds;
-            } else if (fk == "queries") {
-              if (!f.second.IsMap()) {
-                return Bad(source, "\"" + where + "\" must map metric names to queries");
-              }
-              for (const auto& q : f.second) {
-                const std::string metric = q.first.as<std::string>();
-                bool known = false;
-                for (size_t i = 0; i < core::kGpuMetricCount; ++i) {
-                  known = known || core::GpuMetricName(static_cast<core::GpuMetric>(i)) == metric;
-                }
-                if (!known) {
-                  return Bad(source, "unknown metric \"" + where + "." + metric + "\"");
-                }
-                GPUSCHED_ASSIGN_OR_RETURN(query, As<std::string>(q.second, source, where + "." + metric));
-                src.queries[metric] = query;
-              }
-            } else {
-              return Bad(source, "unknown key \"" + where + "\"");
-            }
-          }
-          if (src.url.empty()) {
-            return Bad(source, "\"metrics." + mk + ".url\" is required");
-          }
-          if (mk == "influxdb" && src.database.empty()) {
-            return Bad(source, "\"metrics.influxdb.database\" is required");
-          }
-          c.metrics_sources.push_back(std::move(src));
-        } else {
-          return Bad(source, "unknown key \"metrics." + mk + "\"");
-        }
-      }
-    } else if (key == "loadAware") {
-      if (!v.IsMap()) {
-        return Bad(source, "\"loadAware\" must map weight names to integers");
-      }
-      static const std::set<std::string> kWeights = {"memorySize",  "memoryBandwidth", "compute", "gpuUtil",
-                                                     "memoryUsed",  "memoryCopyUtil",  "power",   "temperature",
-                                                     "encoderUtil", "decoderUtil"};
-      for (const auto& w : v) {
-        const std::string wk = w.first.as<std::string>();
-        if (wk == "models") {
-          if (!w.second.IsSequence()) {
-            return Bad(source, "\"loadAware.models\" must be a list");
-          }
-          for (const auto& m : w.second) {
-            GpuModelConfig model;
-            if (!m.IsMap()) {
-              return Bad(source, "\"loadAware.models\" entries must be mappings");
-            }
-            for (const auto& f : m) {
-              const std::string fk = f.first.as<std::string>();
-              const std::string where = "loadAware.models." + fk;
-              if (fk == "name") {
-                GPUSCHED_ASSIGN_OR_RETURN(name, As<std::string>(f.second, source, where));
-                model.name = name;
-              } else if (fk == "aliases") {
-                GPUSCHED_ASSIGN_OR_RETURN(aliases, As<std::vector<std::string>>(f.second, source, where));
-                model.aliases = aliases;
-              } else if (fk == "memoryMib" || fk == "bandwidthGBps" || fk == "tdpW") {
-                GPUSCHED_ASSIGN_OR_RETURN(n, As<int64_t>(f.second, source, where));
-                (fk == "memoryMib" ? model.memory_mib : fk == "bandwidthGBps" ? model.bandwidth_gbps : model.tdp_w) = n;
-              } else if (fk == "fp32Tflops") {
-                GPUSCHED_ASSIGN_OR_RETURN(tflops, As<double>(f.second, source, where));
-                model.fp32_tflops = tflops;
-              } else {
-                return Bad(source, "unknown key \"" + where + "\"");
-              }
-            }
-            if (model.name.empty()) {
-              return Bad(source, "\"loadAware.models\": an entry has no name");
-            }
-            c.gpu_models.push_back(std::move(model));
-          }
-          continue;
-        }
-        if (!kWeights.contains(wk)) {
-          return Bad(source, "unknown key \"loadAware." + wk + "\"");
-        }
-        GPUSCHED_ASSIGN_OR_RETURN(weight, As<int64_t>(w.second, source, "loadAware." + wk));
-        if (weight < 0 || weight > 1000000) {
-          return Bad(source, "\"loadAware." + wk + "\" must be 0..1000000");
-        }
-        c.load_aware_weights[wk] = weight;
-      }
-    } else if (key == "interference") {
-      if (!v.IsMap()) {
-        return Bad(source, "\"interference\" must be a mapping");
-      }
-      for (const auto& f : v) {
-        const std::string fk = f.first.as<std::string>();
-        const std::string where = "interference." + fk;
-        if (fk == "enabled") {
-          GPUSCHED_ASSIGN_OR_RETURN(enabled, As<bool>(f.second, source, where));
-          c.interference_enabled = enabled;
-        } else if (fk == "appLabel") {
-          GPUSCHED_ASSIGN_OR_RETURN(label, As<std::string>(f.second, source, where));
-          c.resources.app_label = label;
-        } else if (fk == "objective") {
-          GPUSCHED_ASSIGN_OR_RETURN(objective, As<std::string>(f.second, source, where));
-          if (objective == "sum") {
-            c.interference_aware.objective = policy::InterferenceAwareOptions::Objective::kSum;
-          } else if (objective == "incoming") {
-            c.interference_aware.objective = policy::InterferenceAwareOptions::Objective::kIncomingOnly;
-          } else {
-            return Bad(source, "\"" + where + "\" must be sum or incoming, not \"" + objective + "\"");
-          }
-        } else if (fk == "avoidPredictedOom" || fk == "refuseHarmfulPairs") {
-          GPUSCHED_ASSIGN_OR_RETURN(flag, As<bool>(f.second, source, where));
-          (fk == "avoidPredictedOom" ? c.interference_aware.avoid_predicted_oom
-                                     : c.interference_aware.refuse_harmful_pairs) = flag;
-        } else if (fk == "minSharingGain") {
-          GPUSCHED_ASSIGN_OR_RETURN(gain, As<double>(f.second, source, where));
-          if (!(gain >= 0 && gain <= 1)) {
-            return Bad(source, "\"" + where + "\" must be within 0..1");
-          }
-          c.interference_aware.min_sharing_gain = gain;
-        } else if (fk == "interferenceWeight" || fk == "packingWeight") {
-          GPUSCHED_ASSIGN_OR_RETURN(weight, As<int64_t>(f.second, source, where));
-          if (weight < 0 || weight > 1000000) {
-            return Bad(source, "\"" + where + "\" must be 0..1000000");
-          }
-          (fk == "interferenceWeight" ? c.interference_aware.interference_weight
-                                      : c.interference_aware.packing_weight) = weight;
-        } else {
-          return Bad(source, "unknown key \"" + where + "\"");
-        }
-      }
-      if (c.interference_aware.interference_weight == 0 && c.interference_aware.packing_weight == 0) {
-        return Bad(source, "\"interference.interferenceWeight\" and \"interference.packingWeight\" are both 0");
+    } else if (IsLiveInputKey(key)) {
+      if (auto st = ParseLiveInput(key, v, source, c, c.resources); !st.ok()) {
+        return st;
       }
     } else if (key == "kubeconfig") {
       GPUSCHED_ASSIGN_OR_RETURN(path, As<std::string>(v, source, key));

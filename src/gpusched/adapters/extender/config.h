@@ -116,13 +116,36 @@ struct LeaderElectionConfig {
 // Reads `node` (the value of the leaderElection key) over `out`'s defaults; errors name `source` and the key.
 common::Status ParseLeaderElection(const YAML::Node& node, const std::string& source, LeaderElectionConfig& out);
 
+// What the snapshot-reading policies (load-aware, interference-aware) read, in every front end's config file (the
+// extender's and the scheduler's): the keys
+//   metrics:      {refreshSeconds, stalenessSeconds, prometheus: {url, timeoutSeconds, uuidLabel, queries},
+//                  influxdb: {url, database, timeoutSeconds, queries}}
+//   loadAware:    weights (memorySize, compute, gpuUtil, ...) and models [{name, aliases, memoryMib, ...}]
+//   interference: {enabled, appLabel, objective, avoidPredictedOom, refuseHarmfulPairs, minSharingGain,
+//                  interferenceWeight, packingWeight}
+struct LiveInputsConfig {
+  std::vector<MetricsSourceConfig> metrics_sources;
+  int metrics_refresh_seconds = 15;
+  int metrics_staleness_seconds = 60;
+  std::map<std::string, int64_t> load_aware_weights;  // config key -> weight
+  std::vector<GpuModelConfig> gpu_models;             // empty: the built-in table
+  bool interference_enabled = false;                  // the application-class label is resources.app_label
+  policy::InterferenceAwareOptions interference_aware;
+};
+// Whether `key` is one of LiveInputsConfig's keys (metrics, loadAware, interference).
+[[nodiscard]] bool IsLiveInputKey(const std::string& key);
+// Reads one of those keys into `out` (interference.appLabel into resources.app_label); errors name `source` and the
+// key.
+common::Status ParseLiveInput(const std::string& key, const YAML::Node& node, const std::string& source,
+                              LiveInputsConfig& out, kube::ResourceConfig& resources);
+
 // The compatibility keys of a daemon's config file (the extender's and the scheduler's) into `resources`:
 //   gpushareMemoryUnit: GiB | MiB   what aliyun.com/gpu-mem counts (GiB by default)
 //   geniusLabels: true | false      read Genius's genius/gpu-* labels (default true)
 common::Status ParseResourceCompat(const std::string& key, const YAML::Node& node, const std::string& source,
                                    kube::ResourceConfig& resources);
 
-struct ExtenderConfig {
+struct ExtenderConfig : LiveInputsConfig {
   std::string host = "127.0.0.1";
   int port = 12345;
   std::string path_prefix = "/scheduler";
@@ -148,13 +171,6 @@ struct ExtenderConfig {
   int threads = 32;
   int read_timeout_seconds = 5;
   std::string kubeconfig;
-  std::vector<MetricsSourceConfig> metrics_sources;
-  int metrics_refresh_seconds = 15;
-  int metrics_staleness_seconds = 60;
-  std::map<std::string, int64_t> load_aware_weights;  // config key -> weight
-  std::vector<GpuModelConfig> gpu_models;             // empty: the built-in table
-  bool interference_enabled = false;                  // the application-class label is resources.app_label
-  policy::InterferenceAwareOptions interference_aware;
   // leaderElection: only the replica holding the Lease binds (and reports ready).
   LeaderElectionConfig leader_election{.enabled = false, .name = "gpusched-extender"};
 };

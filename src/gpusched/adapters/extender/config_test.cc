@@ -1,5 +1,6 @@
 #include "gpusched/adapters/extender/config.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 namespace gpusched::adapters::extender {
@@ -212,9 +213,20 @@ TEST(ConfigTest, LeaderElection) {
   EXPECT_EQ(on->leader_election.retry_period_seconds, 1);
 }
 
+TEST(ConfigTest, ShareWithinIsAResourceSetting) {
+  EXPECT_EQ(ParseExtenderConfig("", "c.yaml")->resources.share_within, core::ShareWithin::kAny);
+  auto c = ParseExtenderConfig("shareWithin: namespace", "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->resources.share_within, core::ShareWithin::kNamespace);
+  EXPECT_EQ(c->resources.keti_share_percent, 10);
+  EXPECT_EQ(ParseExtenderConfig("ketiSharePercent: 25", "c.yaml")->resources.keti_share_percent, 25);
+  EXPECT_THAT(ParseExtenderConfig("ketiSharePercent: 0", "c.yaml").status().message(), ::testing::HasSubstr("1..100"));
+}
+
 TEST(ConfigTest, ErrorsNameTheFileAndTheKey) {
   const std::pair<const char*, const char*> cases[] = {
       {"polcy: binpack", "unknown key \"polcy\""},
+      {"shareWithin: tenant", "shareWithin \"tenant\": want any, namespace or queue"},
       {"listen: nowhere", "not host:port"},
       {"listen: \"h:99999\"", "bad port"},
       {"threads: many", "\"threads\" has the wrong type"},

@@ -103,7 +103,10 @@ ExtenderService::ExtenderService(ClusterMirror& mirror, ports::Binder& binder, P
       id_(next_service_id.fetch_add(1)),
       clock_(options_.clock != nullptr ? options_.clock : &common::SystemClock::Instance()),
       rng_(options_.seed != 0 ? options_.seed
-                              : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {}
+                              : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())),
+      snapshots_(sched::SnapshotSources{.metrics = options_.metrics,
+                                        .staleness_ms = options_.staleness_ms,
+                                        .slowdown_model = options_.slowdown_model}) {}
 
 ExtenderService::~ExtenderService() = default;
 
@@ -237,38 +240,14 @@ policy::Inputs ExtenderService::DefaultReads() const {
 }
 
 bool ExtenderService::WantsForecast(std::span<const policy::PlacementPolicy* const> policies) const {
-  if (options_.slowdown_model == nullptr) {
-    return false;
-  }
-  return std::any_of(policies.begin(), policies.end(),
-                     [](const policy::PlacementPolicy* p) { return p->Reads().interference_forecast; });
+  return snapshots_.WantsForecast(policies);
 }
 
 policy::Snapshot ExtenderService::MakeSnapshot(const core::PodRequest& pod, const core::ClusterState& state,
                                                std::span<const size_t> slots, bool forecast, SnapshotHold& hold) const {
-  policy::Snapshot snapshot;
-  if (forecast && options_.slowdown_model != nullptr) {
-    // Only the nodes this request is about: a forecast of a 5000-node cluster per request would cost milliseconds.
-    // Nodes unchanged since an earlier request for the same application class are reused (ForecastCache).
-    hold.forecast = forecast_cache_.Forecast(
-        pod.app, state, slots, [this](const common::PodUid& uid) { return mirror_.AppOf(uid); },
-        *options_.slowdown_model);
-    snapshot.interference = &hold.forecast;
-    snapshot.interference_generation = forecast_generation_.fetch_add(1) + 1;
-  }
-  if (options_.metrics == nullptr) {
-    return snapshot;
-  }
-  const uint64_t generation = options_.metrics->generation();
-  hold.metrics = options_.metrics->Current();
-  const int64_t now_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
-  snapshot.gpu_metrics = hold.metrics.get();
-  snapshot.metrics_generation = generation;
-  snapshot.now_ms = now_ms - now_ms % 1000;
-  snapshot.staleness_ms = options_.staleness_ms;
-  return snapshot;
+  // Only the nodes this request is about: a forecast of a 5000-node cluster per request would cost milliseconds.
+  return snapshots_.Build(
+      pod.app, state, slots, [this](const common::PodUid& uid) { return mirror_.AppOf(uid); }, forecast, hold);
 }
 
 const policy::PlacementPolicy* ExtenderService::PolicyFor(const DecodedPod& pod) const {
@@ -569,7 +548,7 @@ Reply ExtenderService::Bind(std::string body) {
         what + "unknown policy \"" + pod->policy + "\" in annotation " + std::string(kube::kAnnotationPolicy));
   }
   const common::NodeName node(args->node);
-  core::Allocation allocation{.pod = request.uid, .node = node};
+  core::Allocation allocation{.pod = request.uid, .node = node, .share_group = request.GpuShareGroup()};
   if (request.RequestsGpu()) {
     auto lock = mirror_.WriteLock();
     core::ClusterState& state = mirror_.state();

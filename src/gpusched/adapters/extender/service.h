@@ -84,6 +84,7 @@
 #include "gpusched/ports/slowdown_model.h"
 #include "gpusched/sched/interference_forecast.h"
 #include "gpusched/sched/metrics_cache.h"
+#include "gpusched/sched/snapshot_builder.h"
 
 namespace gpusched::adapters::extender {
 
@@ -187,10 +188,7 @@ class ExtenderService {
   void TrimFilters(int64_t now_ms);
   const policy::PlacementPolicy* PolicyFor(const DecodedPod& pod) const;
   // What a snapshot points at, kept alive while the snapshot is used.
-  struct SnapshotHold {
-    std::shared_ptr<const core::GpuMetricsMap> metrics;
-    policy::InterferenceForecast forecast;
-  };
+  using SnapshotHold = sched::SnapshotBuilder::Hold;
   // Whether requests scored or placed by these policies need an interference forecast (a model is configured and
   // one of them is interference-aware).
   [[nodiscard]] bool WantsForecast(std::span<const policy::PlacementPolicy* const> policies) const;
@@ -225,10 +223,8 @@ class ExtenderService {
   std::mutex rng_mu_;
   common::Rng rng_;
 
-  // Per-node forecast entries reused across requests while the node is unchanged.
-  mutable sched::ForecastCache forecast_cache_;
-  // Numbers the forecasts this service builds (Snapshot::interference_generation); never 0 for a forecast.
-  mutable std::atomic<uint64_t> forecast_generation_{0};
+  // Builds every request's snapshot (live metrics, interference forecasts): the scheduler's builder too.
+  mutable sched::SnapshotBuilder snapshots_;
 };
 
 }  // namespace gpusched::adapters::extender

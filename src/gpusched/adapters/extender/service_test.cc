@@ -1160,5 +1160,52 @@ TEST_F(ServiceTest, PreemptPicksLowestPriorityGpuHoldersAndOnlyAsManyAsNeeded) {
   EXPECT_EQ(Allocated(), 4000);  // preempt changes nothing
 }
 
+// shareWithin: namespace, in the extender: /filter turns a node down when every GPU with room is shared by another
+// namespace (naming shareWithin), and /bind puts a pod on the GPU its own namespace shares, not another's.
+TEST(ExtenderShareWithinTest, FilterAndBindKeepNamespacesOffEachOthersGpus) {
+  testing::FakeClock clock;
+  ClusterMirror mirror{MirrorOptions{.clock = &clock, .share_within = core::ShareWithin::kNamespace}};
+  mirror.OnNode(EventType::kAdded, Node("a", 2));
+  mirror.OnPod(EventType::kAdded, BoundPod("f1", "a", 1, 300));  // default holds 300 milli of GPU 1
+  json g1 = BoundPod("g1", "a", 0, 300);
+  g1["metadata"]["namespace"] = "team-b";  // team-b, 300 of GPU 0 (the one a tie would pick)
+  mirror.OnPod(EventType::kAdded, g1);
+  Binder binder;
+  ExtenderMetrics metrics;
+  ServiceOptions options{.policy = "binpack", .seed = 7};
+  options.resources.share_within = core::ShareWithin::kNamespace;
+  options.clock = &clock;
+  options.pod_cache_wait_ms = 0;
+  std::map<std::string, json> pods;
+  auto made = ExtenderService::Create(
+      mirror, binder,
+      [&pods](const std::string& ns, const std::string& name) -> std::optional<json> {
+        auto it = pods.find(ns + "/" + name);
+        return it == pods.end() ? std::nullopt : std::optional<json>(it->second);
+      },
+      std::move(options), &metrics);
+  ASSERT_TRUE(made.ok()) << made.status();
+  ExtenderService& service = **made;
+
+  json stranger = Pod("c1", Share(30));
+  stranger["metadata"]["namespace"] = "team-c";
+  const Reply refused = service.Filter(Args(stranger, {"a"}));
+  ASSERT_EQ(refused.status, 200) << refused.body;
+  const json out = json::parse(refused.body);
+  EXPECT_TRUE(out["NodeNames"].empty());
+  EXPECT_THAT(out["FailedNodes"]["a"].get<std::string>(), ::testing::HasSubstr("shareWithin"));
+
+  const json mine = Pod("p", Share(30));
+  pods["default/p"] = mine;
+  const Reply passed = service.Filter(Args(mine, {"a"}));
+  EXPECT_EQ(json::parse(passed.body)["NodeNames"], json::array({"a"})) << passed.body;
+  const Reply bound = service.Bind(BindArgs(mine, "a"));
+  ASSERT_EQ(bound.status, 200) << bound.body;
+  ASSERT_EQ(binder.bound().size(), 1U);
+  EXPECT_EQ(binder.bound()[0].second.containers[0].gpus[0].index, 1) << "its own namespace's GPU";
+  auto lock = mirror.ReadLock();
+  EXPECT_TRUE(mirror.state().CheckInvariants().ok());
+}
+
 }  // namespace
 }  // namespace gpusched::adapters::extender

@@ -47,14 +47,16 @@ void AddParam(std::string& target, const std::string& name, const std::string& v
 
 std::string PathOnly(const std::string& target) { return target.substr(0, target.find('?')); }
 
-std::string Rfc3339Now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+std::string Rfc3339(std::chrono::system_clock::time_point at) {
+  const std::time_t now = std::chrono::system_clock::to_time_t(at);
   std::tm tm{};
   gmtime_r(&now, &tm);
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
+
+std::string Rfc3339Now() { return Rfc3339(std::chrono::system_clock::now()); }
 
 std::string TrimToken(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) {
@@ -598,8 +600,9 @@ Result<std::string> ApiClient::CreateEvent(const EventSpec& event) {
   return name->get<std::string>();
 }
 
-Status ApiClient::PatchEventCount(const std::string& ns, const std::string& name, int64_t count) {
-  const json patch = {{"count", count}, {"lastTimestamp", Rfc3339Now()}};
+Status ApiClient::PatchEventCount(const std::string& ns, const std::string& name, int64_t count,
+                                  std::chrono::system_clock::time_point last) {
+  const json patch = {{"count", count}, {"lastTimestamp", Rfc3339(last)}};
   return impl_
       ->Call("PATCH", "/api/v1/namespaces/" + ns + "/events/" + name, patch.dump(), "application/merge-patch+json")
       .status();

@@ -109,8 +109,10 @@ class ApiClient {
   // core/v1 Event about a pod: generateName "<pod>.", first/lastTimestamp now (RFC 3339), count 1. An empty
   // namespace_ means the config's namespace. Returns the Event's name.
   common::Result<std::string> CreateEvent(const EventSpec& event);
-  // Aggregation of an Event that happened again: a merge patch of its count and lastTimestamp (now).
-  common::Status PatchEventCount(const std::string& ns, const std::string& name, int64_t count);
+  // Aggregation of an Event that happened again: a merge patch of its count and lastTimestamp, the time it last
+  // happened (`last`; a count written late must not date an old reason after a newer Event).
+  common::Status PatchEventCount(const std::string& ns, const std::string& name, int64_t count,
+                                 std::chrono::system_clock::time_point last);
 
   // coordination.k8s.io/v1 Lease: get (NotFound when absent), create (AlreadyExists when present), update with its
   // metadata.resourceVersion (stale: Aborted). Each returns the server's object.

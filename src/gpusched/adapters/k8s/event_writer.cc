@@ -102,6 +102,7 @@ void EventWriter::Record(ports::PodEvent event) {
       Series& s = it->second;
       ++s.count;
       s.last_seen_ms = now;
+      s.last_seen_wall = std::chrono::system_clock::now();
       ++stats_.aggregated;
       const bool due = !s.last_patch_ms.has_value() || now - *s.last_patch_ms >= options_.patch_interval.count();
       if (!s.event_name.empty() && !s.patch_queued && due && queue_.size() < options_.max_queued) {
@@ -270,6 +271,7 @@ void EventWriter::Create(const Job& job) {
 void EventWriter::Patch(const Job& job) {
   std::string ns, name;
   int64_t count = 0;
+  std::chrono::system_clock::time_point last;
   {
     std::lock_guard lock(mu_);
     auto it = series_.find(job.series);
@@ -282,8 +284,9 @@ void EventWriter::Patch(const Job& job) {
     ns = s.ns;
     name = s.event_name;
     count = s.count;
+    last = s.last_seen_wall;
   }
-  common::Status patched = client_.PatchEventCount(ns, name, count);
+  common::Status patched = client_.PatchEventCount(ns, name, count, last);
   std::lock_guard lock(mu_);
   if (patched.ok()) {
     ++stats_.patched;

@@ -76,6 +76,7 @@ class EventWriter final : public ports::EventRecorder {
     int64_t count = 1;
     int64_t written_count = 0;  // what the API server has
     int64_t last_seen_ms = 0;
+    std::chrono::system_clock::time_point last_seen_wall;  // the lastTimestamp its count patch writes
     std::optional<int64_t> last_patch_ms;
     bool patch_queued = false;
   };
