@@ -779,17 +779,8 @@ class ExtenderE2E(AllocationChecks, unittest.TestCase):
                                              annotations={"gpusched.io/policy": "interference-aware",
                                                           "gpusched.io/app": app}))
 
-        create("colo-resnet", "ResNet-50 (batch size 128)")
-        resnet_node = self.wait_bound("colo-resnet")["spec"]["nodeName"]
-        create("colo-rec", "Recommendation (batch size 1024)")
-        rec_node = self.wait_bound("colo-rec")["spec"]["nodeName"]
-        self.assertNotEqual(rec_node, resnet_node, "an empty GPU comes first")
-        create("colo-transformer", "Transformer (batch size 64)")
-        self.assertEqual(self.wait_bound("colo-transformer")["spec"]["nodeName"], rec_node,
-                         "the Transformer should join its best partner, the Recommendation model")
-        create("colo-resnet-2", "ResNet-50 (batch size 128)")
-        reason = self.assert_pending_with_reason("colo-resnet-2", numbers=False)
-        self.assertIn("predicted not to fit in memory", reason)
+        self.colocation_scenario(create, lambda name: self.wait_bound(name)["spec"]["nodeName"],
+                                 lambda name: self.assert_pending_with_reason(name, numbers=False))
         self.audit()
 
     def post_bind(self, body, context):

@@ -209,6 +209,7 @@ class Scheduler:
         with open(self.config, "w") as f:
             f.write(scheduler_config(self.port, leader_election))
         self.proc = None
+        self.extra_args = []  # more command-line arguments
         self.runs = []  # every Process started, for logs
         self.killed = set()  # runs SIGKILLed on purpose
         self.up = False  # meant to be running (tests fail fast when it dies)
@@ -218,7 +219,8 @@ class Scheduler:
         t0 = time.monotonic()
         n = len(self.runs) + 1
         self.proc = Process(f"gpusched-{self.name}-{n}",
-                            [self.binary, "scheduler", "--config", self.config, "--kubeconfig", self.kubeconfig, "-v"],
+                            [self.binary, "scheduler", "--config", self.config, "--kubeconfig", self.kubeconfig, "-v",
+                             *self.extra_args],
                             os.path.join(self.workdir, f"{self.name}-{n}.log"))
         self.runs.append(self.proc)
         self.up = True
@@ -1551,6 +1553,50 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
         for name in keti:
             self.kube.delete("pods", name, grace=0)
         self.audit(pool)
+
+    @dump_logs_on_failure
+    def test_14_interference_aware(self):
+        """A second `gpusched scheduler` (its own schedulerName, policy interference-aware, the model trained from
+        ../shared's co-location measurements) on two 1-GPU P100 nodes: the first two pods take empty GPUs, a
+        Transformer joins the Recommendation model (its measured best partner) rather than the ResNet-50, and a second
+        ResNet-50, which does not fit in memory next to the first, waits with the model's reason."""
+        data = os.path.join(REPO_ROOT, "..", "shared", "data", "interference")
+        if not os.path.isdir(data):
+            self.skipTest(f"no co-location data at {data} to train the model")
+        model = os.path.join(self.cp.dir, "interference-model.json")
+        t0 = time.monotonic()
+        subprocess.run([os.environ["GPUSCHED_BIN"], "interference", "train", "--data", data, "--out", model],
+                       check=True, stdout=subprocess.DEVNULL, timeout=300)
+        log(f"interference model trained in {time.monotonic() - t0:.1f}s")
+        name = "gpusched-colo"
+        colo = self.new_scheduler("colo-scheduler", leader_election=False)
+        with open(colo.config) as f:
+            text = f.read()
+        text = text.replace(f"schedulerNames: [{SCHEDULER_NAME}]", f"schedulerNames: [{name}]", 1)
+        text = text.replace("policy: binpack", "policy: interference-aware", 1)
+        with open(colo.config, "w") as f:
+            f.write(text + "interference: {enabled: true}\n")
+        colo.extra_args = ["--interference-model", model]
+        colo.start()
+        pool = "colo"
+        for i in range(2):
+            self.kube.create_gpu_node(f"{pool}-node-{i}", gpus=1, labels={POOL_LABEL: pool},
+                                      model="Tesla-P100-PCIE-16GB", gpu_memory_mib=16384)
+        half = {"gpusched.io/gpu": 1, "gpusched.io/gpu-memory": 4000, "gpusched.io/gpu-core": 50}
+
+        def create(pod_name, app):
+            pod = gpu_pod(pod_name, half, labels={POOL_LABEL: pool}, node_selector={POOL_LABEL: pool},
+                          annotations={"gpusched.io/app": app})
+            pod["spec"]["schedulerName"] = name
+            self.kube.create("pods", pod)
+
+        msg = self.colocation_scenario(create, lambda name: self.wait_bound(name)["spec"]["nodeName"],
+                                       self.wait_failed)
+        log(f"interference-aware under the scheduler: the Transformer joined the Recommendation model; "
+            f"colo-resnet-2 waits: {msg}")
+        for pod_name in ("colo-resnet", "colo-rec", "colo-transformer", "colo-resnet-2"):
+            self.kube.delete("pods", pod_name, grace=0)
+        colo.stop()
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -21,7 +21,6 @@
 #include "gpusched/adapters/deviceplugin/mps_enforcer.h"
 #include "gpusched/adapters/deviceplugin/pod_resources.h"
 #include "gpusched/adapters/deviceplugin/pod_source.h"
-#include "gpusched/adapters/extender/config.h"
 #include "gpusched/adapters/influxdb/influx_writer.h"
 #include "gpusched/adapters/influxdb/line_protocol.h"
 #include "gpusched/adapters/k8s/api_client.h"
@@ -34,6 +33,7 @@
 #include "gpusched/agent/inventory.h"
 #include "gpusched/agent/node_pods.h"
 #include "gpusched/common/log.h"
+#include "gpusched/daemon/config.h"
 #include "gpusched/kube/objects.h"
 #include "gpusched/net/http_server.h"
 
@@ -166,7 +166,7 @@ int RunAgent(const AgentFlags& flags) {
   const std::string node = flags.node_name.empty() ? DefaultNodeName() : flags.node_name;
   std::string host;
   int port = 0;
-  if (auto s = adapters::extender::ParseListen(flags.listen, host, port); !s.ok()) {
+  if (auto s = daemon::ParseListen(flags.listen, host, port); !s.ok()) {
     return Fail("--listen: " + s.message());
   }
   if (!(flags.interval_s >= 0.05 && flags.interval_s <= 3600)) {

@@ -21,8 +21,7 @@ std::string LeaderIdentity(const std::string& fallback) {
   return name + "_" + suffix;
 }
 
-common::Result<Election> MakeElection(adapters::k8s::ApiClient& client,
-                                      const adapters::extender::LeaderElectionConfig& config,
+common::Result<Election> MakeElection(adapters::k8s::ApiClient& client, const daemon::LeaderElectionConfig& config,
                                       const std::string& fallback) {
   std::string ns = config.namespace_;
   if (ns.empty()) {

@@ -12,10 +12,10 @@
 
 #include <memory>
 
-#include "gpusched/adapters/extender/config.h"
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/lease_lock.h"
 #include "gpusched/common/status.h"
+#include "gpusched/daemon/config.h"
 #include "gpusched/sched/leader_elector.h"
 
 namespace gpusched::cli {
@@ -33,7 +33,7 @@ struct Election {
   std::shared_ptr<sched::LeaderElector> elector;
 };
 [[nodiscard]] common::Result<Election> MakeElection(adapters::k8s::ApiClient& client,
-                                                    const adapters::extender::LeaderElectionConfig& config,
+                                                    const daemon::LeaderElectionConfig& config,
                                                     const std::string& fallback);
 
 class ElectionLoop {

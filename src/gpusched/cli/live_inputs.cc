@@ -11,11 +11,9 @@
 
 namespace gpusched::cli {
 
-namespace ext = adapters::extender;
-
 namespace {
 
-common::Result<std::vector<std::unique_ptr<ports::MetricsSource>>> MakeSources(const ext::LiveInputsConfig& config,
+common::Result<std::vector<std::unique_ptr<ports::MetricsSource>>> MakeSources(const daemon::LiveInputsConfig& config,
                                                                                std::string_view component) {
   std::vector<std::unique_ptr<ports::MetricsSource>> sources;
   for (const auto& src : config.metrics_sources) {
@@ -63,7 +61,7 @@ common::Result<std::vector<std::unique_ptr<ports::MetricsSource>>> MakeSources(c
 
 }  // namespace
 
-policy::LoadAwareOptions LoadAwareOptionsOf(const ext::LiveInputsConfig& config) {
+policy::LoadAwareOptions LoadAwareOptionsOf(const daemon::LiveInputsConfig& config) {
   policy::LoadAwareOptions o;
   const std::pair<const char*, int64_t*> fields[] = {{"memorySize", &o.memory_size_weight},
                                                      {"memoryBandwidth", &o.memory_bandwidth_weight},
@@ -99,7 +97,7 @@ SlowdownModelLoader TrainedModelLoader() {
   };
 }
 
-common::Result<std::unique_ptr<sched::MetricsCache>> StartMetricsCache(const ext::LiveInputsConfig& config,
+common::Result<std::unique_ptr<sched::MetricsCache>> StartMetricsCache(const daemon::LiveInputsConfig& config,
                                                                        std::string_view component) {
   GPUSCHED_ASSIGN_OR_RETURN(sources, MakeSources(config, component));
   if (sources.empty()) {
@@ -111,7 +109,7 @@ common::Result<std::unique_ptr<sched::MetricsCache>> StartMetricsCache(const ext
   return cache;
 }
 
-common::Result<std::shared_ptr<const ports::SlowdownModel>> LoadSlowdownModel(const ext::LiveInputsConfig& config,
+common::Result<std::shared_ptr<const ports::SlowdownModel>> LoadSlowdownModel(const daemon::LiveInputsConfig& config,
                                                                               const std::string& model_file,
                                                                               const SlowdownModelLoader& load_model) {
   if (!config.interference_enabled && model_file.empty()) {

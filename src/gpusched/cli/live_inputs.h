@@ -1,7 +1,7 @@
 #pragma once
 
 // The live inputs of the snapshot-reading policies, built from a front end's config (`metrics`, `loadAware`,
-// `interference`: adapters/extender/config.h LiveInputsConfig) for `gpusched scheduler` and `gpusched extender`
+// `interference`: daemon/config.h LiveInputsConfig) for `gpusched scheduler` and `gpusched extender`
 // alike: the metric sources and their cache, the load-aware options, the slowdown model. Wiring only.
 
 #include <functional>
@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "gpusched/adapters/extender/config.h"
 #include "gpusched/common/status.h"
+#include "gpusched/daemon/config.h"
 #include "gpusched/policy/policy_options.h"
 #include "gpusched/ports/slowdown_model.h"
 #include "gpusched/sched/metrics_cache.h"
@@ -28,14 +28,13 @@ using SlowdownModelLoader =
 // is wrong or whose query does not run yet is logged (as `component`) and the daemon still starts: scores use
 // static attributes until it answers. A source that cannot be built at all is an error.
 [[nodiscard]] common::Result<std::unique_ptr<sched::MetricsCache>> StartMetricsCache(
-    const adapters::extender::LiveInputsConfig& config, std::string_view component);
+    const daemon::LiveInputsConfig& config, std::string_view component);
 
-[[nodiscard]] policy::LoadAwareOptions LoadAwareOptionsOf(const adapters::extender::LiveInputsConfig& config);
+[[nodiscard]] policy::LoadAwareOptions LoadAwareOptionsOf(const daemon::LiveInputsConfig& config);
 
 // The slowdown model when interference is enabled or a model file is given (null otherwise). Enabled without a
 // file, a missing loader, or a file that does not load: an error saying which.
 [[nodiscard]] common::Result<std::shared_ptr<const ports::SlowdownModel>> LoadSlowdownModel(
-    const adapters::extender::LiveInputsConfig& config, const std::string& model_file,
-    const SlowdownModelLoader& load_model);
+    const daemon::LiveInputsConfig& config, const std::string& model_file, const SlowdownModelLoader& load_model);
 
 }  // namespace gpusched::cli

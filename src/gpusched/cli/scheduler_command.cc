@@ -18,7 +18,6 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "gpusched/adapters/extender/config.h"
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/client_config.h"
 #include "gpusched/adapters/k8s/event_writer.h"
@@ -31,6 +30,7 @@
 #include "gpusched/cli/live_inputs.h"
 #include "gpusched/cli/watch_event.h"
 #include "gpusched/common/log.h"
+#include "gpusched/daemon/config.h"
 #include "gpusched/kube/gpu_queue.h"
 #include "gpusched/kube/resources.h"
 #include "gpusched/net/http_server.h"
@@ -44,7 +44,6 @@ namespace gpusched::cli {
 namespace {
 
 namespace k8s = adapters::k8s;
-namespace ext = adapters::extender;
 
 constexpr const char* kWho = "gpusched scheduler";
 
@@ -114,7 +113,7 @@ int RunScheduler(const SchedulerFlags& flags, const SlowdownModelLoader& load_mo
     config = std::move(loaded).value();
   }
   if (!flags.listen.empty()) {
-    if (auto s = ext::ParseListen(flags.listen, config.host, config.port); !s.ok()) {
+    if (auto s = daemon::ParseListen(flags.listen, config.host, config.port); !s.ok()) {
       return Fail("--listen: " + s.message());
     }
   }

@@ -22,12 +22,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include "gpusched/adapters/extender/config.h"
-#include "gpusched/adapters/extender/tls_reloader.h"
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/client_config.h"
 #include "gpusched/adapters/k8s/event_writer.h"
 #include "gpusched/common/log.h"
+#include "gpusched/daemon/config.h"
+#include "gpusched/daemon/tls_reloader.h"
 #include "gpusched/kube/gpu_queue.h"
 #include "gpusched/net/http_server.h"
 #include "gpusched/webhook/handler.h"
@@ -278,7 +278,7 @@ int RunWebhook(const WebhookFlags& flags) {
   SetUpLogging(flags.log, flags.verbose, "webhook");
   std::string host;
   int port = 0;
-  if (auto s = adapters::extender::ParseListen(flags.listen, host, port); !s.ok()) {
+  if (auto s = daemon::ParseListen(flags.listen, host, port); !s.ok()) {
     return Fail("--listen: " + s.message());
   }
   if (flags.tls_cert.empty() != flags.tls_key.empty()) {
@@ -352,26 +352,26 @@ int RunWebhook(const WebhookFlags& flags) {
   // not missed; later, a changed pair that loads is served by a new listener on the same port (TlsReloader).
   std::unique_ptr<net::HttpServer> server;
   std::atomic<bool> fatal{false};
-  adapters::extender::TlsReloader reloader(
-      {.cert_file = flags.tls_cert,
-       .key_file = flags.tls_key,
-       .interval = kCertificateCheckInterval,
-       .name = "gpusched webhook"},
-      [&]() -> common::Status {
-        auto replacement = MakeServer(host, port, flags, state);
-        if (!replacement.ok()) {  // a half-written pair: tried again at the next check
-          return replacement.status();
-        }
-        server->Stop();
-        server = std::move(replacement).value();
-        if (auto s = server->Start(); !s.ok()) {
-          Say(common::LogLevel::kError, "cannot listen again on port " + std::to_string(port) + ": " + s.message());
-          fatal = true;
-          kill(getpid(), SIGTERM);
-          return s;
-        }
-        return common::Status::Ok();
-      });
+  daemon::TlsReloader reloader({.cert_file = flags.tls_cert,
+                                .key_file = flags.tls_key,
+                                .interval = kCertificateCheckInterval,
+                                .name = "gpusched webhook"},
+                               [&]() -> common::Status {
+                                 auto replacement = MakeServer(host, port, flags, state);
+                                 if (!replacement.ok()) {  // a half-written pair: tried again at the next check
+                                   return replacement.status();
+                                 }
+                                 server->Stop();
+                                 server = std::move(replacement).value();
+                                 if (auto s = server->Start(); !s.ok()) {
+                                   Say(common::LogLevel::kError,
+                                       "cannot listen again on port " + std::to_string(port) + ": " + s.message());
+                                   fatal = true;
+                                   kill(getpid(), SIGTERM);
+                                   return s;
+                                 }
+                                 return common::Status::Ok();
+                               });
   if (tls) {
     reloader.Prime();
   }

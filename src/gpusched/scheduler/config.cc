@@ -7,16 +7,16 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "gpusched/adapters/extender/config.h"
+#include "gpusched/daemon/config.h"
+#include "gpusched/daemon/yaml_fields.h"
 #include "gpusched/policy/registry.h"
 
 namespace gpusched::scheduler {
 namespace {
 
-common::Status Bad(const std::string& source, const std::string& what) {
-  return common::InvalidArgument(source + ": " + what);
-}
+using daemon::Bad;
 
+// Stricter than daemon::As: a mapping or a list where a scalar is due is the wrong type too.
 template <typename T>
 common::Result<T> As(const YAML::Node& node, const std::string& source, const std::string& key) {
   if (!node.IsScalar() && !std::is_same_v<T, std::vector<std::string>>) {
@@ -127,7 +127,7 @@ common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, co
       }
     } else if (key == "listen") {
       GPUSCHED_ASSIGN_OR_RETURN(listen, As<std::string>(v, source, key));
-      if (auto s = adapters::extender::ParseListen(listen, c.host, c.port); !s.ok()) {
+      if (auto s = daemon::ParseListen(listen, c.host, c.port); !s.ok()) {
         return Bad(source, s.message());
       }
     } else if (key == "kubeconfig") {
@@ -149,7 +149,7 @@ common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, co
       c.assumed_ttl_seconds = n;
     } else if (key == "gpushareMemoryUnit" || key == "geniusLabels" || key == "shareWithin" ||
                key == "ketiSharePercent") {
-      if (auto st = adapters::extender::ParseResourceCompat(key, v, source, c.resources); !st.ok()) {
+      if (auto st = daemon::ParseResourceCompat(key, v, source, c.resources); !st.ok()) {
         return st;
       }
     } else if (key == "preemption") {
@@ -169,11 +169,11 @@ common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, co
         }
       }
     } else if (key == "leaderElection") {
-      if (auto st = adapters::extender::ParseLeaderElection(v, source, c.leader_election); !st.ok()) {
+      if (auto st = daemon::ParseLeaderElection(v, source, c.leader_election); !st.ok()) {
         return st;
       }
-    } else if (adapters::extender::IsLiveInputKey(key)) {
-      if (auto st = adapters::extender::ParseLiveInput(key, v, source, c, c.resources); !st.ok()) {
+    } else if (daemon::IsLiveInputKey(key)) {
+      if (auto st = daemon::ParseLiveInput(key, v, source, c, c.resources); !st.ok()) {
         return st;
       }
     } else {

@@ -17,7 +17,7 @@
 //   ketiSharePercent: 10              keti.com/mpsgpu's share of each GPU without gpusched.io/gpu-core or -memory
 //   shareWithin: any                  any | namespace | queue: who may share one GPU (core/share_within.h)
 //   metrics, loadAware, interference  the live inputs of load-aware and interference-aware, as the extender's
-//                                     (adapters/extender/config.h LiveInputsConfig)
+//                                     (daemon/config.h LiveInputsConfig)
 //   preemption:
 //     enabled: true                   a pod that fits nowhere may evict pods of lower priority (Eviction API)
 //     evictionGracePeriodSeconds:     the victims' termination grace period; default: each pod's own
@@ -34,8 +34,8 @@
 #include <utility>
 #include <vector>
 
-#include "gpusched/adapters/extender/config.h"
 #include "gpusched/common/status.h"
+#include "gpusched/daemon/config.h"
 #include "gpusched/kube/resources.h"
 
 namespace gpusched::scheduler {
@@ -44,7 +44,7 @@ namespace gpusched::scheduler {
 // time after which the informer's /readyz reports it stale.
 inline constexpr int kMinAssumedTtlSeconds = 90;
 
-struct SchedulerConfig : adapters::extender::LiveInputsConfig {
+struct SchedulerConfig : daemon::LiveInputsConfig {
   std::vector<std::string> scheduler_names = {"gpusched"};
   std::string policy = "binpack";
   // Score with a weighted mix of policies instead of the policy's own score (it still filters and chooses GPUs).
@@ -59,7 +59,7 @@ struct SchedulerConfig : adapters::extender::LiveInputsConfig {
   // timeout plus 15 s of grace, then relisted): an assumption must not expire, freeing GPUs a Binding may hold,
   // while the watch that would show that Binding is silently stuck. kMinAssumedTtlSeconds is that bound.
   int assumed_ttl_seconds = 120;
-  adapters::extender::LeaderElectionConfig leader_election{.enabled = true, .name = "gpusched-scheduler"};
+  daemon::LeaderElectionConfig leader_election{.enabled = true, .name = "gpusched-scheduler"};
   kube::ResourceConfig resources;  // gpushareMemoryUnit, geniusLabels
   bool preemption = true;
   std::optional<int> eviction_grace_period_seconds;

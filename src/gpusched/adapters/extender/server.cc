@@ -89,10 +89,11 @@ common::Result<std::unique_ptr<net::HttpServer>> ExtenderServer::MakeVerbServer(
 
 common::Status ExtenderServer::Start() {
   if (!config_.tls_cert_file.empty()) {
-    reloader_ = std::make_unique<TlsReloader>(TlsReloaderOptions{.cert_file = config_.tls_cert_file,
-                                                                 .key_file = config_.tls_key_file,
-                                                                 .interval = config_.tls_reload_interval,
-                                                                 .name = "gpusched extender"},
+    reloader_ =
+        std::make_unique<daemon::TlsReloader>(daemon::TlsReloaderOptions{.cert_file = config_.tls_cert_file,
+                                                                         .key_file = config_.tls_key_file,
+                                                                         .interval = config_.tls_reload_interval,
+                                                                         .name = "gpusched extender"},
                                               [this] { return Renew(); });
     reloader_->Prime();  // before the listener reads the files: a renewal in between is seen at the first check
   }

@@ -30,8 +30,8 @@
 #include "gpusched/adapters/extender/metrics.h"
 #include "gpusched/adapters/extender/service.h"
 #include "gpusched/adapters/extender/state.h"
-#include "gpusched/adapters/extender/tls_reloader.h"
 #include "gpusched/common/status.h"
+#include "gpusched/daemon/tls_reloader.h"
 
 #include "gpusched/net/http_server.h"
 
@@ -73,12 +73,12 @@ class ExtenderServer {
   ExtenderConfig config_;
   Readiness readiness_;
   std::function<std::string()> degraded_;
-  mutable std::mutex server_mu_;             // guards server_, retired_, down_ (never held across Start/Stop)
-  std::unique_ptr<net::HttpServer> server_;  // the verbs' listener
-  net::HttpServerStats retired_;             // counters of the listeners renewals replaced
-  std::string down_;                         // why the verbs' listener is not serving after a renewal, or ""
-  std::unique_ptr<net::HttpServer> health_;  // healthListen: GET /healthz, /readyz, /metrics only
-  std::unique_ptr<TlsReloader> reloader_;    // with TLS
+  mutable std::mutex server_mu_;                   // guards server_, retired_, down_ (never held across Start/Stop)
+  std::unique_ptr<net::HttpServer> server_;        // the verbs' listener
+  net::HttpServerStats retired_;                   // counters of the listeners renewals replaced
+  std::string down_;                               // why the verbs' listener is not serving after a renewal, or ""
+  std::unique_ptr<net::HttpServer> health_;        // healthListen: GET /healthz, /readyz, /metrics only
+  std::unique_ptr<daemon::TlsReloader> reloader_;  // with TLS
   int port_ = 0;
   int health_port_ = 0;
 

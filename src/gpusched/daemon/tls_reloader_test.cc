@@ -1,4 +1,4 @@
-#include "gpusched/adapters/extender/tls_reloader.h"
+#include "gpusched/daemon/tls_reloader.h"
 
 #include <filesystem>
 #include <fstream>
@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-namespace gpusched::adapters::extender {
+namespace gpusched::daemon {
 namespace {
 
 class TlsReloaderTest : public ::testing::Test {
@@ -82,4 +82,4 @@ TEST_F(TlsReloaderTest, StartNeedsAPositiveIntervalAndStopIsIdempotent) {
 }
 
 }  // namespace
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::daemon

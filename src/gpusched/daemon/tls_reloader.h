@@ -26,7 +26,7 @@
 
 #include "gpusched/common/status.h"
 
-namespace gpusched::adapters::extender {
+namespace gpusched::daemon {
 
 struct TlsReloaderOptions {
   std::string cert_file;
@@ -72,4 +72,4 @@ class TlsReloader {
   std::thread thread_;
 };
 
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::daemon

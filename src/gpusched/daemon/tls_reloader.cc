@@ -1,4 +1,4 @@
-#include "gpusched/adapters/extender/tls_reloader.h"
+#include "gpusched/daemon/tls_reloader.h"
 
 #include <fstream>
 #include <iterator>
@@ -6,7 +6,7 @@
 
 #include "gpusched/common/log.h"
 
-namespace gpusched::adapters::extender {
+namespace gpusched::daemon {
 namespace {
 
 std::optional<std::string> ReadFile(const std::string& path) {
@@ -117,4 +117,4 @@ uint64_t TlsReloader::failures() const {
   return failures_;
 }
 
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::daemon
