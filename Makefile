@@ -10,8 +10,8 @@ SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 20
 # The tests whose point is concurrency; `make tsan` builds and runs only these under ThreadSanitizer.
-TSAN_TARGETS := net_test scheduler_test extender_test extender_integration_test k8s_client_test agent_test device_plugin_test sched_metrics_test
-TSAN_TESTS := HttpServerTest|SchedulerTest|HttpServerTlsTest|ExtenderIntegrationTest|ServiceTest|K8sClientTest|CollectorTest|DevicePluginTest|MetricsCacheTest|NodePodsTest|ProbeStarvationTest
+TSAN_TARGETS := net_test scheduler_test extender_test extender_integration_test k8s_client_test agent_test device_plugin_test sched_metrics_test daemon_test common_test deviceplugin_test
+TSAN_TESTS := HttpServerTest|SchedulerTest|HttpServerTlsTest|ExtenderIntegrationTest|ServiceTest|K8sClientTest|CollectorTest|DevicePluginTest|MetricsCacheTest|NodePodsTest|ProbeStarvationTest|WorkerThreadTest|TlsReloaderTest|MpsEnforcerTest|MpsDaemonTest
 CI ?=
 ifeq ($(CI),true)
 TEST_PRESET := ci

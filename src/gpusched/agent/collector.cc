@@ -36,39 +36,20 @@ common::Status Collector::Start() {
     return common::InvalidArgument("collector: the sample interval must be positive, got " +
                                    std::to_string(options_.interval.count()) + " ms");
   }
-  if (thread_.joinable()) {
+  if (worker_.Running()) {
     return common::FailedPrecondition("collector: already started");
   }
-  {
-    std::lock_guard lock(mu_);
-    stop_ = false;
-  }
   (void)SampleOnce();  // a failure is logged and counted; the thread keeps trying
-  thread_ = std::thread([this] { Loop(); });
+  worker_.Start([this] { Loop(); });
   return common::Status::Ok();
 }
 
-void Collector::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) {
-    thread_.join();
-  }
-}
+void Collector::Stop() { worker_.Stop(); }
 
 void Collector::Loop() {
   auto next = std::chrono::steady_clock::now() + options_.interval;
-  std::unique_lock lock(mu_);
-  while (true) {
-    if (cv_.wait_until(lock, next, [this] { return stop_; })) {
-      return;
-    }
-    lock.unlock();
+  while (!worker_.WaitUntil(next)) {
     (void)SampleOnce();  // counted and logged inside
-    lock.lock();
     // Fixed-rate ticks; after a stall (a slow driver) start again from now rather than catching up in a burst.
     next += options_.interval;
     const auto now = std::chrono::steady_clock::now();

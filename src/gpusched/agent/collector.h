@@ -27,6 +27,7 @@
 
 #include "gpusched/agent/dcgm_metrics.h"
 #include "gpusched/common/status.h"
+#include "gpusched/common/worker_thread.h"
 #include "gpusched/ports/device_inventory.h"
 
 namespace gpusched::agent {
@@ -85,15 +86,13 @@ class Collector {
   const CollectorOptions options_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   std::shared_ptr<const GpuSnapshot> latest_;  // GUARDED_BY(mu_)
   uint64_t samples_taken_ = 0;                 // GUARDED_BY(mu_)
   uint64_t sample_errors_ = 0;                 // GUARDED_BY(mu_)
   common::Status last_error_;                  // GUARDED_BY(mu_)
   double last_duration_s_ = 0;                 // GUARDED_BY(mu_)
-  bool stop_ = false;                          // GUARDED_BY(mu_)
   std::mutex sample_mu_;                       // one Sample() at a time (the thread and SampleOnce callers)
-  std::thread thread_;
+  common::WorkerThread worker_;                // last: stopped before the rest goes
 };
 
 }  // namespace gpusched::agent

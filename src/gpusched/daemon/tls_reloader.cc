@@ -42,39 +42,17 @@ common::Status TlsReloader::Start() {
   if (options_.interval.count() <= 0) {
     return common::InvalidArgument(options_.name + ": the TLS reload interval must be positive");
   }
-  if (thread_.joinable()) {
+  if (!worker_.Start([this] {
+        while (!worker_.WaitFor(options_.interval)) {
+          (void)CheckNow();
+        }
+      })) {
     return common::FailedPrecondition(options_.name + ": the TLS reloader is running");
   }
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = false;
-  }
-  thread_ = std::thread([this] { Run(); });
   return common::Status::Ok();
 }
 
-void TlsReloader::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) {
-    thread_.join();
-  }
-}
-
-void TlsReloader::Run() {
-  while (true) {
-    {
-      std::unique_lock lock(mu_);
-      if (cv_.wait_for(lock, options_.interval, [this] { return stopping_; })) {
-        return;
-      }
-    }
-    (void)CheckNow();
-  }
-}
+void TlsReloader::Stop() { worker_.Stop(); }
 
 bool TlsReloader::CheckNow() {
   std::lock_guard lock(mu_);

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "gpusched/common/status.h"
+#include "gpusched/common/worker_thread.h"
 
 namespace gpusched::daemon {
 
@@ -56,20 +57,16 @@ class TlsReloader {
   [[nodiscard]] uint64_t failures() const;  // reload attempts that returned an error
 
  private:
-  void Run();
-
   const TlsReloaderOptions options_;
   const Reload reload_;
-  mutable std::mutex mu_;  // guards everything below; held across `reload` (checks are serialised)
-  std::condition_variable cv_;
-  bool stopping_ = false;
+  mutable std::mutex mu_;            // guards everything below; held across `reload` (checks are serialised)
   std::optional<std::string> cert_;  // the contents last loaded (nullopt: unreadable then)
   std::optional<std::string> key_;
   std::optional<std::string> pending_cert_;  // a changed pair seen once: loaded when the next check reads it again
   std::optional<std::string> pending_key_;
   uint64_t reloads_ = 0;
   uint64_t failures_ = 0;
-  std::thread thread_;
+  common::WorkerThread worker_;  // last: stopped before the rest goes
 };
 
 }  // namespace gpusched::daemon

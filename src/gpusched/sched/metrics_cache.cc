@@ -76,37 +76,17 @@ common::Status MetricsCache::Start() {
   if (options_.interval.count() <= 0) {
     return common::FailedPrecondition("metrics cache: the refresh interval must be positive");
   }
-  if (thread_.joinable()) {
+  if (!worker_.Start([this] {
+        do {
+          RefreshOnce();
+        } while (!worker_.WaitFor(options_.interval));
+      })) {
     return common::FailedPrecondition("metrics cache: already running");
   }
-  {
-    std::lock_guard lock(mu_);
-    stop_ = false;
-  }
-  thread_ = std::thread([this] { Run(); });
   return common::Status::Ok();
 }
 
-void MetricsCache::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) {
-    thread_.join();
-  }
-}
-
-void MetricsCache::Run() {
-  for (;;) {
-    RefreshOnce();
-    std::unique_lock lock(mu_);
-    if (cv_.wait_for(lock, options_.interval, [this] { return stop_; })) {
-      return;
-    }
-  }
-}
+void MetricsCache::Stop() { worker_.Stop(); }
 
 void MetricsCache::RefreshOnce() {
   std::lock_guard refresh_lock(refresh_mu_);

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "gpusched/common/status.h"
+#include "gpusched/common/worker_thread.h"
 #include "gpusched/core/gpu_metrics.h"
 #include "gpusched/ports/metrics_source.h"
 
@@ -95,7 +96,6 @@ class MetricsCache {
     MetricsSourceHealth health;
   };
 
-  void Run();
   int64_t NowMs() const;
 
   MetricsCacheOptions options_;
@@ -108,8 +108,7 @@ class MetricsCache {
   uint64_t generation_ = 0;                             // GUARDED_BY(mu_)
   int64_t refreshes_ = 0;                               // GUARDED_BY(mu_)
   std::vector<MetricsSourceHealth> health_;             // GUARDED_BY(mu_): a copy for readers
-  bool stop_ = false;                                   // GUARDED_BY(mu_)
-  std::thread thread_;
+  common::WorkerThread worker_;                         // last: stopped before the rest goes
 };
 
 // True when both maps hold the same GPUs with the same samples (values and timestamps).

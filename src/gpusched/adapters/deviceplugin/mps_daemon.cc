@@ -126,31 +126,15 @@ common::Status MpsDaemon::Start() {
     return common::InvalidArgument("MPS: the check interval and command timeout must be positive");
   }
   CheckNow();
-  {
-    std::lock_guard lock(stop_mu_);
-    stopping_ = false;
-  }
-  thread_ = std::thread([this] {
-    std::unique_lock lock(stop_mu_);
-    while (!stop_cv_.wait_for(lock, options_.check_interval, [this] { return stopping_; })) {
-      lock.unlock();
+  worker_.Start([this] {
+    while (!worker_.WaitFor(options_.check_interval)) {
       CheckNow();
-      lock.lock();
     }
   });
   return common::Status::Ok();
 }
 
-void MpsDaemon::Stop() {
-  {
-    std::lock_guard lock(stop_mu_);
-    stopping_ = true;
-  }
-  stop_cv_.notify_all();
-  if (thread_.joinable()) {
-    thread_.join();
-  }
-}
+void MpsDaemon::Stop() { worker_.Stop(); }
 
 common::Status MpsDaemon::Status() const {
   std::lock_guard lock(mu_);

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "gpusched/common/status.h"
+#include "gpusched/common/worker_thread.h"
 
 namespace gpusched::adapters::deviceplugin {
 
@@ -73,10 +74,7 @@ class MpsDaemon {
   common::Status status_ = common::Unavailable("MPS control daemon not checked yet");
   uint64_t launches_ = 0;
   std::mutex round_mu_;  // one round at a time
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;
-  std::thread thread_;
+  common::WorkerThread worker_;
 };
 
 }  // namespace gpusched::adapters::deviceplugin

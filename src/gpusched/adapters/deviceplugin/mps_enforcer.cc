@@ -21,31 +21,15 @@ common::Status MpsEnforcer::Start() {
     return common::InvalidArgument("MPS enforcer: the interval and admitted rounds must be positive");
   }
   RoundNow();
-  {
-    std::lock_guard lock(stop_mu_);
-    stopping_ = false;
-  }
-  thread_ = std::thread([this] {
-    std::unique_lock lock(stop_mu_);
-    while (!stop_cv_.wait_for(lock, options_.interval, [this] { return stopping_; })) {
-      lock.unlock();
+  worker_.Start([this] {
+    while (!worker_.WaitFor(options_.interval)) {
       RoundNow();
-      lock.lock();
     }
   });
   return common::Status::Ok();
 }
 
-void MpsEnforcer::Stop() {
-  {
-    std::lock_guard lock(stop_mu_);
-    stopping_ = true;
-  }
-  stop_cv_.notify_all();
-  if (thread_.joinable()) {
-    thread_.join();
-  }
-}
+void MpsEnforcer::Stop() { worker_.Stop(); }
 
 std::vector<MpsClient> MpsEnforcer::Clients(const MpsClient* extra) {
   const std::vector<nlohmann::json> pods = options_.pods();

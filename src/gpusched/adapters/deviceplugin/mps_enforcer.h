@@ -27,6 +27,7 @@
 
 #include "gpusched/adapters/deviceplugin/mps_control.h"
 #include "gpusched/common/status.h"
+#include "gpusched/common/worker_thread.h"
 #include "gpusched/core/allocation.h"
 #include "gpusched/kube/objects.h"
 #include "gpusched/ports/device_inventory.h"
@@ -77,10 +78,7 @@ class MpsEnforcer {
   mutable std::mutex mu_;
   std::map<std::string, Admitted> admitted_;  // pod key + "\n" + entry
   common::Status status_ = common::Unavailable("MPS limits not applied yet");
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;
-  std::thread thread_;
+  common::WorkerThread worker_;
 };
 
 }  // namespace gpusched::adapters::deviceplugin
