@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEATS=${REPEATS:-5}
-BIN=build/release/src/gpusched/adapters/extender/extender_load
+BIN=build/release/src/gpusched/extender/extender_load
 if [ ! -f build/release/CMakeCache.txt ]; then
   cmake --preset release >/dev/null
 fi

@@ -3,10 +3,10 @@
 #include <cstdint>
 #include <string>
 
-#include "gpusched/adapters/extender/wire.h"
+#include "gpusched/extender/wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace gpusched::adapters::extender;
+  using namespace gpusched::extender;
   auto args = DecodePreemptionArgs(std::string(reinterpret_cast<const char*>(data), size));
   if (args.ok()) {
     (void)EncodePreemptionResult(args->nodes);

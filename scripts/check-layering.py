@@ -38,7 +38,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "net": ("common",),
     "proc": ("common",),
     "adapters/*": ("net", "proc", "kube", "ports", "core", "common"),
-    "adapters/extender": ("daemon", "sched", "policy", "net", "proc", "kube", "ports", "core", "common"),
+    "extender": ("daemon", "sched", "policy", "net", "proc", "kube", "ports", "core", "common"),
     "interference": ("ports", "core", "common"),
     "plot": ("common",),
     "sim": ("sched", "policy", "ports", "plot", "core", "common"),

@@ -52,7 +52,7 @@ DAEMON_SOURCES = {
     "scheduler": ["src/gpusched/scheduler", "src/gpusched/cli/scheduler_command.cc"],
     "webhook": ["src/gpusched/webhook", "src/gpusched/cli/webhook_command.cc"],
 }
-EXTENDER_SOURCES = ["src/gpusched/adapters/extender"]
+EXTENDER_SOURCES = ["src/gpusched/extender"]
 HTTP_STATS_SOURCE = "src/gpusched/net/http_server.cc"
 
 _CPP_TOKEN = re.compile(r"""//[^\n]*|/\*.*?\*/|'(?:[^'\\\n]|\\.)*'|"((?:[^"\\\n]|\\.)*)\"""", re.S)

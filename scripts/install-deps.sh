@@ -28,7 +28,7 @@ PACKAGES=(
   libcli11-dev libspdlog-dev libfmt-dev
   # JSON: configs, annotations, extender wire format, reports
   nlohmann-json3-dev
-  # adapters/k8s (API client over HTTPS: libcurl with OpenSSL), adapters/extender (HTTP server: cpp-httplib,
+  # adapters/k8s (API client over HTTPS: libcurl with OpenSSL), extender/ (HTTP server: cpp-httplib,
   # built by Debian with OpenSSL), config files and kubeconfig (yaml-cpp), /metrics (prometheus-cpp)
   libcurl4-openssl-dev libssl-dev openssl libcpp-httplib-dev libyaml-cpp-dev prometheus-cpp-dev
   # net/: the one HTTP(S) server layer of every daemon (Boost.Beast over Asio, header-only; 1.81, not the default

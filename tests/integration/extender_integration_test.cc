@@ -25,7 +25,6 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "gpusched/adapters/extender/server.h"
 #include "gpusched/adapters/influxdb/influx_source.h"
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/client_config.h"
@@ -33,6 +32,7 @@
 #include "gpusched/adapters/k8s/pod_binder.h"
 #include "gpusched/adapters/prometheus/prometheus_source.h"
 #include "gpusched/common/log.h"
+#include "gpusched/extender/server.h"
 #include "gpusched/kube/annotations.h"
 #include "gpusched/sched/metrics_cache.h"
 #include "gpusched/testing/fake_apiserver.h"
@@ -42,7 +42,7 @@
 namespace gpusched {
 namespace {
 
-namespace ext = adapters::extender;
+namespace ext = extender;
 namespace k8s = adapters::k8s;
 using nlohmann::json;
 using std::chrono::milliseconds;

@@ -35,11 +35,11 @@
 #include <thread>
 #include <vector>
 
-#include "gpusched/adapters/extender/service.h"
 #include "gpusched/adapters/influxdb/influx_source.h"
 #include "gpusched/adapters/influxdb/influx_writer.h"
 #include "gpusched/adapters/influxdb/line_protocol.h"
 #include "gpusched/adapters/prometheus/prometheus_source.h"
+#include "gpusched/extender/service.h"
 #include "gpusched/sched/metrics_cache.h"
 #include "gpusched/testing/processes.h"
 #include "gpusched/testing/test_pki.h"
@@ -270,8 +270,8 @@ TEST_F(MetricsSourcesTest, PrometheusBackfilledSeriesThroughTheSourceAndTheCache
         {"metadata", {{"name", "it-node"}, {"annotations", {{"gpusched.io/gpus", gpus.dump()}}}}},
         {"status", {{"allocatable", {{"cpu", "8"}, {"memory", "64Gi"}}}}}};
     auto place = [&](const sched::MetricsCache* metrics, const std::string& name) -> int {
-      adapters::extender::ClusterMirror mirror;
-      mirror.OnNode(adapters::extender::EventType::kAdded, node);
+      extender::ClusterMirror mirror;
+      mirror.OnNode(extender::EventType::kAdded, node);
       struct Binder : ports::Binder {
         common::Status Bind(const core::PodRequest&, const core::Allocation& a) override {
           index = a.containers.at(0).gpus.at(0).index;
@@ -287,9 +287,9 @@ TEST_F(MetricsSourcesTest, PrometheusBackfilledSeriesThroughTheSourceAndTheCache
                  {{{"name", "main"},
                    {"resources",
                     {{"limits", {{"gpusched.io/gpu-core", "30"}, {"gpusched.io/gpu-memory", "1000"}}}}}}})}}}};
-      auto service = adapters::extender::ExtenderService::Create(
+      auto service = extender::ExtenderService::Create(
           mirror, binder, [&](const std::string&, const std::string&) { return std::optional<nlohmann::json>(pod); },
-          adapters::extender::ServiceOptions{.policy = "load-aware", .seed = 1, .metrics = metrics});
+          extender::ServiceOptions{.policy = "load-aware", .seed = 1, .metrics = metrics});
       EXPECT_TRUE(service.ok()) << service.status();
       // kube-scheduler's order: bind takes only a node that passed filter for the pod.
       (void)(*service)->Filter(nlohmann::json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", {"it-node"}}}.dump());

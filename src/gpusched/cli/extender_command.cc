@@ -10,11 +10,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpusched/adapters/extender/config.h"
-#include "gpusched/adapters/extender/metrics.h"
-#include "gpusched/adapters/extender/server.h"
-#include "gpusched/adapters/extender/service.h"
-#include "gpusched/adapters/extender/state.h"
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/client_config.h"
 #include "gpusched/adapters/k8s/event_writer.h"
@@ -26,13 +21,18 @@
 #include "gpusched/cli/live_inputs.h"
 #include "gpusched/cli/watch_event.h"
 #include "gpusched/common/log.h"
+#include "gpusched/extender/config.h"
+#include "gpusched/extender/metrics.h"
+#include "gpusched/extender/server.h"
+#include "gpusched/extender/service.h"
+#include "gpusched/extender/state.h"
 #include "gpusched/sched/leader_elector.h"
 #include "gpusched/sched/metrics_cache.h"
 
 namespace gpusched::cli {
 namespace {
 
-namespace ext = adapters::extender;
+namespace ext = extender;
 namespace k8s = adapters::k8s;
 
 int Fail(const std::string& message) {

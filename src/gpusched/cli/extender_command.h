@@ -14,7 +14,7 @@
 namespace gpusched::cli {
 
 struct ExtenderFlags {
-  std::string config;      // YAML (adapters/extender/config.h); optional
+  std::string config;      // YAML (extender/config.h); optional
   std::string kubeconfig;  // overrides the config's kubeconfig
   std::string listen;      // overrides the config's listen
   std::string policy;      // overrides the config's policy

@@ -1,4 +1,4 @@
-// sched::ClusterCache over decoded events (the accounting alone; kube/ decodes and adapters/extender's
+// sched::ClusterCache over decoded events (the accounting alone; kube/ decodes and extender/'s
 // service_test feeds it JSON through ClusterMirror): what is bound is charged, unknown nodes make allocations wait,
 // a deleted node keeps its pods' allocations, assumptions expire, and charge_every_pod charges requests.
 

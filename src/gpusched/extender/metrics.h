@@ -26,14 +26,14 @@
 #include <string_view>
 #include <utility>
 
-#include "gpusched/adapters/extender/state.h"
+#include "gpusched/extender/state.h"
 #include "gpusched/sched/metrics_cache.h"
 
 namespace prometheus {
 class Registry;
 }  // namespace prometheus
 
-namespace gpusched::adapters::extender {
+namespace gpusched::extender {
 
 class ExtenderMetrics {
  public:
@@ -69,4 +69,4 @@ class ExtenderMetrics {
   std::function<std::string()> extra_;
 };
 
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::extender

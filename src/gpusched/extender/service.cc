@@ -1,4 +1,4 @@
-#include "gpusched/adapters/extender/service.h"
+#include "gpusched/extender/service.h"
 
 #include <algorithm>
 #include <atomic>
@@ -7,9 +7,9 @@
 #include <string_view>
 #include <thread>
 
-#include "gpusched/adapters/extender/wire.h"
 #include "gpusched/common/log.h"
 #include "gpusched/common/log_fields.h"
+#include "gpusched/extender/wire.h"
 #include "gpusched/kube/annotations.h"
 #include "gpusched/kube/objects.h"
 #include "gpusched/policy/registry.h"
@@ -19,7 +19,7 @@
 #include "gpusched/sched/interference_forecast.h"
 #include "gpusched/sched/preemption.h"
 
-namespace gpusched::adapters::extender {
+namespace gpusched::extender {
 namespace {
 
 using nlohmann::json;
@@ -708,4 +708,4 @@ Reply ExtenderService::Preempt(std::string body) {
   return Reply{.status = 200, .body = EncodePreemptionResult(out)};
 }
 
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::extender

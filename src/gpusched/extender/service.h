@@ -68,12 +68,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpusched/adapters/extender/metrics.h"
-#include "gpusched/adapters/extender/state.h"
-#include "gpusched/adapters/extender/wire.h"
 #include "gpusched/common/clock.h"
 #include "gpusched/common/rng.h"
 #include "gpusched/common/status.h"
+#include "gpusched/extender/metrics.h"
+#include "gpusched/extender/state.h"
+#include "gpusched/extender/wire.h"
 #include "gpusched/kube/objects.h"
 #include "gpusched/kube/resources.h"
 #include "gpusched/policy/interference_forecast.h"
@@ -86,7 +86,7 @@
 #include "gpusched/sched/metrics_cache.h"
 #include "gpusched/sched/snapshot_builder.h"
 
-namespace gpusched::adapters::extender {
+namespace gpusched::extender {
 
 struct ServiceOptions {
   std::string policy = "binpack";
@@ -227,4 +227,4 @@ class ExtenderService {
   mutable sched::SnapshotBuilder snapshots_;
 };
 
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::extender

@@ -1,4 +1,4 @@
-#include "gpusched/adapters/extender/wire.h"
+#include "gpusched/extender/wire.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,7 +6,7 @@
 #include <simdjson.h>
 #include <nlohmann/json.hpp>
 
-namespace gpusched::adapters::extender {
+namespace gpusched::extender {
 namespace {
 
 namespace od = simdjson::ondemand;
@@ -537,4 +537,4 @@ std::string EncodePreemptionResult(const std::vector<std::pair<std::string, Node
   return out;
 }
 
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::extender

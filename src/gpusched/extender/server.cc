@@ -1,12 +1,12 @@
-#include "gpusched/adapters/extender/server.h"
+#include "gpusched/extender/server.h"
 
 #include <chrono>
 
-#include "gpusched/adapters/extender/wire.h"
 #include "gpusched/common/log.h"
 #include "gpusched/common/redact.h"
+#include "gpusched/extender/wire.h"
 
-namespace gpusched::adapters::extender {
+namespace gpusched::extender {
 namespace {
 
 // The counters of `b` added to `a`; open_connections is a gauge of the listener now and is left alone.
@@ -217,4 +217,4 @@ void ExtenderServer::Stop() {
   }
 }
 
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::extender

@@ -1,11 +1,11 @@
-#include "gpusched/adapters/extender/state.h"
+#include "gpusched/extender/state.h"
 
 #include <nlohmann/json.hpp>
 
 #include "gpusched/kube/cluster_events.h"
 #include "gpusched/kube/objects.h"
 
-namespace gpusched::adapters::extender {
+namespace gpusched::extender {
 namespace {
 
 MirrorOptions Named(MirrorOptions options) {
@@ -36,4 +36,4 @@ void ClusterMirror::OnPod(EventType type, const nlohmann::json& pod) {
   ApplyPod(type, kube::DecodePodUpdate(pod, options().app_label, options().charge_every_pod));
 }
 
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::extender

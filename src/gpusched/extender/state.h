@@ -11,7 +11,7 @@
 
 #include "gpusched/sched/cluster_cache.h"
 
-namespace gpusched::adapters::extender {
+namespace gpusched::extender {
 
 using core::EventType;
 using MirrorOptions = sched::CacheOptions;
@@ -27,4 +27,4 @@ class ClusterMirror : public sched::ClusterCache {
   void OnPod(EventType type, const nlohmann::json& pod);
 };
 
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::extender

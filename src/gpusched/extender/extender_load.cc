@@ -25,12 +25,12 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "gpusched/adapters/extender/server.h"
+#include "gpusched/extender/server.h"
 #include "gpusched/kube/annotations.h"
 #include "gpusched/net/http_client.h"
 #include "gpusched/net/http_server.h"
 
-namespace ext = gpusched::adapters::extender;
+namespace ext = gpusched::extender;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 

@@ -7,14 +7,14 @@
 #include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>
 
-#include "gpusched/adapters/extender/service.h"
-#include "gpusched/adapters/extender/wire.h"
+#include "gpusched/extender/service.h"
+#include "gpusched/extender/wire.h"
 #include "gpusched/sched/metrics_cache.h"
 
 #include <chrono>
 #include <thread>
 
-namespace gpusched::adapters::extender {
+namespace gpusched::extender {
 namespace {
 
 using nlohmann::json;
@@ -193,6 +193,6 @@ void BM_LoadAwareCycle(benchmark::State& state) {
 BENCHMARK(BM_LoadAwareCycle)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::extender
 
 BENCHMARK_MAIN();

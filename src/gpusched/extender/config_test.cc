@@ -1,9 +1,9 @@
-#include "gpusched/adapters/extender/config.h"
+#include "gpusched/extender/config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace gpusched::adapters::extender {
+namespace gpusched::extender {
 namespace {
 
 TEST(ConfigTest, ParsesEveryKey) {
@@ -280,4 +280,4 @@ TEST(ConfigTest, ErrorsNameTheFileAndTheKey) {
 }
 
 }  // namespace
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::extender

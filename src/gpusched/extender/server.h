@@ -26,16 +26,16 @@
 #include <mutex>
 #include <string>
 
-#include "gpusched/adapters/extender/config.h"
-#include "gpusched/adapters/extender/metrics.h"
-#include "gpusched/adapters/extender/service.h"
-#include "gpusched/adapters/extender/state.h"
 #include "gpusched/common/status.h"
 #include "gpusched/daemon/tls_reloader.h"
+#include "gpusched/extender/config.h"
+#include "gpusched/extender/metrics.h"
+#include "gpusched/extender/service.h"
+#include "gpusched/extender/state.h"
 
 #include "gpusched/net/http_server.h"
 
-namespace gpusched::adapters::extender {
+namespace gpusched::extender {
 
 // Empty when ready, else why not.
 using Readiness = std::function<std::string()>;
@@ -89,4 +89,4 @@ class ExtenderServer {
   void HandleReadOnly(net::HttpServer& server);
 };
 
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::extender

@@ -1,4 +1,4 @@
-#include "gpusched/adapters/extender/metrics.h"
+#include "gpusched/extender/metrics.h"
 
 #include <map>
 #include <mutex>
@@ -15,7 +15,7 @@
 
 #include "gpusched/common/redact.h"
 
-namespace gpusched::adapters::extender {
+namespace gpusched::extender {
 
 struct ExtenderMetrics::Impl {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
@@ -230,4 +230,4 @@ std::string ExtenderMetrics::Serialize(const ClusterMirror& mirror) const {
   return text;
 }
 
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::extender

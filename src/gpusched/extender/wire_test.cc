@@ -1,4 +1,4 @@
-#include "gpusched/adapters/extender/wire.h"
+#include "gpusched/extender/wire.h"
 
 #include <filesystem>
 #include <fstream>
@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-namespace gpusched::adapters::extender {
+namespace gpusched::extender {
 namespace {
 
 using nlohmann::json;
@@ -170,4 +170,4 @@ TEST(WireTest, MalformedBodiesAreErrorsThatNameTheProblem) {
 }
 
 }  // namespace
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::extender

@@ -1,4 +1,4 @@
-#include "gpusched/adapters/extender/service.h"
+#include "gpusched/extender/service.h"
 
 #include <atomic>
 #include <functional>
@@ -17,7 +17,7 @@
 #include "gpusched/testing/fake_metrics_source.h"
 #include "gpusched/testing/fake_slowdown_model.h"
 
-namespace gpusched::adapters::extender {
+namespace gpusched::extender {
 namespace {
 
 using nlohmann::json;
@@ -1208,4 +1208,4 @@ TEST(ExtenderShareWithinTest, FilterAndBindKeepNamespacesOffEachOthersGpus) {
 }
 
 }  // namespace
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::extender

@@ -20,7 +20,7 @@
 
 #include "gpusched/common/status.h"
 
-namespace gpusched::adapters::extender {
+namespace gpusched::extender {
 
 struct NodeRef {
   std::string name;
@@ -79,4 +79,4 @@ std::string JsonString(std::string_view s);
 // The same, appended to `out`.
 void AppendJsonString(std::string& out, std::string_view s);
 
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::extender

@@ -83,7 +83,7 @@ namespace YAML {
 class Node;
 }  // namespace YAML
 
-namespace gpusched::adapters::extender {
+namespace gpusched::extender {
 
 using daemon::GpuModelConfig;
 using daemon::IsLiveInputKey;
@@ -133,4 +133,4 @@ common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, cons
 common::Status ValidateExtenderConfig(const ExtenderConfig& config, const std::string& source);
 common::Result<ExtenderConfig> LoadExtenderConfig(const std::string& path);
 
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::extender

@@ -1,4 +1,4 @@
-#include "gpusched/adapters/extender/config.h"
+#include "gpusched/extender/config.h"
 
 #include <fstream>
 #include <set>
@@ -10,7 +10,7 @@
 #include "gpusched/daemon/yaml_fields.h"
 #include "gpusched/net/http_server.h"
 
-namespace gpusched::adapters::extender {
+namespace gpusched::extender {
 namespace {
 
 using daemon::As;
@@ -249,4 +249,4 @@ common::Result<ExtenderConfig> LoadExtenderConfig(const std::string& path) {
   return ParseExtenderConfig(ss.str(), path);
 }
 
-}  // namespace gpusched::adapters::extender
+}  // namespace gpusched::extender
