@@ -853,6 +853,32 @@ ports::PodEvent Failed(const std::string& pod, const std::string& message) {
                          .message = message};
 }
 
+// The fake API server admits pods as kube-apiserver's Priority admission plugin does: spec.priority from the named
+// class (0 without one, what label-based priorities must be read past), and a spec.priority that disagrees refused
+// with 403, storing nothing.
+TEST_F(K8sClientTest, PodCreatesGetThePriorityAdmissionDefaults) {
+  auto created = Client().Request("POST", "/api/v1/namespaces/default/pods", Pod("default", "plain").dump());
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ((*created)["spec"]["priority"], 0);
+  json critical = Pod("default", "critical");
+  critical["spec"]["priorityClassName"] = "system-node-critical";
+  auto made = Client().Request("POST", "/api/v1/namespaces/default/pods", critical.dump());
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ((*made)["spec"]["priority"], 2000001000);
+  json forged = Pod("default", "forged");
+  forged["spec"]["priority"] = 1000000;
+  auto refused = Client().Request("POST", "/api/v1/namespaces/default/pods", forged.dump());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("must not be provided in pod spec"));
+  json unknown = Pod("default", "unknown");
+  unknown["spec"]["priorityClassName"] = "nonesuch";
+  auto missing = Client().Request("POST", "/api/v1/namespaces/default/pods", unknown.dump());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(), HasSubstr("no PriorityClass with name nonesuch"));
+  EXPECT_FALSE(server_->GetPod("default", "forged").has_value());
+  EXPECT_FALSE(server_->GetPod("default", "unknown").has_value());
+}
+
 TEST_F(K8sClientTest, EventWriterAggregatesRepeatsIntoTheFirstEventsCount) {
   testing::FakeClock clock;
   EventWriter writer(Client(), "gpusched-test", EventWriterOptions{}, &clock);

@@ -1,7 +1,8 @@
 #pragma once
 
-// The small helpers every daemon's YAML config parser uses: an error naming the file and the key, a typed read that
-// says "has the wrong type" instead of throwing, and a list of non-empty names.
+// The small helpers every daemon's YAML config parser uses: the file's top level (a mapping, or empty), an error
+// naming the file and the key, a typed read that says "has the wrong type" instead of throwing, and a list of
+// non-empty names.
 
 #include <string>
 #include <string_view>
@@ -15,6 +16,21 @@ namespace gpusched::daemon {
 
 inline common::Status Bad(const std::string& source, const std::string& what) {
   return common::InvalidArgument(source + ": " + what);
+}
+
+// The top level of a config file: a mapping, or a null node for an empty file (every key at its default). Text that
+// is not YAML, or another kind of top level, is an error naming `source`.
+inline common::Result<YAML::Node> ConfigRoot(const std::string& yaml, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    return Bad(source, std::string("not valid YAML: ") + e.what());
+  }
+  if (!root.IsNull() && !root.IsMap()) {
+    return Bad(source, "the top level must be a mapping");
+  }
+  return root;
 }
 
 template <typename T>

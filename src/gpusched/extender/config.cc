@@ -20,18 +20,10 @@ using daemon::NameList;
 }  // namespace
 
 common::Result<ExtenderConfig> ParseExtenderConfig(const std::string& yaml, const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml);
-  } catch (const YAML::Exception& e) {
-    return Bad(source, std::string("not valid YAML: ") + e.what());
-  }
+  GPUSCHED_ASSIGN_OR_RETURN(root, daemon::ConfigRoot(yaml, source));
   ExtenderConfig c;
   if (root.IsNull()) {
     return c;
-  }
-  if (!root.IsMap()) {
-    return Bad(source, "the top level must be a mapping");
   }
   static const std::set<std::string> kKeys = {"listen",         "healthListen",
                                               "pathPrefix",     "tls",

@@ -19,11 +19,6 @@ bool SnapshotBuilder::WantsForecast(std::span<const policy::PlacementPolicy* con
   return false;
 }
 
-bool SnapshotBuilder::Provides(const policy::Inputs& inputs) const {
-  return (!inputs.gpu_metrics || sources_.metrics != nullptr) &&
-         (!inputs.interference_forecast || sources_.slowdown_model != nullptr);
-}
-
 policy::Snapshot SnapshotBuilder::Build(std::string_view app, const core::ClusterState& state,
                                         std::span<const size_t> slots, const AppOfPod& app_of, bool forecast,
                                         Hold& hold) {

@@ -31,6 +31,11 @@ struct SnapshotSources {
   int64_t staleness_ms = 60000;           // older samples count as unknown
   std::shared_ptr<const ports::SlowdownModel> slowdown_model;  // null: no forecasts
   std::function<int64_t()> wall_ms;                            // Unix milliseconds; empty = the system clock
+
+  // Whether `inputs` can be given: live metrics need a metrics cache, forecasts a slowdown model.
+  [[nodiscard]] bool Provide(const policy::Inputs& inputs) const {
+    return (!inputs.gpu_metrics || metrics != nullptr) && (!inputs.interference_forecast || slowdown_model != nullptr);
+  }
 };
 
 class SnapshotBuilder {
@@ -47,8 +52,7 @@ class SnapshotBuilder {
   [[nodiscard]] const SnapshotSources& sources() const { return sources_; }
   // Whether these policies need a forecast: a model is configured and one of them reads it.
   [[nodiscard]] bool WantsForecast(std::span<const policy::PlacementPolicy* const> policies) const;
-  // Whether `inputs` can be given: live metrics need a metrics cache, forecasts a slowdown model.
-  [[nodiscard]] bool Provides(const policy::Inputs& inputs) const;
+  [[nodiscard]] bool Provides(const policy::Inputs& inputs) const { return sources_.Provide(inputs); }
 
   // The snapshot for a pod of application class `app` over the node `slots` of `state` (the forecast covers those
   // only), with a forecast when `forecast` (and a model is configured). `app_of` names the classes of placed pods.

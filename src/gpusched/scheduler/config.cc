@@ -74,18 +74,10 @@ common::Status CheckInputs(const SchedulerConfig& c, const std::string& name, co
 }  // namespace
 
 common::Result<SchedulerConfig> ParseSchedulerConfig(const std::string& yaml, const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml);
-  } catch (const YAML::Exception& e) {
-    return Bad(source, std::string("not valid YAML: ") + e.what());
-  }
+  GPUSCHED_ASSIGN_OR_RETURN(root, daemon::ConfigRoot(yaml, source));
   SchedulerConfig c;
   if (root.IsNull()) {
     return c;
-  }
-  if (!root.IsMap()) {
-    return Bad(source, "the top level must be a mapping");
   }
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();

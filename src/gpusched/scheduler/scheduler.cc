@@ -150,8 +150,8 @@ common::Result<std::unique_ptr<Scheduler>> Scheduler::Create(ClusterCache& cache
                                              .load_aware = options.load_aware,
                                              .interference_aware = options.interference_aware};
   // Every policy the profile runs must read nothing the scheduler is not given (it declares what it reads).
-  const sched::SnapshotBuilder provides(options.snapshots);
-  auto make = [&policy_options, &provides](
+  const sched::SnapshotSources& given = options.snapshots;
+  auto make = [&policy_options, &given](
                   const std::string& name,
                   const std::string& role) -> common::Result<std::unique_ptr<policy::PlacementPolicy>> {
     auto made = policy::MakePolicy(name, policy_options);
@@ -159,12 +159,12 @@ common::Result<std::unique_ptr<Scheduler>> Scheduler::Create(ClusterCache& cache
       return common::InvalidArgument("scheduler: " + role + ": " + made.status().message());
     }
     const policy::Inputs reads = (*made)->Reads();
-    if (reads.gpu_metrics && !provides.Provides(policy::Inputs{.gpu_metrics = true})) {
+    if (reads.gpu_metrics && !given.Provide(policy::Inputs{.gpu_metrics = true})) {
       return common::InvalidArgument("scheduler: " + role + " " + name +
                                      " reads live GPU metrics: configure a source (metrics.prometheus or "
                                      "metrics.influxdb)");
     }
-    if (reads.interference_forecast && !provides.Provides(policy::Inputs{.interference_forecast = true})) {
+    if (reads.interference_forecast && !given.Provide(policy::Inputs{.interference_forecast = true})) {
       return common::InvalidArgument("scheduler: " + role + " " + name +
                                      " reads an interference forecast: set interference.enabled and give the model "
                                      "(--interference-model FILE)");

@@ -5,12 +5,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "gpusched/daemon/yaml_fields.h"
+
 namespace gpusched::webhook {
 namespace {
 
-common::Status Bad(const std::string& source, const std::string& what) {
-  return common::InvalidArgument(source + ": " + what);
-}
+using daemon::Bad;
 
 bool IsAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
@@ -111,18 +111,10 @@ bool WebhookConfig::HasGeniusGpuLabels(const nlohmann::json& pod) const {
 }
 
 common::Result<WebhookConfig> ParseWebhookConfig(const std::string& yaml, const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml);
-  } catch (const YAML::Exception& e) {
-    return Bad(source, std::string("not valid YAML: ") + e.what());
-  }
+  GPUSCHED_ASSIGN_OR_RETURN(root, daemon::ConfigRoot(yaml, source));
   WebhookConfig c;
   if (root.IsNull()) {
     return c;
-  }
-  if (!root.IsMap()) {
-    return Bad(source, "the top level must be a mapping");
   }
   static const std::set<std::string> kKeys = {"allowedUsers",   "allowedGroups", "schedulerName", "namespaces",
                                               "schedulerNames", "resourceNames", "geniusLabels"};
