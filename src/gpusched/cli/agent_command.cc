@@ -35,6 +35,7 @@
 #include "gpusched/common/log.h"
 #include "gpusched/daemon/config.h"
 #include "gpusched/kube/objects.h"
+#include "gpusched/kube/resources.h"
 #include "gpusched/net/http_server.h"
 
 namespace gpusched::cli {
@@ -261,9 +262,13 @@ int RunAgent(const AgentFlags& flags) {
     dp::DevicePluginOptions options{.node_name = node, .plugin_dir = flags.device_plugin_dir};
     options.replicas = flags.replicas;
     options.events = events.get();
-    options.resources = {"gpusched.io/gpu", "keti.com/mpsgpu"};
-    if (flags.device_plugin_mode == "nvidia" || flags.device_plugin_mode == "hami") {
-      options.resources.insert(options.resources.begin() + 1, "nvidia.com/gpu");
+    options.resources.clear();
+    for (std::string_view resource : kube::kCountableGpuResources) {
+      // nvidia.com/gpu only where the agent replaces the NVIDIA device plugin (or HAMi's).
+      if (resource != kube::kResNvidiaGpu || flags.device_plugin_mode == "nvidia" ||
+          flags.device_plugin_mode == "hami") {
+        options.resources.emplace_back(resource);
+      }
     }
     options.nvidia_gpu_replicas = flags.device_plugin_mode == "hami" ? flags.replicas : 1;
     auto strategy = dp::ParseDeviceListStrategy(flags.device_list_strategy);

@@ -24,6 +24,13 @@
 
 namespace gpusched::core {
 
+// The label on a pod that names its GPU queue, and the queue a pod's labels name (empty when none).
+inline constexpr const char* kQueueLabel = "gpusched.io/queue";
+inline std::string QueueLabel(const std::map<std::string, std::string>& labels) {
+  auto it = labels.find(kQueueLabel);
+  return it != labels.end() ? it->second : std::string();
+}
+
 struct GpuAmount {
   static constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max();
   int64_t gpus = 0;

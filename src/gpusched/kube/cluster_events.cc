@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpusched/kube/annotations.h"
+#include "gpusched/kube/constraints.h"
 #include "gpusched/kube/gpu_queue.h"
 #include "gpusched/kube/objects.h"
 #include "gpusched/kube/resources.h"
@@ -62,6 +63,76 @@ common::Result<common::NodeName> DecodeNodeName(const nlohmann::json& node) {
     return common::InvalidArgument("a node without metadata.name");
   }
   return common::NodeName((*md)["name"].get<std::string>());
+}
+
+size_t PodFingerprint(const nlohmann::json& pod) {
+  size_t h = 0;
+  auto mix = [&h](const nlohmann::json* j) {
+    const size_t v = j == nullptr ? 0 : std::hash<std::string>{}(j->dump());
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  };
+  const nlohmann::json* md = pod.contains("metadata") ? &pod["metadata"] : nullptr;
+  mix(pod.contains("spec") ? &pod["spec"] : nullptr);
+  mix(md != nullptr && md->is_object() && md->contains("labels") ? &(*md)["labels"] : nullptr);
+  mix(md != nullptr && md->is_object() && md->contains("annotations") ? &(*md)["annotations"] : nullptr);
+  return h;
+}
+
+core::WatchedPod DecodeWatchedPod(const nlohmann::json& pod, const WatchedPodOptions& options) {
+  core::WatchedPod out;
+  auto meta = DecodePodMeta(pod);
+  if (!meta.ok() || meta->uid.empty()) {
+    out.update = common::InvalidArgument("a pod without metadata.uid");
+    return out;
+  }
+  out.update = DecodePodUpdate(pod, *meta, options.app_label, options.with_requests);
+  out.uid = meta->uid;
+  out.namespace_ = meta->namespace_;
+  out.name = meta->name;
+  out.node_name = meta->node_name;
+  out.scheduler_name = meta->scheduler_name;
+  out.deleting = meta->deleting;
+  out.terminal = meta->Terminal();
+  if (auto t = ParseMicroTime(meta->creation_timestamp); t.ok()) {
+    out.created_ms = *t;
+  }
+  out.labels = std::move(meta->labels);
+  if (out.terminal) {
+    return out;
+  }
+  if (!out.node_name.empty()) {
+    auto priority = DecodePodPriority(pod, options.resources.genius_labels);
+    out.priority = priority.ok() ? *priority : 0;
+    if (auto group = DecodePodGroup(pod); group.ok() && !group->name.empty()) {
+      out.pod_group = group->name;
+      out.min_available = group->min_available;
+      out.coscheduling = group->coscheduling;
+    }
+    if (const auto& spec = pod.find("spec"); spec != pod.end() && spec->is_object() && spec->contains("affinity")) {
+      auto anti = DecodeRequiredPodAffinity(*spec, /*anti=*/true, out.labels);
+      if (anti.ok()) {
+        out.anti_affinity = std::move(anti).value();
+      } else {
+        out.anti_affinity_error = anti.status().message();
+      }
+    }
+    return out;
+  }
+  const std::string& scheduler = out.scheduler_name.empty() ? std::string("default-scheduler") : out.scheduler_name;
+  if (out.deleting || !options.ours || !options.ours(scheduler)) {
+    return out;
+  }
+  out.pending = true;
+  out.request = DecodePodRequest(pod, options.resources);
+  if (out.request.ok()) {
+    auto group = DecodePodGroup(pod);
+    out.coscheduling = group.ok() && group->coscheduling;
+  }
+  UnevaluatedFields unevaluated = FindUnevaluatedFields(pod);
+  out.unevaluated_hard = std::move(unevaluated.hard);
+  out.unevaluated_soft = std::move(unevaluated.soft);
+  out.fingerprint = PodFingerprint(pod);
+  return out;
 }
 
 }  // namespace gpusched::kube

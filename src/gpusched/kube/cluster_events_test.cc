@@ -68,6 +68,62 @@ TEST(DecodePodUpdateTest, UnboundTerminalAndBrokenPods) {
   EXPECT_FALSE(DecodePodUpdate(json::array(), "", false).ok());
 }
 
+// One decode per watch event gives the core everything it reads: a bound pod's priority label, gang and
+// anti-affinity; a waiting pod's request, fields not evaluated and fingerprint, only when it is this scheduler's.
+TEST(DecodeWatchedPodTest, EachKindOfPodCarriesWhatTheCoreReads) {
+  const WatchedPodOptions options{.resources = ResourceConfig{.genius_labels = true},
+                                  .ours = [](const std::string& name) { return name == "gpusched"; }};
+  json bound = BoundPod();
+  bound["spec"].erase("priority");
+  bound["metadata"]["labels"]["genius/priority"] = "7";
+  bound["metadata"]["annotations"]["gpusched.io/pod-group"] = "train";
+  bound["metadata"]["annotations"]["gpusched.io/min-available"] = "3";
+  bound["metadata"]["creationTimestamp"] = "2026-11-25T15:04:05Z";
+  bound["spec"]["affinity"] = json::parse(R"({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+      [{"labelSelector": {"matchLabels": {"team": "vision"}}, "topologyKey": "kubernetes.io/hostname"}]}})");
+  const core::WatchedPod b = DecodeWatchedPod(bound, options);
+  ASSERT_TRUE(b.update.ok()) << b.update.status().message();
+  EXPECT_EQ(b.uid.str(), "u1");
+  EXPECT_EQ(b.Key(), "ml/p");
+  EXPECT_EQ(b.node_name, "n1");
+  EXPECT_EQ(b.priority, 7) << "the Genius label, no spec.priority";
+  EXPECT_EQ(b.pod_group, "train");
+  EXPECT_EQ(b.min_available, 3);
+  EXPECT_EQ(b.created_ms, 1795619045000);
+  EXPECT_EQ(b.anti_affinity.size(), 1U) << b.anti_affinity_error;
+  EXPECT_FALSE(b.pending);
+  EXPECT_FALSE(b.request.ok()) << "a bound pod's request is not read";
+
+  json waiting = BoundPod();
+  waiting["spec"].erase("nodeName");
+  waiting["spec"]["schedulerName"] = "gpusched";
+  waiting["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "2";
+  waiting["spec"]["affinity"] = json::parse(R"({"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution":
+      [{"weight": 1, "podAffinityTerm": {"labelSelector": {}, "topologyKey": "zone"}}]}})");
+  const core::WatchedPod w = DecodeWatchedPod(waiting, options);
+  ASSERT_TRUE(w.pending);
+  ASSERT_TRUE(w.request.ok()) << w.request.status().message();
+  EXPECT_EQ(w.request->GpuCount(), 2);
+  EXPECT_FALSE(w.unevaluated_soft.empty()) << "preferred pod affinity is placed with a warning";
+  EXPECT_NE(w.fingerprint, 0U);
+  json status_only = waiting;
+  status_only["status"]["conditions"] = json::array({{{"type", "PodScheduled"}, {"status", "False"}}});
+  EXPECT_EQ(DecodeWatchedPod(status_only, options).fingerprint, w.fingerprint) << "a status change requeues nothing";
+  waiting["metadata"]["labels"]["x"] = "y";
+  EXPECT_NE(DecodeWatchedPod(waiting, options).fingerprint, w.fingerprint);
+
+  waiting["spec"]["schedulerName"] = "default-scheduler";
+  const core::WatchedPod other = DecodeWatchedPod(waiting, options);
+  EXPECT_FALSE(other.pending) << "another scheduler's pod";
+  EXPECT_FALSE(other.request.ok());
+
+  json no_uid = BoundPod();
+  no_uid["metadata"].erase("uid");
+  const core::WatchedPod n = DecodeWatchedPod(no_uid, options);
+  EXPECT_TRUE(n.uid.empty());
+  EXPECT_FALSE(n.update.ok());
+}
+
 TEST(DecodeNodeNameTest, NameOrError) {
   EXPECT_EQ(DecodeNodeName(json::parse(R"({"metadata": {"name": "n1"}})"))->str(), "n1");
   EXPECT_FALSE(DecodeNodeName(json::parse(R"({"metadata": {"name": ""}})")).ok());

@@ -55,11 +55,6 @@ common::Result<std::string> GpuQueueName(const json& object) {
   return (*meta)["name"].get<std::string>();
 }
 
-std::string QueueLabel(const std::map<std::string, std::string>& labels) {
-  auto it = labels.find(kQueueLabel);
-  return it != labels.end() ? it->second : std::string();
-}
-
 common::Result<core::QueueSpec> DecodeGpuQueue(const json& object) {
   if (!object.is_object()) return common::InvalidArgument("a GpuQueue must be an object");
   GPUSCHED_ASSIGN_OR_RETURN(name, GpuQueueName(object));

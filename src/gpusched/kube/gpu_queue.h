@@ -24,7 +24,7 @@
 
 namespace gpusched::kube {
 
-inline constexpr const char* kQueueLabel = "gpusched.io/queue";
+using core::kQueueLabel;
 // Where the API server serves the resource (its discovery document) and its collection.
 inline constexpr const char* kGpuQueueApi = "/apis/gpusched.io/v1alpha1";
 inline constexpr const char* kGpuQueuesPath = "/apis/gpusched.io/v1alpha1/gpuqueues";
@@ -34,6 +34,6 @@ common::Result<core::QueueSpec> DecodeGpuQueue(const nlohmann::json& object);
 // Its metadata.name alone (what a deleted or unreadable object is still known by).
 common::Result<std::string> GpuQueueName(const nlohmann::json& object);
 // The queue a pod's labels name (kQueueLabel); empty when none.
-std::string QueueLabel(const std::map<std::string, std::string>& labels);
+using core::QueueLabel;
 
 }  // namespace gpusched::kube

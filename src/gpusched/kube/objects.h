@@ -50,4 +50,9 @@ common::Result<PodMeta> DecodePodMeta(const nlohmann::json& pod);
 // an error naming the node.
 common::Result<core::Node> DecodeNode(const nlohmann::json& node);
 
+// MicroTime as the API writes it ("2026-11-25T15:04:05.123456Z"), and back (also without the fraction; an offset
+// other than Z is accepted). Milliseconds since the epoch.
+[[nodiscard]] std::string FormatMicroTime(int64_t wall_ms);
+[[nodiscard]] common::Result<int64_t> ParseMicroTime(const std::string& text);
+
 }  // namespace gpusched::kube

@@ -62,6 +62,8 @@ inline constexpr std::string_view kResElasticMemory = "elasticgpu.io/gpu-memory"
 inline constexpr std::string_view kResElasticCoreCom = "elasticgpu.com/gpu-core";
 inline constexpr std::string_view kResElasticMemoryCom = "elasticgpu.com/gpu-memory";
 inline constexpr std::string_view kResKetiMps = "keti.com/mpsgpu";
+// The countable GPU resources, whose devices the agent's device plugin advertises and hands out.
+inline constexpr std::string_view kCountableGpuResources[] = {kResGpu, kResNvidiaGpu, kResKetiMps};
 
 inline constexpr std::string_view kAnnotationGpuModel = "gpusched.io/gpu-model";
 inline constexpr std::string_view kAnnotationPolicy = "gpusched.io/policy";

@@ -1,10 +1,10 @@
 #include "gpusched/policy/load_aware_policy.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <utility>
 
+#include "gpusched/core/gpu_model.h"
 #include "gpusched/policy/gpu_fit.h"
 
 namespace gpusched::policy {
@@ -93,22 +93,7 @@ std::vector<GpuModelSpec> DefaultGpuModelTable() {
   };
 }
 
-std::string NormalizeModelName(std::string_view model) {
-  std::string s;
-  s.reserve(model.size());
-  for (char ch : model) {
-    const auto u = static_cast<unsigned char>(ch);
-    if (std::isalnum(u) != 0) {
-      s.push_back(static_cast<char>(std::toupper(u)));
-    }
-  }
-  for (std::string_view prefix : {"NVIDIA", "TESLA"}) {
-    if (s.size() > prefix.size() && s.starts_with(prefix)) {
-      s.erase(0, prefix.size());
-    }
-  }
-  return s;
-}
+std::string NormalizeModelName(std::string_view model) { return core::GpuModelKey(model); }
 
 common::Result<std::unique_ptr<PlacementPolicy>> LoadAwarePolicy::Create(const PolicyOptions& options) {
   const LoadAwareOptions& o = options.load_aware;

@@ -2,16 +2,16 @@
 
 #include <algorithm>
 
+#include "gpusched/common/backoff.h"
+
 namespace gpusched::sched {
 
 SchedulingQueue::SchedulingQueue(const common::Clock& clock, QueueOptions options) : clock_(clock), options_(options) {}
 
 int64_t SchedulingQueue::BackoffFor(int attempts) const {
-  int64_t backoff = options_.initial_backoff_ms;
-  for (int i = 1; i < attempts && backoff < options_.max_backoff_ms; ++i) {
-    backoff *= 2;
-  }
-  return std::min(backoff, options_.max_backoff_ms);
+  return common::ExponentialBackoff::After(attempts, std::chrono::milliseconds(options_.initial_backoff_ms),
+                                           std::chrono::milliseconds(options_.max_backoff_ms))
+      .count();
 }
 
 void SchedulingQueue::Remove(Entry& e) {
@@ -162,12 +162,15 @@ void SchedulingQueue::Done(const std::string& uid) {
   }
 }
 
-size_t SchedulingQueue::OnClusterEvent(uint32_t freed) {
+size_t SchedulingQueue::OnClusterEvent(uint32_t freed) { return OnClusterEvent(freed, nullptr); }
+
+size_t SchedulingQueue::OnClusterEvent(uint32_t freed, const std::function<bool(const QueuedPod&)>& may_help) {
   std::lock_guard lock(mu_);
   const int64_t now = clock_.NowMs();
   std::vector<std::string> moving;
   for (const auto& [since, uid] : unschedulable_) {
-    if ((pods_.at(uid).blockers & freed) != 0) {
+    const Entry& e = pods_.at(uid);
+    if ((e.blockers & freed) != 0 && (!may_help || may_help(e.pod))) {
       moving.push_back(uid);
     }
   }

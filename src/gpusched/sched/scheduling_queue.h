@@ -33,7 +33,10 @@
 #include <tuple>
 #include <vector>
 
+#include <memory>
+
 #include "gpusched/common/clock.h"
+#include "gpusched/core/gpu_request.h"
 
 namespace gpusched::sched {
 
@@ -55,6 +58,8 @@ struct QueuedPod {
   int32_t priority = 0;
   int64_t created_ms = 0;  // creation time (any epoch; only the order matters)
   std::string queue;       // its GPU queue; one unnamed queue when queues are not used
+  // What it asks (read by the hints of OnClusterEvent); null when its request cannot be read.
+  std::shared_ptr<const core::PodRequest> request;
 };
 
 struct QueueOptions {
@@ -98,6 +103,10 @@ class SchedulingQueue {
   // Something in the cluster changed that may make pods fit: every unschedulable pod blocked by any of `freed`
   // moves to active. Returns how many moved.
   size_t OnClusterEvent(uint32_t freed);
+  // The same, with a hint: of the unschedulable pods blocked by any of `freed`, only those `may_help` accepts move
+  // (kube-scheduler's queueing hints). Called under the queue's lock for each such pod, so it must not call back
+  // into this queue. Pods in flight remember `freed` whatever the hint says.
+  size_t OnClusterEvent(uint32_t freed, const std::function<bool(const QueuedPod&)>& may_help);
 
   // When Pop may next have something new without an event: the earliest backoff or flush deadline; nullopt when
   // nothing waits on time.

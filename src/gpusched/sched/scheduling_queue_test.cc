@@ -187,5 +187,33 @@ TEST(SchedulingQueueTest, TheSafetyFlushBringsBackPodsAfterFiveMinutes) {
   EXPECT_TRUE(never.Pop().has_value());
 }
 
+// A hinted event moves only the unschedulable pods its hint accepts; a pod in flight remembers the event anyway.
+TEST(SchedulingQueueTest, AHintedEventMovesOnlyThePodsItAccepts) {
+  testing::FakeClock clock;
+  SchedulingQueue q(clock);
+  for (const char* name : {"a-small", "b-big", "c-flight"}) {
+    q.AddOrUpdate(P(name));
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto p = q.Pop();
+    ASSERT_TRUE(p.has_value());
+    q.Requeue(p->uid, Outcome::kUnschedulable, kBlockedByGpu);
+  }
+  auto in_flight = q.Pop();
+  ASSERT_TRUE(in_flight.has_value());
+  std::vector<std::string> asked;
+  EXPECT_EQ(q.OnClusterEvent(kBlockedByGpu,
+                             [&asked](const QueuedPod& p) {
+                               asked.push_back(p.key);
+                               return p.key == "default/a-small";
+                             }),
+            1U);
+  EXPECT_EQ(asked.size(), 2U) << "the unschedulable pods only";
+  EXPECT_EQ(q.OnClusterEvent(kBlockedByQuota, [](const QueuedPod&) { return true; }), 0U) << "not blocked by quota";
+  q.Requeue(in_flight->uid, Outcome::kUnschedulable, kBlockedByGpu);
+  EXPECT_EQ(Drain(q), (std::vector<std::string>{"a-small", "c-flight"}));
+  EXPECT_EQ(q.counts().unschedulable, 1U) << "b-big stays";
+}
+
 }  // namespace
 }  // namespace gpusched::sched

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <queue>
 #include <set>
@@ -17,57 +18,55 @@
 #include "gpusched/common/rng.h"
 #include "gpusched/core/cluster_state.h"
 #include "gpusched/plot/line_chart.h"
-#include "gpusched/sched/cycle_runner.h"
 #include "gpusched/sim/percentile.h"
+#include "gpusched/sim/production_scheduler.h"
 
 namespace gpusched::sim {
 namespace {
 
-// The pod's shape for the retry pass: pods of one shape fit the same nodes.
-std::string ShapeKey(const core::PodRequest& pod) {
-  std::string key = std::to_string(pod.cpu.value()) + "/" + std::to_string(pod.memory.value());
-  for (const auto& c : pod.containers) {
-    key += "|" + std::to_string(c.count) + "x" + std::to_string(c.milli_per_gpu.value()) + "m" +
-           std::to_string(c.memory_per_gpu.value()) + (c.exclusive ? "e" : "s");
-    for (const auto& m : c.models) {
-      key += ":" + m;
-    }
-  }
-  return key;
-}
-
+// The production scheduling core (ProductionScheduler) over trace time: pods arrive, wait in its queue, are
+// woken by the room that departures free, and run their lifetimes once bound.
 class Replayer {
  public:
-  Replayer(const Cluster& cluster, const std::vector<ReplayPod>& pods, const ReplaySpec& spec,
-           const PolicySet& policies)
-      : cluster_(cluster), pods_(pods), spec_(spec), policies_(policies), rng_(spec.seed) {}
+  Replayer(const Cluster& cluster, const Workload& workload, const std::vector<ReplayPod>& pods, const ReplaySpec& spec)
+      : cluster_(cluster), workload_(workload), pods_(pods), spec_(spec) {}
 
   common::Result<ReplayOutcome> Run() {
     const auto started = std::chrono::steady_clock::now();
-    for (const core::Node& n : cluster_.nodes) {
-      GPUSCHED_RETURN_IF_ERROR(state_.AddNode(n));
-    }
-    // Ties between equal nodes: a fixed random rank per node, as the FGD protocol's runs break them.
-    rank_ = TieRank(state_.SlotCount(), rng_);
-    runner_.emplace(policies_.primary(), sched::CycleOptions{.collect_reasons = false, .tie_rank = rank_},
-                    policies_.mix);
-    capacity_ = static_cast<double>(std::max<int64_t>(1, state_.CapacityMilli().value()));
-    out_.cluster_gpus = state_.CapacityMilli().value() / common::kGpuMilli.value();
+    GPUSCHED_ASSIGN_OR_RETURN(mix, ParsePolicyMix(spec_.policy));
+    // Ties between equal nodes: a fixed random rank per node (in the order they are added), as the FGD protocol's
+    // runs break them.
+    common::Rng rng(spec_.seed);
+    std::vector<uint32_t> rank = TieRank(cluster_.nodes.size(), rng);
+    GPUSCHED_ASSIGN_OR_RETURN(
+        scheduler,
+        ProductionScheduler::Create(
+            cluster_.nodes, {},
+            sched::SchedulerCoreOptions{.policy = mix.front().first,
+                                        .weights = mix.size() > 1 ? mix : std::vector<std::pair<std::string, double>>{},
+                                        .queue = sched::QueueOptions{.flush_after_ms = 0},
+                                        .seed = spec_.seed,
+                                        .target_workload = workload_.target,
+                                        .gpus_by_model = GpusByModel(cluster_.nodes),
+                                        .tie_rank = std::move(rank),
+                                        .min_log_level = common::LogLevel::kError,
+                                        .collect_reasons = false},
+            /*preemption=*/false));
+    scheduler_ = std::move(scheduler);
+    const core::ClusterState& state = scheduler_->cache().state();
+    capacity_ = static_cast<double>(std::max<int64_t>(1, state.CapacityMilli().value()));
+    out_.cluster_gpus = state.CapacityMilli().value() / common::kGpuMilli.value();
 
-    std::unordered_map<std::string, uint32_t> shape_ids;
     runs_.resize(pods_.size());
     for (size_t i = 0; i < pods_.size(); ++i) {
       PodRun& r = runs_[i];
-      r.pod = pods_[i].pod;
-      r.pod.uid = common::PodUid("r-" + std::to_string(i));
       r.duration_s = std::max<int64_t>(1, pods_[i].deletion_s - pods_[i].creation_s);
       r.arrival_s = static_cast<int64_t>(
           std::llround(static_cast<double>(pods_[i].creation_s) / std::max(1.0, spec_.arrival_speedup)));
-      r.shape = shape_ids.try_emplace(ShapeKey(r.pod), static_cast<uint32_t>(shape_ids.size())).first->second;
       events_.push({r.arrival_s, 1, i});
       out_.last_arrival_s = std::max(out_.last_arrival_s, r.arrival_s);
       ++out_.pods;
-      out_.gpu_pods += r.pod.RequestsGpu() ? 1 : 0;
+      out_.gpu_pods += pods_[i].pod.RequestsGpu() ? 1 : 0;
     }
     // The busy window: from the arrival of the pod at the 10th percentile of arrivals to that at the 90th.
     std::vector<int64_t> arrivals_sorted;
@@ -80,6 +79,13 @@ class Replayer {
       out_.window_end_s = arrivals_sorted[arrivals_sorted.size() * 9 / 10];
     }
     std::vector<double> waits;
+    const auto on_bound = [&](const common::PodUid& uid, const core::Allocation&) {
+      const size_t i = std::stoull(uid.str().substr(2));
+      runs_[i].placed = true;
+      ++out_.placed;
+      waits.push_back(static_cast<double>(now_ - runs_[i].arrival_s));
+      events_.push({now_ + runs_[i].duration_s, 0, i});
+    };
     double last_t = 0, weighted = 0;
     bool first = true;
     while (!events_.empty()) {
@@ -93,31 +99,27 @@ class Replayer {
       }
       first = false;
       last_t = static_cast<double>(t);
-      freed_.clear();
-      std::vector<size_t> arrivals;
+      now_ = t;
+      scheduler_->SetTime(t);
       while (!events_.empty() && events_.top().time == t) {
         const Event e = events_.top();
         events_.pop();
         if (e.kind == 0) {
-          const core::Allocation* a = state_.FindAllocation(runs_[e.pod].pod.uid);
-          if (a != nullptr) {
-            freed_.insert(*state_.SlotOf(a->node));
+          scheduler_->Remove(Uid(e.pod));
+        } else if (e.kind == 1) {
+          core::PodRequest pod = pods_[e.pod].pod;
+          pod.uid = Uid(e.pod);
+          if (pod.namespace_.empty()) {
+            pod.namespace_ = "default";
           }
-          GPUSCHED_RETURN_IF_ERROR(state_.Release(runs_[e.pod].pod.uid));
-        } else {
-          arrivals.push_back(e.pod);
+          scheduler_->Add(pod);
         }
       }
-      if (!freed_.empty()) {
-        GPUSCHED_RETURN_IF_ERROR(RetryWaiting(t, waits));
+      scheduler_->RunAttempts(on_bound, nullptr);
+      if (auto at = scheduler_->NextWakeSeconds(); at.has_value() && timers_.insert(std::max(t + 1, *at)).second) {
+        events_.push({std::max(t + 1, *at), 2, 0});  // a backoff ends
       }
-      for (size_t i : arrivals) {
-        GPUSCHED_ASSIGN_OR_RETURN(placed, TryPlace(i, t, waits));
-        if (!placed) {
-          waiting_.insert({-runs_[i].pod.priority, runs_[i].arrival_s, i});
-        }
-      }
-      const double alloc = static_cast<double>(state_.AllocatedMilli().value()) / capacity_;
+      const double alloc = static_cast<double>(state.AllocatedMilli().value()) / capacity_;
       out_.times_s.push_back(static_cast<double>(t));
       out_.allocation.push_back(alloc);
       out_.peak_allocation = std::max(out_.peak_allocation, alloc);
@@ -125,9 +127,11 @@ class Replayer {
     }
     const auto span = static_cast<double>(out_.window_end_s - out_.window_start_s);
     out_.mean_allocation = span > 0 ? weighted / span : 0;
-    out_.never_placed = static_cast<int64_t>(waiting_.size());
-    for (const auto& [priority, arrival, i] : waiting_) {
-      out_.gpu_pods_never_placed += runs_[i].pod.RequestsGpu() ? 1 : 0;
+    for (size_t i = 0; i < runs_.size(); ++i) {
+      if (!runs_[i].placed) {
+        ++out_.never_placed;
+        out_.gpu_pods_never_placed += pods_[i].pod.RequestsGpu() ? 1 : 0;
+      }
     }
     double sum = 0;
     for (double w : waits) {
@@ -143,75 +147,28 @@ class Replayer {
 
  private:
   struct PodRun {
-    core::PodRequest pod;
     int64_t arrival_s = 0;
     int64_t duration_s = 1;
-    uint32_t shape = 0;
+    bool placed = false;
   };
   struct Event {
     int64_t time;
-    int kind;  // 0 departure, 1 arrival: departures first at equal times
+    int kind;  // 0 departure, 1 arrival, 2 a backoff ends: departures first at equal times
     size_t pod;
     bool operator>(const Event& o) const { return std::tie(time, kind, pod) > std::tie(o.time, o.kind, o.pod); }
   };
 
-  // Schedules pod i now; true when placed (its departure is then queued).
-  common::Result<bool> TryPlace(size_t i, int64_t t, std::vector<double>& waits) {
-    PodRun& r = runs_[i];
-    GPUSCHED_ASSIGN_OR_RETURN(cycle, runner_->Schedule(r.pod, state_, snapshot_, rng_));
-    if (!cycle.allocation.has_value()) {
-      return false;
-    }
-    GPUSCHED_RETURN_IF_ERROR(state_.Confirm(r.pod.uid));
-    ++out_.placed;
-    waits.push_back(static_cast<double>(t - r.arrival_s));
-    events_.push({t + r.duration_s, 0, i});
-    return true;
-  }
-
-  // The waiting pods, in order, against the nodes freed at t. Placements only take capacity, so a shape that fits
-  // none of those nodes stays unfit for the rest of the pass.
-  common::Status RetryWaiting(int64_t t, std::vector<double>& waits) {
-    std::set<uint32_t> unfit;
-    for (auto it = waiting_.begin(); it != waiting_.end();) {
-      const size_t i = std::get<2>(*it);
-      const PodRun& r = runs_[i];
-      if (unfit.contains(r.shape)) {
-        ++it;
-        continue;
-      }
-      const bool fits_somewhere = std::any_of(freed_.begin(), freed_.end(), [&](size_t slot) {
-        return runner_->Filter(r.pod, state_.View(slot), snapshot_).fits();
-      });
-      if (!fits_somewhere) {
-        unfit.insert(r.shape);
-        ++it;
-        continue;
-      }
-      GPUSCHED_ASSIGN_OR_RETURN(placed, TryPlace(i, t, waits));
-      if (placed) {
-        it = waiting_.erase(it);
-      } else {
-        unfit.insert(r.shape);
-        ++it;
-      }
-    }
-    return common::Status::Ok();
-  }
+  static common::PodUid Uid(size_t i) { return common::PodUid("r-" + std::to_string(i)); }
 
   const Cluster& cluster_;
+  const Workload& workload_;
   const std::vector<ReplayPod>& pods_;
   const ReplaySpec& spec_;
-  const PolicySet& policies_;
-  common::Rng rng_;
-  std::vector<uint32_t> rank_;  // the runner's tie rank (it keeps a view of it)
-  std::optional<sched::CycleRunner> runner_;
-  const policy::Snapshot snapshot_;
-  core::ClusterState state_;
+  std::unique_ptr<ProductionScheduler> scheduler_;
+  int64_t now_ = 0;
   std::vector<PodRun> runs_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
-  std::set<std::tuple<int32_t, int64_t, size_t>> waiting_;  // (−priority, arrival, pod): the queue's order
-  std::set<size_t> freed_;                                  // slots freed at the current time
+  std::set<int64_t> timers_;
   ReplayOutcome out_;
   double capacity_ = 1;
 };
@@ -261,8 +218,9 @@ common::Result<ReplayOutcome> Replay(const Cluster& cluster, const Workload& wor
                                      " s; replay needs 0 <= creation <= deletion");
     }
   }
-  GPUSCHED_ASSIGN_OR_RETURN(policies, MakePolicySet(spec.policy, workload, cluster.nodes));
-  Replayer replayer(cluster, pods, spec, policies);
+  // The policies are made here first so that an unknown one, or options one refuses, is named before the run.
+  GPUSCHED_RETURN_IF_ERROR(MakePolicySet(spec.policy, workload, cluster.nodes).status());
+  Replayer replayer(cluster, workload, pods, spec);
   GPUSCHED_ASSIGN_OR_RETURN(out, replayer.Run());
   out.workload = workload.name;
   out.spec = spec;

@@ -2,14 +2,15 @@
 
 // Trace replay with departures (`gpusched simulate --replay time`): the trace's pods arrive at their creation
 // times (divided by arrival_speedup) and run for their real lifetimes (deletion − creation, at least 1 s) once
-// placed, through the production scheduling path (sched::CycleRunner over core::ClusterState).
+// placed, through the production scheduler: the scheduling core of `gpusched scheduler` (sim/production_scheduler.h)
+// over in-memory ports and trace time.
 //
-// Event loop over trace time: at each time, departures first (their resources are freed), then arrivals; each
-// arriving pod is scheduled at once. A pod that fits nowhere waits, in the standalone scheduler's order: priority
-// (highest first), then arrival. Whenever pods depart, the waiting pods are retried in that order against the
-// nodes that were freed (a pod that did not fit anywhere before can only fit where something was freed); one that
-// fits on such a node is scheduled by the policy over the whole cluster. Pods still waiting when every placed pod
-// has departed were never placed.
+// Event loop over trace time: at each time, departures first (their resources are freed), then arrivals, then the
+// scheduler's attempts until no pod is ready. A pod that fits nowhere waits in the scheduler's queue (priority,
+// highest first, then arrival); the room a departure frees wakes the waiting pods that fit where it was freed, and
+// the scheduler places each over the whole cluster. Nothing is preempted (the trace's pods ran as they ran; the
+// scheduler's preemption is the multi-tenant mode's). Pods still waiting when every placed pod has departed were
+// never placed.
 //
 // Priority from the trace's QoS class (openb has no priorities): LS and Guaranteed 2, Burstable 1, BE and
 // anything else 0. Pods without GPUs are replayed too (they take CPU and memory on the GPU nodes, as in the trace).

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <queue>
 #include <set>
@@ -16,50 +17,44 @@
 
 #include "gpusched/common/clock.h"
 #include "gpusched/common/rng.h"
-#include "gpusched/core/cluster_state.h"
 #include "gpusched/plot/line_chart.h"
 #include "gpusched/policy/registry.h"
-#include "gpusched/sched/cycle_runner.h"
-#include "gpusched/sched/gpu_queues.h"
-#include "gpusched/sched/preemption.h"
-#include "gpusched/sched/scheduling_queue.h"
 #include "gpusched/sim/percentile.h"
+#include "gpusched/sim/production_scheduler.h"
 
 namespace gpusched::sim {
 namespace {
 
-class SimClock final : public common::Clock {
- public:
-  [[nodiscard]] int64_t NowMs() const override { return now_ms; }
-  int64_t now_ms = 0;
-};
-
+// The production scheduling core over in-memory ports and simulated time (ProductionScheduler). Each trace pod is
+// a pod of the namespace named like its queue (each queue serves the namespace of its name); a run of it has the
+// uid t-<index>-<run>, a run after an eviction being the pod its controller recreated.
 class TenantSimulation {
  public:
-  TenantSimulation(const Cluster& cluster, const std::vector<TenantPod>& pods, const TenantSpec& spec,
-                   const policy::PlacementPolicy& policy)
-      : cluster_(cluster),
-        pods_(pods),
-        spec_(spec),
-        runner_(policy, sched::CycleOptions{.collect_reasons = false}),
-        rng_(spec.seed),
-        queue_(clock_, sched::QueueOptions{.flush_after_ms = 0}) {}
+  TenantSimulation(const Cluster& cluster, const Workload& workload, const std::vector<TenantPod>& pods,
+                   const TenantSpec& spec)
+      : cluster_(cluster), workload_(workload), pods_(pods), spec_(spec) {}
 
   common::Result<TenantOutcome> Run() {
     const auto started = std::chrono::steady_clock::now();
+    std::vector<core::QueueSpec> queues;
+    for (const auto& q : spec_.queues) queues.push_back(q.spec);
+    GPUSCHED_ASSIGN_OR_RETURN(
+        scheduler,
+        ProductionScheduler::Create(cluster_.nodes, queues,
+                                    sched::SchedulerCoreOptions{.policy = spec_.policy,
+                                                                .queue = sched::QueueOptions{.flush_after_ms = 0},
+                                                                .seed = spec_.seed,
+                                                                .target_workload = workload_.target,
+                                                                .gpus_by_model = GpusByModel(cluster_.nodes),
+                                                                .min_log_level = common::LogLevel::kError,
+                                                                .collect_reasons = false},
+                                    /*preemption=*/true));
+    scheduler_ = std::move(scheduler);
     core::GpuAmount capacity;
     for (const core::Node& n : cluster_.nodes) {
-      GPUSCHED_RETURN_IF_ERROR(state_.AddNode(n));
       for (const core::Gpu& g : n.gpus) capacity += core::GpuAmount{1, common::kGpuMilli.value(), g.memory.value()};
     }
     capacity_milli_ = static_cast<double>(capacity.milli);
-    book_.SetCapacity(capacity);
-    std::vector<core::QueueSpec> specs;
-    for (const auto& q : spec_.queues) specs.push_back(q.spec);
-    if (auto rejected = book_.SetQueues(specs); !rejected.empty()) {
-      return common::InvalidArgument("queue " + rejected.begin()->first + ": " + rejected.begin()->second);
-    }
-    queue_.SetQueueChooser([this](std::span<const std::string* const> q) { return book_.Lowest(q); });
     runs_.resize(pods_.size());
     out_.queues.resize(spec_.queues.size());
     out_.shares.resize(spec_.queues.size());
@@ -69,23 +64,23 @@ class TenantSimulation {
         return common::InvalidArgument("pod " + pods_[i].pod.name + " names queue " + std::to_string(pods_[i].queue) +
                                        " of " + std::to_string(spec_.queues.size()));
       }
-      runs_[i].pod = pods_[i].pod;
-      runs_[i].pod.uid = common::PodUid("t-" + std::to_string(i));
-      runs_[i].demand = core::DemandOf(runs_[i].pod);
       runs_[i].duration_s = std::max<int64_t>(1, pods_[i].deletion_s - pods_[i].creation_s);
-      index_[runs_[i].pod.uid.str()] = i;
-      if (!runs_[i].pod.pod_group.empty() && runs_[i].pod.min_available > 1) {
-        runs_[i].gang = runs_[i].pod.namespace_ + "/" + runs_[i].pod.pod_group;
-        auto& members = gangs_[runs_[i].gang];
-        if (members.empty()) ++out_.queues[pods_[i].queue].gangs;
-        members.push_back(i);
+      const core::PodRequest& p = pods_[i].pod;
+      if (!p.pod_group.empty() && p.min_available > 1) {
+        runs_[i].gang = QueueName(i) + "/" + p.pod_group;
+        Gang& g = gangs_[runs_[i].gang];
+        if (g.members.empty()) ++out_.queues[pods_[i].queue].gangs;
+        g.members.push_back(i);
+        g.min_available = p.min_available;
       }
       const auto arrival = static_cast<int64_t>(
           std::llround(static_cast<double>(pods_[i].creation_s) / std::max(1.0, spec_.arrival_speedup)));
-      events_.push({arrival + spec_.queues[pods_[i].queue].offset_s, 1, i});
+      events_.push({arrival + spec_.queues[pods_[i].queue].offset_s, kArrival, i});
       last_arrival_ = std::max(last_arrival_, arrival + spec_.queues[pods_[i].queue].offset_s);
       ++out_.queues[pods_[i].queue].pods;
     }
+    const auto on_bound = [this](const common::PodUid& uid, const core::Allocation&) { Bound(IndexOf(uid)); };
+    const auto on_evicted = [this](const common::PodUid& uid, const std::string& by) { Evicted(IndexOf(uid), by); };
     double last_t = 0;
     bool first = true;
     while (!events_.empty()) {
@@ -93,27 +88,31 @@ class TenantSimulation {
       if (!first && t <= last_arrival_) Accumulate(static_cast<double>(t) - last_t);
       first = false;
       last_t = static_cast<double>(t);
-      clock_.now_ms = t * 1000;
-      bool freed = false;
+      now_ = t;
+      scheduler_->SetTime(t);
       while (!events_.empty() && events_.top().time == t) {
         const Event e = events_.top();
         events_.pop();
-        if (e.kind == 0) {
+        if (e.kind == kCompletion) {
           PodRun& r = runs_[e.pod];
-          if (!r.running || r.generation != e.generation) continue;  // evicted since
-          GPUSCHED_RETURN_IF_ERROR(Stop(e.pod));
-          freed = true;
+          if (!r.running || r.run != e.run) continue;  // evicted since
+          Stop(e.pod);
+        } else if (e.kind == kArrival) {
+          Arrive(e.pod);
         } else {
-          Arrive(e.pod, t);
+          timers_.erase(t);
         }
       }
-      if (freed) (void)queue_.OnClusterEvent(sched::kBlockedByAnything);
-      GPUSCHED_RETURN_IF_ERROR(SchedulePass(t));
+      scheduler_->RunAttempts(on_bound, on_evicted);
+      if (auto at = scheduler_->NextWakeSeconds(); at.has_value()) {
+        const int64_t when = std::max(t + 1, *at);
+        if (timers_.insert(when).second) events_.push({when, kTimer, 0});
+      }
       if (PartialGangs()) ++out_.partial_gang_events;
       out_.times_s.push_back(static_cast<double>(t));
       for (size_t q = 0; q < spec_.queues.size(); ++q) {
-        const auto s = book_.Status(spec_.queues[q].spec.name);
-        out_.shares[q].push_back(s.has_value() ? static_cast<double>(s->allocated.milli) / capacity_milli_ : 0);
+        const auto st = scheduler_->core().QueueStatusOf(spec_.queues[q].spec.name);
+        out_.shares[q].push_back(st.has_value() ? static_cast<double>(st->allocated.milli) / capacity_milli_ : 0);
       }
       ++out_.events;
     }
@@ -125,317 +124,106 @@ class TenantSimulation {
   }
 
  private:
+  static constexpr int kCompletion = 0, kArrival = 1, kTimer = 2;  // completions first at equal times
   struct PodRun {
-    core::PodRequest pod;
-    core::GpuAmount demand;
     int64_t duration_s = 1;
     int64_t arrived_s = -1;
     int64_t first_bind_s = -1;
     bool running = false;
-    bool tried = false;
     bool within_at_arrival = false;
-    uint64_t generation = 0;  // completion events of an earlier run are stale
-    std::string gang;         // namespace/pod-group of a gang member, else empty
+    uint64_t run = 0;  // its uid's run; completion events of an earlier run are stale
+    std::string gang;  // namespace/pod-group of a gang member, else empty
   };
   struct Event {
     int64_t time;
-    int kind;  // 0 completion, 1 arrival: completions first at equal times
+    int kind;
     size_t pod;
-    uint64_t generation = 0;
+    uint64_t run = 0;
     bool operator>(const Event& o) const { return std::tie(time, kind, pod) > std::tie(o.time, o.kind, o.pod); }
+  };
+  struct Gang {
+    std::vector<size_t> members;
+    int32_t min_available = 0;
+    int32_t running = 0;
+    int32_t first_bound = 0;  // members bound for the first time
+    int64_t arrived_s = -1;
   };
 
   const std::string& QueueName(size_t i) const { return spec_.queues[pods_[i].queue].spec.name; }
+  std::string Uid(size_t i) const { return "t-" + std::to_string(i) + "-" + std::to_string(runs_[i].run); }
 
-  void Arrive(size_t i, int64_t t) {
+  // Pod i is created (again, after an eviction: a new pod with its whole duration).
+  void Arrive(size_t i) {
     PodRun& r = runs_[i];
-    if (r.arrived_s < 0) r.arrived_s = t;
-    book_.SetPending(r.pod.uid.str(), QueueName(i), r.demand);
-    queue_.AddOrUpdate(sched::QueuedPod{.uid = r.pod.uid.str(),
-                                        .key = r.pod.name,
-                                        .priority = r.pod.priority,
-                                        .created_ms = t * 1000,
-                                        .queue = QueueName(i)});
+    if (r.arrived_s < 0) {
+      r.arrived_s = now_;
+      // Whether it arrives within its queue's guarantee (for "guarantee met at once").
+      if (scheduler_->core().gpu_queues().Admit(QueueName(i), core::DemandOf(pods_[i].pod)).within_guarantee) {
+        r.within_at_arrival = true;
+        ++out_.queues[pods_[i].queue].within_guarantee;
+      }
+      if (!r.gang.empty() && gangs_[r.gang].arrived_s < 0) gangs_[r.gang].arrived_s = now_;
+    }
+    core::PodRequest pod = pods_[i].pod;
+    pod.uid = common::PodUid(Uid(i));
+    pod.namespace_ = QueueName(i);
+    pod.name = pods_[i].pod.name + "-" + std::to_string(r.run);
+    scheduler_->Add(pod);
   }
 
-  // A running pod stops (completed or evicted): its GPUs and its queue's share are freed.
-  common::Status Stop(size_t i) {
+  // The scheduler bound pod i: it runs for its duration.
+  void Bound(size_t i) {
     PodRun& r = runs_[i];
-    GPUSCHED_RETURN_IF_ERROR(state_.Release(r.pod.uid));
-    book_.Release(r.pod.uid.str());
+    r.running = true;
+    events_.push({now_ + r.duration_s, kCompletion, i, r.run});
+    if (!r.gang.empty()) ++gangs_[r.gang].running;
+    if (r.first_bind_s >= 0) return;
+    r.first_bind_s = now_;
+    ++out_.queues[pods_[i].queue].bound;
+    if (r.within_at_arrival && r.arrived_s == now_) ++out_.queues[pods_[i].queue].met_at_once;
+    if (!r.gang.empty()) {
+      Gang& g = gangs_[r.gang];
+      if (++g.first_bound == g.min_available) {
+        ++out_.queues[pods_[i].queue].gangs_bound;
+        gang_waits_[pods_[i].queue].push_back(static_cast<double>(now_ - g.arrived_s));
+      }
+    }
+  }
+
+  // The scheduler evicted pod i (gone already) to give queue `by` its guarantee: its controller recreates it.
+  void Evicted(size_t i, const std::string& by) {
+    ++out_.queues[pods_[i].queue].evicted;
+    for (size_t q = 0; q < spec_.queues.size(); ++q) {
+      if (spec_.queues[q].spec.name == by) ++out_.queues[q].reclaims;
+    }
+    Ended(i);
+    Arrive(i);
+  }
+
+  // A running pod completes: the watch shows it gone.
+  void Stop(size_t i) {
+    scheduler_->Remove(common::PodUid(Uid(i)));
+    Ended(i);
+  }
+
+  void Ended(size_t i) {
+    PodRun& r = runs_[i];
     r.running = false;
-    running_.erase(i);
-    if (!r.gang.empty()) --gang_running_[r.gang];
-    return common::Status::Ok();
+    ++r.run;
+    if (!r.gang.empty()) --gangs_[r.gang].running;
+  }
+
+  static size_t IndexOf(const common::PodUid& uid) {
+    const std::string& s = uid.str();
+    return static_cast<size_t>(std::stoull(s.substr(2, s.rfind('-') - 2)));
   }
 
   // Whether some gang runs with fewer members than its minimum (but at least one).
   bool PartialGangs() const {
-    for (const auto& [gang, running] : gang_running_) {
-      const size_t first = gangs_.at(gang).front();
-      if (running > 0 && running < runs_[first].pod.min_available) return true;
+    for (const auto& [name, g] : gangs_) {
+      if (g.running > 0 && g.running < g.min_available) return true;
     }
     return false;
-  }
-
-  // The first time a pod is tried: whether it arrived within its queue's guarantee (for "guarantee met at once").
-  void FirstTry(size_t i, const sched::GpuQueues::Admission& admission, int64_t t) {
-    PodRun& r = runs_[i];
-    if (r.tried) return;
-    r.tried = true;
-    if (admission.admitted && admission.within_guarantee && r.arrived_s == t) {
-      r.within_at_arrival = true;
-      ++out_.queues[pods_[i].queue].within_guarantee;
-    }
-  }
-
-  void CountMetAtOnce(size_t i, int64_t t) {
-    PodRun& r = runs_[i];
-    if (r.within_at_arrival && r.arrived_s == t && r.first_bind_s == t) {
-      ++out_.queues[pods_[i].queue].met_at_once;
-      r.within_at_arrival = false;  // counted once
-    }
-  }
-
-  // A gang member was popped: every member is placed against one state, or none. The others are claimed from the
-  // scheduling queue (they are tried with it, not alone).
-  common::Status PlaceGang(size_t i, int64_t t) {
-    const std::vector<size_t>& members = gangs_.at(runs_[i].gang);
-    std::vector<size_t> todo;
-    core::GpuAmount demand;
-    for (size_t m : members) {
-      if (runs_[m].running) continue;                                 // cannot be: gangs start and stop whole
-      if (m != i && !queue_.Claim(runs_[m].pod.uid.str())) continue;  // not waiting (not arrived yet)
-      todo.push_back(m);
-      demand += runs_[m].demand;
-    }
-    auto requeue = [&](uint32_t blockers) {
-      for (size_t m : todo) {
-        queue_.Requeue(runs_[m].pod.uid.str(), sched::SchedulingQueue::Outcome::kUnschedulable, blockers);
-      }
-    };
-    const auto admission = book_.Admit(QueueName(i), demand);
-    for (size_t m : todo) FirstTry(m, admission, t);
-    if (static_cast<int32_t>(todo.size()) < runs_[i].pod.min_available) {
-      requeue(sched::kBlockedByGang);
-      return common::Status::Ok();
-    }
-    if (!admission.admitted) {
-      requeue(sched::kBlockedByQuota);
-      return common::Status::Ok();
-    }
-    const policy::Snapshot snapshot{.now_ms = t * 1000};
-    // Members are reserved one after the other; a member that fits nowhere may take borrowers off (whole gangs),
-    // which are evicted only if the whole gang fits in the end, else put back as they ran.
-    std::vector<size_t> reserved, taken_off;
-    std::vector<core::Allocation> taken_held;
-    for (size_t m : todo) {
-      GPUSCHED_ASSIGN_OR_RETURN(cycle, runner_.Schedule(runs_[m].pod, state_, snapshot, rng_));
-      if (!cycle.allocation.has_value() && admission.within_guarantee) {
-        const std::vector<size_t> victims = PlanReclaim(m);
-        if (!victims.empty()) {
-          GPUSCHED_ASSIGN_OR_RETURN(held, TakeOff(victims));
-          taken_off.insert(taken_off.end(), victims.begin(), victims.end());
-          for (auto& a : held) taken_held.push_back(std::move(a));
-          GPUSCHED_ASSIGN_OR_RETURN(again, runner_.Schedule(runs_[m].pod, state_, snapshot, rng_));
-          cycle = std::move(again);
-        }
-      }
-      if (!cycle.allocation.has_value()) break;
-      reserved.push_back(m);
-    }
-    if (reserved.size() < todo.size()) {
-      for (size_t m : reserved) GPUSCHED_RETURN_IF_ERROR(state_.Forget(runs_[m].pod.uid));
-      GPUSCHED_RETURN_IF_ERROR(PutBack(taken_off, std::move(taken_held)));
-      requeue(sched::kBlockedByGpu | sched::kBlockedByQuota);
-      return common::Status::Ok();
-    }
-    Evicted(taken_off, i, t);
-    const bool first_run = runs_[i].first_bind_s < 0;
-    for (size_t m : todo) {
-      GPUSCHED_RETURN_IF_ERROR(Start(m, t));
-      queue_.Done(runs_[m].pod.uid.str());
-      CountMetAtOnce(m, t);
-    }
-    if (first_run) {
-      ++out_.queues[pods_[i].queue].gangs_bound;
-      gang_waits_[pods_[i].queue].push_back(static_cast<double>(t - runs_[i].arrived_s));
-    }
-    return common::Status::Ok();
-  }
-
-  common::Status Start(size_t i, int64_t t) {
-    PodRun& r = runs_[i];
-    GPUSCHED_RETURN_IF_ERROR(state_.Confirm(r.pod.uid));
-    book_.Charge(r.pod.uid.str(), QueueName(i), r.demand);
-    r.running = true;
-    running_.insert(i);
-    if (!r.gang.empty()) ++gang_running_[r.gang];
-    ++r.generation;
-    if (r.first_bind_s < 0) {
-      r.first_bind_s = t;
-      ++out_.queues[pods_[i].queue].bound;
-    }
-    events_.push({t + r.duration_s, 0, i, r.generation});
-    return common::Status::Ok();
-  }
-
-  common::Status SchedulePass(int64_t t) {
-    while (auto next = queue_.Pop()) {
-      const size_t i = index_.at(next->uid);
-      PodRun& r = runs_[i];
-      if (!r.gang.empty()) {
-        GPUSCHED_RETURN_IF_ERROR(PlaceGang(i, t));
-        continue;
-      }
-      const auto admission = book_.Admit(QueueName(i), r.demand);
-      FirstTry(i, admission, t);
-      if (!admission.admitted) {
-        queue_.Requeue(next->uid, sched::SchedulingQueue::Outcome::kUnschedulable, sched::kBlockedByQuota);
-        continue;
-      }
-      const policy::Snapshot snapshot{.now_ms = t * 1000};
-      GPUSCHED_ASSIGN_OR_RETURN(cycle, runner_.Schedule(r.pod, state_, snapshot, rng_));
-      if (!cycle.allocation.has_value() && admission.within_guarantee) {
-        GPUSCHED_ASSIGN_OR_RETURN(reclaimed, Reclaim(i, t));
-        if (reclaimed) {
-          GPUSCHED_ASSIGN_OR_RETURN(again, runner_.Schedule(r.pod, state_, snapshot, rng_));
-          cycle = std::move(again);
-        }
-      }
-      if (cycle.allocation.has_value()) {
-        GPUSCHED_RETURN_IF_ERROR(Start(i, t));
-        queue_.Done(next->uid);
-        CountMetAtOnce(i, t);
-      } else {
-        queue_.Requeue(next->uid, sched::SchedulingQueue::Outcome::kUnschedulable,
-                       sched::kBlockedByGpu | sched::kBlockedByQuota);
-      }
-    }
-    return common::Status::Ok();
-  }
-
-  // Evicts the fewest, least important pods of borrowing queues that make pod i fit on one node; false when none
-  // does.
-  common::Result<bool> Reclaim(size_t i, int64_t t) {
-    const std::vector<size_t> victims = PlanReclaim(i);
-    if (victims.empty()) return false;
-    GPUSCHED_RETURN_IF_ERROR(TakeOff(victims).status());
-    Evicted(victims, i, t);
-    return true;
-  }
-
-  // The running pods (whole gangs) whose eviction makes pod i fit on one node: the fewest, least important pods of
-  // borrowing queues; empty when none does. Changes nothing.
-  std::vector<size_t> PlanReclaim(size_t i) {
-    const PodRun& r = runs_[i];
-    const std::string& queue = QueueName(i);
-    // Only queues over their guarantee can give anything back.
-    std::vector<bool> borrowing(spec_.queues.size(), false);
-    bool any = false;
-    for (size_t q = 0; q < spec_.queues.size(); ++q) {
-      const auto st = book_.Status(spec_.queues[q].spec.name);
-      borrowing[q] = q != pods_[i].queue && st.has_value() && !st->allocated.FitsIn(st->guaranteed);
-      any = any || borrowing[q];
-    }
-    if (!any) return {};
-    std::unordered_map<std::string, std::vector<size_t>> by_node;
-    for (size_t j : running_) {
-      if (!borrowing[pods_[j].queue]) continue;
-      if (!book_.MayReclaim(QueueName(j), Taken(j), {}, queue)) continue;
-      const core::Allocation* a = state_.FindAllocation(runs_[j].pod.uid);
-      if (a != nullptr) by_node[a->node.str()].push_back(j);
-    }
-    std::vector<sched::VictimSet> candidates;
-    auto fits = [&](const core::NodeView& v) { return runner_.Filter(r.pod, v).fits(); };
-    std::vector<std::string> names;
-    for (const auto& [name, _] : by_node) names.push_back(name);
-    std::sort(names.begin(), names.end());  // a deterministic order
-    for (const std::string& name : names) {
-      const core::NodeView* view = state_.Find(common::NodeName(name));
-      if (view == nullptr) continue;
-      // Even every borrower gone would not free the compute the pod needs: no candidate (and no copy of the view).
-      int64_t could_free = view->IdleMilli().value();
-      for (size_t j : by_node[name]) could_free += runs_[j].demand.milli;
-      if (could_free < r.pod.TotalGpuMilli().value()) continue;
-      std::vector<sched::PotentialVictim> potential;
-      for (size_t j : by_node[name]) {
-        potential.push_back(sched::PotentialVictim{.allocation = state_.FindAllocation(runs_[j].pod.uid),
-                                                   .priority = runs_[j].pod.priority,
-                                                   .start_ms = runs_[j].first_bind_s * 1000,
-                                                   .over_share = book_.Rank(QueueName(j))});
-      }
-      auto set = sched::SelectVictimsOnNode(*view, potential, {}, fits);
-      if (!set.has_value() || set->victims.empty()) continue;
-      std::map<std::string, core::GpuAmount> taken;
-      std::set<std::string> gangs_taken;
-      bool allowed = true;
-      for (const common::PodUid& v : set->victims) {
-        const size_t j = index_.at(v.str());
-        if (!runs_[j].gang.empty() && !gangs_taken.insert(runs_[j].gang).second) continue;  // counted whole
-        allowed = allowed && book_.MayReclaim(QueueName(j), Taken(j), taken[QueueName(j)], queue);
-        taken[QueueName(j)] += Taken(j);
-      }
-      if (allowed) candidates.push_back(std::move(*set));
-    }
-    if (candidates.empty()) return {};
-    const sched::VictimSet& chosen = candidates[sched::PickCandidate(candidates)];
-    std::vector<size_t> evict;
-    for (const common::PodUid& v : chosen.victims) {
-      const size_t j = index_.at(v.str());
-      if (runs_[j].gang.empty()) {
-        evict.push_back(j);
-        continue;
-      }
-      for (size_t m : gangs_.at(runs_[j].gang)) {  // the whole gang goes down with it
-        if (runs_[m].running && std::find(evict.begin(), evict.end(), m) == evict.end()) evict.push_back(m);
-      }
-    }
-    return evict;
-  }
-
-  // Takes running pods off the cluster; returns their allocations (for PutBack).
-  common::Result<std::vector<core::Allocation>> TakeOff(const std::vector<size_t>& victims) {
-    std::vector<core::Allocation> held;
-    for (size_t j : victims) {
-      held.push_back(*state_.FindAllocation(runs_[j].pod.uid));
-      GPUSCHED_RETURN_IF_ERROR(Stop(j));
-    }
-    return held;
-  }
-
-  // Puts pods taken off back as they ran (a gang that could not be placed after all evicts nobody).
-  common::Status PutBack(const std::vector<size_t>& victims, std::vector<core::Allocation> held) {
-    for (size_t k = 0; k < victims.size(); ++k) {
-      PodRun& r = runs_[victims[k]];
-      GPUSCHED_RETURN_IF_ERROR(state_.Charge(std::move(held[k])));
-      book_.Charge(r.pod.uid.str(), QueueName(victims[k]), r.demand);
-      r.running = true;
-      running_.insert(victims[k]);
-      if (!r.gang.empty()) ++gang_running_[r.gang];
-    }
-    return common::Status::Ok();
-  }
-
-  // Pods taken off for pod i are evicted: counted, and recreated by their controllers (back in their queues with
-  // their whole durations).
-  void Evicted(const std::vector<size_t>& victims, size_t i, int64_t t) {
-    for (size_t j : victims) {
-      book_.CountReclaim(QueueName(j));
-      ++out_.queues[pods_[j].queue].evicted;
-      ++out_.queues[pods_[i].queue].reclaims;
-    }
-    for (size_t j : victims) Arrive(j, t);
-  }
-
-  // What evicting running pod j takes from its queue: its demand, or its whole gang's.
-  core::GpuAmount Taken(size_t j) const {
-    if (runs_[j].gang.empty()) return runs_[j].demand;
-    core::GpuAmount sum;
-    for (size_t m : gangs_.at(runs_[j].gang)) {
-      if (runs_[m].running) sum += runs_[m].demand;
-    }
-    return sum;
   }
 
   void Accumulate(double dt) {
@@ -472,26 +260,21 @@ class TenantSimulation {
   }
 
   const Cluster& cluster_;
+  const Workload& workload_;
   const std::vector<TenantPod>& pods_;
   const TenantSpec& spec_;
-  sched::CycleRunner runner_;
-  common::Rng rng_;
-  SimClock clock_;
-  sched::SchedulingQueue queue_;
-  sched::GpuQueues book_;
-  core::ClusterState state_;
+  std::unique_ptr<ProductionScheduler> scheduler_;
+  int64_t now_ = 0;
   std::vector<PodRun> runs_;
-  std::set<size_t> running_;  // indices of the running pods, in order (a deterministic reclaim search)
-  std::unordered_map<std::string, size_t> index_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  std::set<int64_t> timers_;  // times of backoff ends already in events_
   TenantOutcome out_;
   double capacity_milli_ = 1;
   double total_time_ = 0;
   int64_t last_arrival_ = 0;  // shares and borrowing are averaged up to the last arrival
   std::map<size_t, double> share_time_, borrowed_time_;
-  std::unordered_map<std::string, std::vector<size_t>> gangs_;  // members by namespace/pod-group
-  std::unordered_map<std::string, int32_t> gang_running_;       // members running, by gang
-  std::map<size_t, std::vector<double>> gang_waits_;            // by queue: arrival to first bind of its gangs
+  std::map<std::string, Gang> gangs_;                 // by namespace/pod-group
+  std::map<size_t, std::vector<double>> gang_waits_;  // by queue: arrival to first bind of its gangs
 };
 
 }  // namespace
@@ -581,7 +364,8 @@ common::Result<TenantOutcome> SimulateTenants(const Cluster& cluster, const Work
   GPUSCHED_ASSIGN_OR_RETURN(
       policy, policy::MakePolicy(spec.policy, policy::PolicyOptions{.target_workload = workload.target,
                                                                     .gpus_by_model = GpusByModel(cluster.nodes)}));
-  TenantSimulation sim(cluster, pods, spec, *policy);
+  (void)policy;  // made here too, so that an unknown policy or options it refuses are named before the run
+  TenantSimulation sim(cluster, workload, pods, spec);
   return sim.Run();
 }
 

@@ -1,35 +1,35 @@
 #pragma once
 
 // The multi-tenant mode: several GPU queues (sched/gpu_queues.h: guaranteed quota, limit, weight) share one
-// cluster, each with its own arrival stream of trace pods, and the production queue logic decides who runs: the
-// scheduling queue takes pods queue by queue (lowest rank first), each pod is admitted against its queue's limit,
-// placed by the policy through sched::CycleRunner, and a pod within its queue's guarantee that fits nowhere
-// reclaims from queues borrowing beyond theirs (sched::SelectVictimsOnNode over the pods that GpuQueues::MayReclaim
-// allows, least important first: the queue further over its fair share; PickCandidate across nodes).
+// cluster, each with its own arrival stream of trace pods, and the production scheduler decides who runs: the
+// scheduling core of `gpusched scheduler` (sched::SchedulerCore, sched/scheduler_core.h), driven through in-memory
+// ports over simulated time. Its queue takes pods queue by queue (lowest rank first), admits each against its
+// queue's limit, places it with the policy, and a pod within its queue's guarantee that fits nowhere reclaims
+// from queues borrowing beyond theirs (its preemption: victims evicted, the room held until they are gone). A
+// Binding always succeeds and the watch shows it at once; an eviction always succeeds and the pod is gone at once.
 //
 // Streams (TenantPod): a trace pod with its real creation and deletion times (openb's creation_time and
 // deletion_time, seconds); it arrives at creation / arrival_speedup + its queue's offset_s and runs deletion −
-// creation seconds (at least 1) once bound, wherever it waited. A
-// reclaimed pod goes back to its queue with its whole duration (its controller recreates it). Pods without GPUs are
-// left out (the queues account GPUs only). Queue k's stream is offset by its offset_s.
+// creation seconds (at least 1) once bound, wherever it waited. Queue k's pods are pods of namespace k's name,
+// which the queue serves. A reclaimed pod goes back to its queue with its whole duration (its controller
+// recreates it: a new pod). Pods without GPUs are left out (the queues account GPUs only).
 //
-// Event loop over simulated time: completions first, then arrivals, then the scheduling pass (every ready pod once;
-// a pod that does not fit waits for a completion or a change of quota, never for time). After every event time the
-// share of each queue (its allocated GPU compute over the cluster's) is recorded.
+// Event loop over simulated time: completions first, then arrivals, then the scheduler's attempts until no pod is
+// ready. A pod that does not fit waits for an event that can help it (the scheduler's event-driven requeue),
+// never for time, except the scheduler's own backoffs, which end at their simulated time.
+// After every event time the share of each queue (its allocated GPU compute over the cluster's) is recorded.
 //
 // Gangs (TenantPods whose pod names a pod_group, with min_available > 1; GroupIntoGangs makes them from the
-// trace): all members of a gang arrive together and are placed all or nothing against one state when one of them
-// is popped (the others are claimed from the scheduling queue), admitted against the queue's limit as a whole; a
-// member that fits nowhere while the gang is within its queue's guarantee reclaims, as a single pod would. A gang
-// runs as long as its longest member. A reclaim victim that is a gang member takes its whole gang down (every
-// running member back to its queue), so a borrower gang is a candidate only when its whole demand may be
-// reclaimed. After every event time the simulation counts gangs holding GPUs with fewer members running than their
-// minimum (TenantOutcome::partial_gang_events: 0 unless all-or-nothing is broken).
+// trace): all members of a gang arrive together and the scheduler places them all or nothing; a gang that needs
+// room preempts for the whole group, and a victim that is a gang member takes its whole gang down. A gang runs as
+// long as its longest member. After every event time the simulation counts gangs holding GPUs with fewer members
+// running than their minimum (TenantOutcome::partial_gang_events: 0 unless all-or-nothing is broken).
 //
 // Outcome per queue: pods, bound, time to first bind (mean and 95th percentile over the pods bound, seconds), its
 // pods evicted by reclaim and the reclaims it made, its mean share of the cluster and mean borrowed GPUs (compute
 // held beyond its guarantee, in GPUs, time-weighted), and how often a pod that arrived within its queue's
-// guarantee was bound at the same event time as its arrival ("guarantee met at once").
+// guarantee (its demand admitted within the guarantee at its arrival) was bound at the same event time as its
+// arrival ("guarantee met at once").
 
 #include <cstdint>
 #include <string>

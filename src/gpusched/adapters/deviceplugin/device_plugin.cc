@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <iterator>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "gpusched/adapters/deviceplugin/device_ids.h"
 #include "gpusched/adapters/deviceplugin/handoff.h"
+#include "gpusched/common/backoff.h"
 #include "gpusched/common/log.h"
 #include "gpusched/common/log_fields.h"
 
@@ -29,7 +31,8 @@ using Clock = std::chrono::steady_clock;
 using common::LogLevel;
 
 const std::set<std::string, std::less<>>& SupportedResources() {
-  static const std::set<std::string, std::less<>> names = {"gpusched.io/gpu", "nvidia.com/gpu", "keti.com/mpsgpu"};
+  static const std::set<std::string, std::less<>> names(std::begin(kube::kCountableGpuResources),
+                                                        std::end(kube::kCountableGpuResources));
   return names;
 }
 
@@ -807,7 +810,7 @@ void DevicePlugin::Impl::SetRegistration(bool ok, std::string error) {
 void DevicePlugin::Impl::Run() {
   auto next_sample = Clock::now() + options.sample_interval;
   auto next_attempt = Clock::now();
-  auto backoff = options.initial_backoff;
+  common::ExponentialBackoff backoff(options.initial_backoff, options.max_backoff);
   std::optional<SocketIdentity> registered_with;
   std::string last_logged;
   const std::string kubelet = KubeletSocketPath();
@@ -829,7 +832,7 @@ void DevicePlugin::Impl::Run() {
                                        " changed or our sockets are gone); registering again");
       registered_with.reset();
       next_attempt = now;
-      backoff = options.initial_backoff;
+      backoff.Reset();
       SetRegistration(false, "the kubelet restarted; registering again");
     }
     if (!registered_with.has_value() && now >= next_attempt) {
@@ -839,7 +842,7 @@ void DevicePlugin::Impl::Run() {
                                                               options.plugin_dir + " mounted into the agent?)");
       if (s.ok()) {
         registered_with = id;
-        backoff = options.initial_backoff;
+        backoff.Reset();
         last_logged.clear();
         SetRegistration(true, "");
         common::Log(LogLevel::kInfo, "device plugin: registered with the kubelet at " + kubelet);
@@ -849,8 +852,7 @@ void DevicePlugin::Impl::Run() {
           last_logged = s.message();
         }
         SetRegistration(false, s.message());
-        next_attempt = now + backoff;
-        backoff = std::min(backoff * 2, options.max_backoff);
+        next_attempt = now + backoff.Next();
       }
     }
     std::unique_lock lock(mu);

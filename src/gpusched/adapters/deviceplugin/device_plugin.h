@@ -31,6 +31,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <span>
 #include <string>
@@ -43,6 +44,7 @@
 #include "gpusched/adapters/deviceplugin/pod_source.h"
 #include "gpusched/adapters/deviceplugin/share_within.h"
 #include "gpusched/common/status.h"
+#include "gpusched/kube/resources.h"
 #include "gpusched/ports/device_inventory.h"
 #include "gpusched/ports/event_recorder.h"
 
@@ -60,7 +62,8 @@ struct DevicePluginOptions {
   std::string kubelet_socket = "kubelet.sock";  // name inside plugin_dir
   // Our sockets: "<socket_prefix>-<resource with '/' and '.' as '-'>.sock" in plugin_dir.
   std::string socket_prefix = "gpusched";
-  std::vector<std::string> resources = {"gpusched.io/gpu", "nvidia.com/gpu", "keti.com/mpsgpu"};
+  std::vector<std::string> resources = {std::begin(kube::kCountableGpuResources),
+                                        std::end(kube::kCountableGpuResources)};
   int replicas = 10;  // devices per GPU for gpusched.io/gpu and keti.com/mpsgpu (1..1000)
   // Devices per GPU for nvidia.com/gpu: 1 replaces the NVIDIA device plugin (whole GPUs); `replicas` is HAMi's split
   // count (`gpusched agent --device-plugin-mode hami`).

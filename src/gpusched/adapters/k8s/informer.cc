@@ -63,7 +63,7 @@ Informer::Informer(ApiClient& client, InformerOptions options, Handler handler)
     : client_(client),
       options_(std::move(options)),
       handler_(std::move(handler)),
-      backoff_(options_.initial_backoff),
+      backoff_(options_.initial_backoff, options_.max_backoff),
       rng_(options_.seed != 0 ? options_.seed : std::random_device{}()) {}
 
 Informer::~Informer() { Stop(); }
@@ -230,13 +230,12 @@ bool Informer::Backoff(const common::Status& why, bool is_error) {
   }
   std::uniform_real_distribution<double> jitter(0.75, 1.25);
   const auto wait =
-      std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(backoff_.count()) * jitter(rng_)));
-  backoff_ = std::min(backoff_ * 2, options_.max_backoff);
+      std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(backoff_.Next().count()) * jitter(rng_)));
   std::unique_lock<std::mutex> lock(mu_);
   return !cv_.wait_for(lock, wait, [this] { return stop_.load(); });
 }
 
-void Informer::ResetBackoff() { backoff_ = options_.initial_backoff; }
+void Informer::ResetBackoff() { backoff_.Reset(); }
 
 bool Informer::SyncPageByPage() {
   const auto t0 = std::chrono::steady_clock::now();

@@ -40,6 +40,7 @@
 
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/json_prune.h"
+#include "gpusched/common/backoff.h"
 
 namespace gpusched::adapters::k8s {
 
@@ -140,7 +141,7 @@ class Informer {
   void Contact();
 
   // Informer thread only.
-  std::chrono::milliseconds backoff_;
+  common::ExponentialBackoff backoff_;
   std::mt19937_64 rng_;
 };
 

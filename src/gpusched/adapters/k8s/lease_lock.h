@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gpusched/adapters/k8s/api_client.h"
+#include "gpusched/kube/objects.h"
 #include "gpusched/ports/leader_lock.h"
 
 namespace gpusched::adapters::k8s {
@@ -34,9 +35,8 @@ class LeaseLock final : public ports::LeaderLock {
   std::string resource_version_;
 };
 
-// MicroTime as the API writes it ("2026-11-25T15:04:05.123456Z"), and back (also without the fraction; an offset
-// other than Z is accepted). Milliseconds since the epoch.
-[[nodiscard]] std::string FormatMicroTime(int64_t wall_ms);
-[[nodiscard]] common::Result<int64_t> ParseMicroTime(const std::string& text);
+// MicroTime as the API writes it, and back (kube/objects.h).
+using kube::FormatMicroTime;
+using kube::ParseMicroTime;
 
 }  // namespace gpusched::adapters::k8s

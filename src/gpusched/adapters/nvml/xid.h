@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "gpusched/core/gpu_model.h"
+
 namespace gpusched::adapters::nvml {
 
 // 13 graphics engine exception, 31 GPU memory page fault, 43 GPU stopped processing, 45 preemptive cleanup,
@@ -19,14 +21,7 @@ namespace gpusched::adapters::nvml {
 // True when an XID should make the GPU unhealthy.
 [[nodiscard]] constexpr bool IsCriticalXid(int64_t xid) { return xid != 0 && !IsApplicationXid(xid); }
 
-// gpusched's model name from NVML's product name: the name without a leading "NVIDIA " ("NVIDIA A100-SXM4-80GB" ->
-// "A100-SXM4-80GB"); other names ("Tesla T4") are kept as they are.
-[[nodiscard]] inline std::string ModelFromName(std::string_view name) {
-  constexpr std::string_view kPrefix = "NVIDIA ";
-  if (name.substr(0, kPrefix.size()) == kPrefix) {
-    name.remove_prefix(kPrefix.size());
-  }
-  return std::string(name);
-}
+// gpusched's model name from NVML's product name (core::GpuModelName: "NVIDIA A100-SXM4-80GB" -> "A100-SXM4-80GB").
+[[nodiscard]] inline std::string ModelFromName(std::string_view name) { return core::GpuModelName(name); }
 
 }  // namespace gpusched::adapters::nvml
