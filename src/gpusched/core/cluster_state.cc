@@ -72,6 +72,7 @@ Status ClusterState::AddNode(Node node) {
   slot.pods.clear();
   slot.live = true;
   Touch(slot);
+  ++freed_generation_;
   index_.Insert(name.str(), slot_index);
   return Status::Ok();
 }
@@ -95,6 +96,7 @@ common::Result<std::vector<Allocation>> ClusterState::UpdateNode(Node node) {
       CountPreferNoSchedule(old, node);
       slot.view.node = std::make_shared<const Node>(std::move(node));
       Touch(slot);
+      ++freed_generation_;
     }
     return std::vector<Allocation>{};
   }
@@ -137,6 +139,7 @@ common::Result<std::vector<Allocation>> ClusterState::UpdateNode(Node node) {
   slot.pods = std::move(fresh.pods);
   slot.forced = fresh.forced;
   Touch(slot);
+  ++freed_generation_;
   return orphaned;
 }
 
@@ -323,6 +326,7 @@ void ClusterState::Apply(const Allocation& a, Slot& slot, int sign) {
   AddShape(v.shape_counts, a.ShapeTag(), sign);
   allocated_milli_ += a.TotalMilli() * sign;
   Touch(slot);
+  freed_generation_ += sign < 0 ? 1U : 0U;
 }
 
 Status ClusterState::Assume(Allocation allocation) { return Add(std::move(allocation), /*charge=*/false, nullptr); }

@@ -75,6 +75,9 @@ class ClusterState {
   [[nodiscard]] std::optional<size_t> SlotOf(const common::NodeName& name) const { return SlotOf(name.str()); }
   [[nodiscard]] std::optional<size_t> SlotOf(std::string_view name) const;
   [[nodiscard]] size_t NodeCount() const { return index_.size(); }
+  // Counts the changes that can make a pod fit where it did not: an allocation released or forgotten, a node
+  // added or its description changed. Equal before and after: no pod fits anywhere it did not fit before.
+  [[nodiscard]] uint64_t FreedGeneration() const { return freed_generation_; }
 
   [[nodiscard]] const Allocation* FindAllocation(const common::PodUid& pod) const;
   [[nodiscard]] bool IsConfirmed(const common::PodUid& pod) const;
@@ -135,6 +138,7 @@ class ClusterState {
   NodeIndex index_;
   std::unordered_map<common::PodUid, Entry> allocations_;
   uint64_t generation_ = 0;
+  uint64_t freed_generation_ = 0;
   common::MilliGpu allocated_milli_{0};
   common::MilliGpu capacity_milli_{0};
   size_t prefer_no_schedule_nodes_ = 0;

@@ -395,6 +395,7 @@ void SchedulerCore::OnPod(EventType type, const core::WatchedPod& pod) {
     uint32_t freed = 0;
     freed |= gone && held ? kFreedByRelease & ~kFreedByRoom : 0U;
     freed |= placed ? sched::kBlockedByPodAdded : 0U;
+    placed_epoch_ += placed || (gone && held) ? 1U : 0U;
     freed |= leaving ? sched::kBlockedByPods : 0U;
     size_t woken = freed != 0 ? queue_.OnClusterEvent(freed) : 0;
     woken += gone && held ? WakeForRoomOn(held_on) : 0;
@@ -611,6 +612,7 @@ std::vector<sched::QueuedPod> SchedulerCore::Remap() {
   std::vector<sched::QueuedPod> moved;
   for (auto& [uid, r] : running_) {
     r.queue = gpu_queues_.QueueOf(r.namespace_, core::QueueLabel(r.labels));
+    Recount(uid, &r);
     if (!r.demand.IsZero()) {
       gpu_queues_.Charge(uid, r.queue, r.demand);
     }
@@ -685,6 +687,19 @@ void SchedulerCore::DropNomination(const std::string& uid, bool wake) {
   }
 }
 
+bool SchedulerCore::AnyPossibleVictim(int32_t priority, const std::string& queue, bool reclaim) const {
+  if (reclaim) {
+    for (const sched::QueueStatus& st : gpu_queues_.All()) {
+      if (st.name != queue && !st.allocated.FitsIn(st.guaranteed)) {
+        return true;  // a queue borrowing beyond its guarantee
+      }
+    }
+  }
+  std::lock_guard lock(mu_);
+  const auto q = priorities_by_queue_.find(queue);
+  return q != priorities_by_queue_.end() && *q->second.begin() < priority;
+}
+
 struct SchedulerCore::VictimPool {
   std::vector<core::DisruptionBudget> budgets;
   std::vector<int32_t> allowed;  // disruptions each budget still allows
@@ -697,6 +712,21 @@ struct SchedulerCore::VictimPool {
   };
   std::vector<Node> nodes;  // only nodes with at least one possible victim
 };
+
+namespace {
+
+// Whether evicting every possible victim on a pool node could free the GPU compute `request` asks for: a cheap
+// bound before victims are chosen there (pods that go with a gang from other nodes free nothing here).
+template <class PoolNode>
+bool CouldFree(const PoolNode& node, const core::PodRequest& request) {
+  int64_t could_free = node.view->IdleMilli().value();
+  for (const sched::PotentialVictim& v : node.potential) {
+    could_free += v.allocation->TotalMilli().value();
+  }
+  return could_free >= request.TotalGpuMilli().value();
+}
+
+}  // namespace
 
 SchedulerCore::VictimPool SchedulerCore::CollectVictims(const core::ClusterState& state,
                                                         const std::vector<const core::NodeView*>& views,
@@ -864,6 +894,9 @@ std::optional<SchedulerCore::Nomination> SchedulerCore::PlanPreemption(const cor
                                                                        const sched::CycleResult& result,
                                                                        const sched::InterPodConstraints& inter_pod,
                                                                        const std::string& queue, bool reclaim) {
+  if (!AnyPossibleVictim(request.priority, queue, reclaim)) {
+    return std::nullopt;  // nobody of lower priority in its queue, and no borrower to reclaim from
+  }
   std::vector<const core::NodeView*> views;
   auto consider = [&](const core::NodeView* view) {
     if (view != nullptr && view->node != nullptr && sched::CheckNodeConstraints(request, *view->node).empty()) {
@@ -895,6 +928,9 @@ std::optional<SchedulerCore::Nomination> SchedulerCore::PlanPreemption(const cor
   std::vector<size_t> from;
   for (size_t n = 0; n < pool.nodes.size(); ++n) {
     const VictimPool::Node& c = pool.nodes[n];
+    if (!CouldFree(c, request)) {
+      continue;  // even every possible victim gone would not free the GPU compute the pod asks for
+    }
     sched::VictimChange follow;
     if (with_constraints) {
       follow = [&](const sched::PotentialVictim& v, int delta) {
@@ -968,6 +1004,9 @@ std::optional<SchedulerCore::GangPreemption> SchedulerCore::PlanGangPreemption(
   for (const auto& [uid, p] : members) {
     priority = std::min(priority, p->request->priority);
   }
+  if (!AnyPossibleVictim(priority, queue, reclaim)) {
+    return std::nullopt;
+  }
   std::vector<const core::NodeView*> views;
   for (size_t i = 0; i < state.SlotCount(); ++i) {
     if (state.IsLive(i) && state.View(i).node != nullptr) {
@@ -1014,7 +1053,7 @@ std::optional<SchedulerCore::GangPreemption> SchedulerCore::PlanGangPreemption(
       if (!reuse || n == *changed) {
         cached[n].reset();
         const core::NodeView& view = after[n].has_value() ? *after[n] : *c.view;
-        if (!sched::CheckNodeConstraints(r, *view.node).empty()) {
+        if (!sched::CheckNodeConstraints(r, *view.node).empty() || (!after[n].has_value() && !CouldFree(c, r))) {
           continue;
         }
         std::vector<sched::PotentialVictim> left;
@@ -1300,6 +1339,30 @@ bool SchedulerCore::ScheduleOne() {
       const policy::Snapshot snapshot = SnapshotFor(request, state, hold);
       // A pod that preempted before gets its held room back for this attempt: it may go anywhere.
       std::optional<Nomination> nominated = TakeNomination(uid);
+      // Nothing freed and nobody placed since a pod that asks the same of the same queue found no node and no
+      // victims: neither does this one (its cycle and its preemption plan would repeat those).
+      const uint64_t epoch = state.FreedGeneration() + placed_epoch_.load();
+      if (epoch != fit_nowhere_epoch_) {
+        fit_nowhere_.clear();
+        fit_nowhere_epoch_ = epoch;
+      }
+      const bool may_reuse = !nominated.has_value() && hint_room_ && !request.HasInterPodConstraints();
+      if (may_reuse) {
+        bool labels_matter = false;
+        {
+          std::lock_guard guard(mu_);
+          labels_matter = !with_anti_affinity_.empty();
+        }
+        for (const FitNowhere& f : fit_nowhere_) {
+          if (f.queue == pod.queue && f.reclaim == within_guarantee &&
+              f.request.preempt_never == request.preempt_never && SameFit(f.request, request, labels_matter)) {
+            lock.unlock();
+            Unschedulable(uid, pod, f.summary, f.blockers);
+            ObserveAttempt(started);
+            return true;
+          }
+        }
+      }
       const sched::InterPodConstraints inter_pod = PrepareInterPod(request, state);
       auto result = runner_.Schedule(request, state, snapshot, rng_, cache_.NextAllocationId(), &inter_pod);
       if (!result.ok()) {
@@ -1334,6 +1397,13 @@ bool SchedulerCore::ScheduleOne() {
           if (plan.has_value() && !HoldNomination(uid, *plan, state)) {
             plan.reset();
           }
+        }
+        if (may_reuse && leaving == 0 && !plan.has_value() && fit_nowhere_.size() < kFitNowhereMax) {
+          fit_nowhere_.push_back(FitNowhere{.request = request,
+                                            .queue = pod.queue,
+                                            .reclaim = within_guarantee,
+                                            .summary = summary,
+                                            .blockers = blockers});
         }
         lock.unlock();
         bool backoff = false;
@@ -1808,6 +1878,7 @@ void SchedulerCore::RecordAssumed(const std::string& uid, const Pending& pod, co
     }
     Reindex(uid, r);
   }
+  ++placed_epoch_;                                         // its queue holds more: who may be reclaimed from changed
   (void)queue_.OnClusterEvent(sched::kBlockedByPodAdded);  // the caller goes on scheduling: no wake needed
 }
 
@@ -1836,7 +1907,23 @@ bool SchedulerCore::Counts(const Running& r, const core::ClusterState& state) {
   return a != nullptr && a->node == r.node;
 }
 
+void SchedulerCore::Recount(const std::string& uid, const Running* r) {
+  if (auto was = counted_.find(uid); was != counted_.end()) {
+    auto q = priorities_by_queue_.find(was->second.first);
+    q->second.erase(q->second.find(was->second.second));
+    if (q->second.empty()) {
+      priorities_by_queue_.erase(q);
+    }
+    counted_.erase(was);
+  }
+  if (r != nullptr && !r->assumed && !r->deleting && !IsReservation(r->uid)) {
+    counted_.emplace(uid, std::make_pair(r->queue, r->priority));
+    priorities_by_queue_[r->queue].insert(r->priority);
+  }
+}
+
 void SchedulerCore::Reindex(const std::string& uid, const Running& r) {
+  Recount(uid, &r);
   if (r.anti_affinity.empty()) {
     with_anti_affinity_.erase(uid);
   } else {
@@ -1873,6 +1960,7 @@ void SchedulerCore::Ungroup(const std::string& uid) {
 
 void SchedulerCore::Unplace(const std::string& uid) {
   running_.erase(uid);
+  Recount(uid, nullptr);
   // Back to the queue's demand while the pod is still pending here; else it holds nothing of it any more.
   if (auto p = pending_.find(uid); p != pending_.end()) {
     gpu_queues_.SetPending(uid, p->second.queue, p->second.demand);

@@ -74,6 +74,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <thread>
@@ -296,6 +297,9 @@ class SchedulerCore {
   // The possible victims, node by node, of a preemptor of `priority` in `queue` on the nodes `views` (see
   // PlanPreemption for who may be one), with the budgets that count them. Mirror lock held; takes mu_.
   struct VictimPool;
+  // Whether anyone could be a victim (CollectVictims' rules, before any node is looked at): a placed pod of `queue`
+  // below `priority`, or with `reclaim` a queue borrowing beyond its guarantee. Takes mu_.
+  [[nodiscard]] bool AnyPossibleVictim(int32_t priority, const std::string& queue, bool reclaim) const;
   VictimPool CollectVictims(const core::ClusterState& state, const std::vector<const core::NodeView*>& views,
                             int32_t priority, const std::string& queue, bool reclaim);
   // Whether the reclaimed victims among `set` (on pool node `node`) may be taken, counting what `taken` holds
@@ -360,7 +364,8 @@ class SchedulerCore {
   // Keeps with_anti_affinity_ and assumed_ in step with running_[uid] (r), or drops all three. mu_ held.
   void Reindex(const std::string& uid, const Running& r);
   void Unplace(const std::string& uid);
-  void Ungroup(const std::string& uid);  // drops uid from placed_by_group_ and group_of_; mu_ held
+  void Recount(const std::string& uid, const Running* r);  // counted_ and priorities_by_queue_ for uid; mu_ held
+  void Ungroup(const std::string& uid);                    // drops uid from placed_by_group_ and group_of_; mu_ held
   // Gangs. The members of `group` placed (bound or assumed); mu_ held.
   size_t PlacedInGroup(const std::string& group) const;
   // Places a gang that still lacks members (the popped pod `uid` is one): reserves min-available minus placed
@@ -403,6 +408,19 @@ class SchedulerCore {
   bool wants_forecast_ = false;  // a policy of the profile reads an interference forecast, and a model is given
   bool hint_room_ = true;        // WakeForRoomOn may match pods against the node's filters (no policy reads inputs)
   common::Rng rng_;
+  // Requests that fit nowhere and found no victims at fit_nowhere_epoch_ (the cluster's FreedGeneration plus
+  // placed_epoch_): another pod that asks the same of the same queue fails alike until the epoch moves.
+  struct FitNowhere {
+    core::PodRequest request;
+    std::string queue;
+    bool reclaim = false;
+    std::string summary;
+    uint32_t blockers = 0;
+  };
+  static constexpr size_t kFitNowhereMax = 64;
+  std::vector<FitNowhere> fit_nowhere_;
+  uint64_t fit_nowhere_epoch_ = 0;
+  std::atomic<uint64_t> placed_epoch_{0};  // pods placed (bound, assumed) or gone: victims and queues changed
 
   mutable std::mutex mu_;
   std::unordered_map<std::string, Pending> pending_;    // GUARDED_BY(mu_), by uid
@@ -412,6 +430,10 @@ class SchedulerCore {
   // GUARDED_BY(mu_): placed gang members by group (namespace/pod-group), and each one's group.
   std::unordered_map<std::string, std::unordered_set<std::string>> placed_by_group_;
   std::unordered_map<std::string, std::string> group_of_;
+  // GUARDED_BY(mu_): the placed pods that may be victims (bound, not leaving), by uid with their queue and
+  // priority, and the priorities of each queue's (AnyPossibleVictim). Kept in step by Recount.
+  std::unordered_map<std::string, std::pair<std::string, int32_t>> counted_;
+  std::unordered_map<std::string, std::multiset<int32_t>> priorities_by_queue_;
   std::map<std::string, core::DisruptionBudget> budgets_;   // GUARDED_BY(mu_), by namespace/name
   std::unordered_map<std::string, int32_t> pod_group_min_;  // GUARDED_BY(mu_): PodGroups' minMember by ns/name
   // GUARDED_BY(mu_): namespace labels, replaced (never changed in place) on each change, so that an attempt keeps

@@ -29,6 +29,7 @@ void SchedulingQueue::Remove(Entry& e) {
       break;
     case Where::kUnschedulable:
       unschedulable_.erase({e.since_ms, e.pod.uid});
+      CountBlockers(e.blockers, -1);
       break;
     case Where::kInFlight:
       in_flight_.erase(e.pod.uid);
@@ -151,6 +152,7 @@ void SchedulingQueue::Requeue(const std::string& uid, Outcome outcome, uint32_t 
   e.since_ms = now;
   e.blockers = blockers;
   unschedulable_.insert({now, uid});
+  CountBlockers(blockers, +1);
 }
 
 void SchedulingQueue::Done(const std::string& uid) {
@@ -164,8 +166,26 @@ void SchedulingQueue::Done(const std::string& uid) {
 
 size_t SchedulingQueue::OnClusterEvent(uint32_t freed) { return OnClusterEvent(freed, nullptr); }
 
+void SchedulingQueue::CountBlockers(uint32_t blockers, int sign) {
+  for (size_t bit = 0; bit < blocked_by_.size(); ++bit) {
+    if ((blockers & (1U << bit)) != 0) {
+      blocked_by_[bit] = static_cast<size_t>(static_cast<int64_t>(blocked_by_[bit]) + sign);
+    }
+  }
+}
+
 size_t SchedulingQueue::OnClusterEvent(uint32_t freed, const std::function<bool(const QueuedPod&)>& may_help) {
   std::lock_guard lock(mu_);
+  for (const auto& uid : in_flight_) {
+    pods_.at(uid).freed_in_flight |= freed;
+  }
+  bool any = false;  // an unschedulable pod blocked by one of `freed`
+  for (size_t bit = 0; bit < blocked_by_.size() && !any; ++bit) {
+    any = (freed & (1U << bit)) != 0 && blocked_by_[bit] > 0;
+  }
+  if (!any) {
+    return 0;
+  }
   const int64_t now = clock_.NowMs();
   std::vector<std::string> moving;
   for (const auto& [since, uid] : unschedulable_) {
@@ -176,9 +196,6 @@ size_t SchedulingQueue::OnClusterEvent(uint32_t freed, const std::function<bool(
   }
   for (const auto& uid : moving) {
     ToActive(pods_.at(uid), now);
-  }
-  for (const auto& uid : in_flight_) {
-    pods_.at(uid).freed_in_flight |= freed;
   }
   return moving.size();
 }

@@ -22,6 +22,7 @@
 //
 // Thread-safety: all methods may be called from any thread (one mutex).
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -149,7 +150,9 @@ class SchedulingQueue {
   std::vector<const std::string*> ready_queues_;             // Pop's scratch
   std::set<std::pair<int64_t, std::string>> backoff_;        // (until, uid)
   std::set<std::pair<int64_t, std::string>> unschedulable_;  // (since, uid)
-  std::set<std::string> in_flight_;                          // popped, not yet requeued or done
+  std::array<size_t, 32> blocked_by_{};                      // unschedulable pods per Blocker bit
+  void CountBlockers(uint32_t blockers, int sign);
+  std::set<std::string> in_flight_;  // popped, not yet requeued or done
 };
 
 }  // namespace gpusched::sched

@@ -1,7 +1,7 @@
 #include "gpusched/webhook/mutator.h"
 
 #include <algorithm>
-#include <array>
+#include <iterator>
 
 #include "gpusched/kube/resources.h"
 
@@ -11,7 +11,6 @@ namespace {
 using nlohmann::json;
 
 // The countable device resources gpusched's agent serves: with one of them the kubelet already calls a plugin.
-constexpr std::array<std::string_view, 3> kDeviceResources = {kube::kResGpu, kube::kResNvidiaGpu, kube::kResKetiMps};
 constexpr std::string_view kDefaultScheduler = "default-scheduler";
 
 const json* Member(const json& j, std::string_view key) {
@@ -23,7 +22,8 @@ const json* Member(const json& j, std::string_view key) {
 }
 
 bool HasAny(const json* list, auto&& names) {
-  return list != nullptr && std::any_of(names.begin(), names.end(), [&](const auto& n) { return list->contains(n); });
+  return list != nullptr &&
+         std::any_of(std::begin(names), std::end(names), [&](const auto& n) { return list->contains(n); });
 }
 
 // Rule 1 of mutator.h for one container at JSON Pointer `path`.
@@ -38,7 +38,7 @@ void AddDeviceCount(const json& container, const std::string& path, const Webhoo
   if ((limits != nullptr && !limits->is_object()) || (requests != nullptr && !requests->is_object())) {
     return;
   }
-  if (HasAny(limits, kDeviceResources) || HasAny(requests, kDeviceResources)) {
+  if (HasAny(limits, kube::kCountableGpuResources) || HasAny(requests, kube::kCountableGpuResources)) {
     return;
   }
   auto request = kube::DecodeContainerGpuRequest(container, config.resources);
