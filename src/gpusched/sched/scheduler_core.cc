@@ -395,7 +395,7 @@ void SchedulerCore::OnPod(EventType type, const core::WatchedPod& pod) {
     uint32_t freed = 0;
     freed |= gone && held ? kFreedByRelease & ~kFreedByRoom : 0U;
     freed |= placed ? sched::kBlockedByPodAdded : 0U;
-    placed_epoch_ += placed || (gone && held) ? 1U : 0U;
+    placed_epoch_ += placed ? 1U : 0U;  // (what a pod that is gone held moves FreedGeneration)
     freed |= leaving ? sched::kBlockedByPods : 0U;
     size_t woken = freed != 0 ? queue_.OnClusterEvent(freed) : 0;
     woken += gone && held ? WakeForRoomOn(held_on) : 0;

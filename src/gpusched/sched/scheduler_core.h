@@ -420,7 +420,7 @@ class SchedulerCore {
   static constexpr size_t kFitNowhereMax = 64;
   std::vector<FitNowhere> fit_nowhere_;
   uint64_t fit_nowhere_epoch_ = 0;
-  std::atomic<uint64_t> placed_epoch_{0};  // pods placed (bound, assumed) or gone: victims and queues changed
+  std::atomic<uint64_t> placed_epoch_{0};  // pods placed (bound, assumed): victims and queues changed
 
   mutable std::mutex mu_;
   std::unordered_map<std::string, Pending> pending_;    // GUARDED_BY(mu_), by uid
