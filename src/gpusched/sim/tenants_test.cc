@@ -184,5 +184,29 @@ TEST(TenantsTest, AGangThatCannotFitWholeReclaimsNothing) {
   EXPECT_EQ(out->partial_gang_events, 0);
 }
 
+// A cluster or queues the scheduler cannot take are named before any pod runs: two nodes of one name, a queue that
+// breaks the rules (a negative guarantee), a pod naming a queue that is not there.
+TEST(TenantsTest, BadClustersAndQueuesAreNamed) {
+  const Workload workload = EmptyWorkload();
+  const std::vector<TenantPod> pods = {WholeGpu("a", 0, 0, 10)};
+  const Cluster twins{.name = "twins",
+                      .nodes = {testing::Node("n0").Gpus(1).Build(), testing::Node("n0").Gpus(2).Build()}};
+  auto dup = SimulateTenants(twins, workload, pods, TenantSpec{.queues = {Queue("q", 0)}, .policy = "binpack"});
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("two of one name"), std::string::npos) << dup.status().message();
+
+  TenantQueue negative = Queue("bad", 0);
+  negative.spec.guaranteed.gpus = -1;
+  auto bad = SimulateTenants(OneNode(2), workload, pods, TenantSpec{.queues = {negative}, .policy = "binpack"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("queue bad"), std::string::npos) << bad.status().message();
+
+  const std::vector<TenantPod> stray = {WholeGpu("a", 3, 0, 10)};
+  auto missing =
+      SimulateTenants(OneNode(2), workload, stray, TenantSpec{.queues = {Queue("q", 0)}, .policy = "binpack"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("names queue 3"), std::string::npos) << missing.status().message();
+}
+
 }  // namespace
 }  // namespace gpusched::sim
