@@ -259,10 +259,10 @@ void GpuQueues::Recompute() const {
   dirty_ = false;
 }
 
-double GpuQueues::RankLocked(const Queue& q) const {
+double GpuQueues::RankLocked(const Queue& q, const GpuAmount& more) const {
   double rank = 0;
   for (size_t i = 0; i < kDims.size(); ++i) {
-    const double held = static_cast<double>(q.allocated.*kDims[i]);
+    const double held = static_cast<double>(q.allocated.*kDims[i] + more.*kDims[i]);
     if (held <= 0) continue;
     rank = std::max(rank, q.fair_exact[i] > 0 ? held / q.fair_exact[i] : kBeyondShare);
   }
@@ -274,6 +274,13 @@ double GpuQueues::Rank(const std::string& queue) const {
   Recompute();
   auto it = queues_.find(queue);
   return (it != queues_.end() ? it->second : queues_.at(kDefaultQueue)).rank;
+}
+
+double GpuQueues::RankIf(const std::string& queue, const GpuAmount& more) const {
+  std::lock_guard lock(mu_);
+  Recompute();
+  auto it = queues_.find(queue);
+  return RankLocked(it != queues_.end() ? it->second : queues_.at(kDefaultQueue), more);
 }
 
 size_t GpuQueues::Lowest(std::span<const std::string* const> queues) const {

@@ -97,6 +97,8 @@ class GpuQueues {
 
   // The queue's rank (lower is tried first); 0 for a queue with nothing allocated.
   [[nodiscard]] double Rank(const std::string& queue) const;
+  // The rank the queue would have with `more` allocated to it.
+  [[nodiscard]] double RankIf(const std::string& queue, const GpuAmount& more) const;
   // The index of the queue of the lowest rank among `queues` (the first of equals); queues must not be empty.
   [[nodiscard]] size_t Lowest(std::span<const std::string* const> queues) const;
   // Whether a pod holding `victim` in `queue` may be evicted to give back a guarantee of `reclaimer` (a queue),
@@ -133,7 +135,7 @@ class GpuQueues {
   std::string JoinRefusalLocked(const std::string& queue, const std::string& namespace_) const;
   const Queue* Find(const std::string& name) const;
   void Recompute() const;  // fair shares when dirty; mu_ held
-  double RankLocked(const Queue& q) const;
+  double RankLocked(const Queue& q, const GpuAmount& more = {}) const;
   void Forget(const std::string& uid);               // mu_ held
   void Set(const std::string& uid, PodEntry entry);  // Forget, then record and account; takes mu_
   // Adds (or takes away) a pod's demand to its queue's allocated or pending amounts and counts; mu_ held.

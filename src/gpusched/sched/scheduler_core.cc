@@ -306,10 +306,14 @@ void SchedulerCore::OnPod(EventType type, const core::WatchedPod& pod) {
       std::string namespace_, name, uid;
     };
     std::vector<Member> left_running;
+    std::string left_queue;  // the GPU queue a placed pod that is gone counted in
     {
       std::lock_guard lock(mu_);
       was_pending = pending_.erase(uid) > 0;
       if (gone) {
+        if (auto r = running_.find(uid); r != running_.end()) {
+          left_queue = r->second.queue;
+        }
         if (auto r = running_.find(uid); r != running_.end() && !r->second.group.empty()) {
           const size_t before = PlacedInGroup(r->second.group);
           const size_t min = static_cast<size_t>(r->second.min_available);
@@ -368,6 +372,7 @@ void SchedulerCore::OnPod(EventType type, const core::WatchedPod& pod) {
     }
     if (was_pending) {
       queue_.Delete(uid);
+      ReofferOrphanedRooms();  // the room it was woken for, if it was
       DropNomination(uid);
       if (pod.node_name.empty() || gone) {
         gpu_queues_.Release(uid);  // no longer pending (deleted, or someone else's now)
@@ -399,6 +404,7 @@ void SchedulerCore::OnPod(EventType type, const core::WatchedPod& pod) {
     freed |= leaving ? sched::kBlockedByPods : 0U;
     size_t woken = freed != 0 ? queue_.OnClusterEvent(freed) : 0;
     woken += gone && held ? WakeForRoomOn(held_on) : 0;
+    woken += gone && held && !left_queue.empty() ? WakeWithinGuarantee(left_queue) : 0;
     if (woken > 0) {
       Wake();
     }
@@ -551,10 +557,96 @@ size_t SchedulerCore::WakeForRoomOn(const common::NodeName& node) {
   if (view == nullptr) {
     return 0;  // the node is gone: no room there
   }
-  // A nominee waits for its victims to leave the room held for it, which the view shows taken.
-  return queue_.OnClusterEvent(kFreedByRoom, [this, view](const sched::QueuedPod& p) {
-    return p.request == nullptr || nominations_.contains(p.uid) || runner_.Filter(*p.request, *view).fits();
-  });
+  // The parked pods are offered the room in the order they would be tried; each that fits what is left is counted
+  // into it, and the offer goes on to pods that fit the rest. A nominee waits for its victims to leave the room held
+  // for it, which the view shows taken: it is woken whatever the room.
+  core::NodeView room = *view;
+  const uint64_t generation = view->generation;
+  common::Rng guess_rng(generation);        // (the GPUs a woken pod is counted on: a guess that leaves rng_ alone)
+  int64_t idle = room.IdleMilli().value();  // (a bound checked before the filters)
+  using Offer = sched::SchedulingQueue::Offer;
+  const size_t woken = queue_.WakeInOrder(
+      kFreedByRoom, node.str(),
+      [&](const sched::QueuedPod& p) {
+        if (p.request == nullptr || nominations_.contains(p.uid)) {
+          return Offer::kWake;
+        }
+        const core::PodRequest& r = *p.request;
+        if (r.TotalGpuMilli().value() > idle || r.cpu > room.cpu_free || r.memory > room.memory_free ||
+            (p.declined_node == node.str() && p.declined_generation == generation) || !runner_.Filter(r, room).fits()) {
+          return Offer::kPass;
+        }
+        sched::AddToView(room, core::Allocation{.pod = r.uid,
+                                                .node = node,
+                                                .cpu = r.cpu,
+                                                .memory = r.memory,
+                                                .containers = policy_->SelectGpus(r, room, guess_rng),
+                                                .scalars = r.scalars,
+                                                .host_ports = r.host_ports,
+                                                .share_group = r.GpuShareGroup()});
+        idle = room.IdleMilli().value();
+        return Offer::kWakeForRoom;
+      },
+      [this](const std::string& queue, const core::GpuAmount& more) { return gpu_queues_.RankIf(queue, more); });
+  return woken;
+}
+
+size_t SchedulerCore::WakeWithinGuarantee(const std::string& queue) {
+  using Offer = sched::SchedulingQueue::Offer;
+  // Only as many as the guarantee has room for, in the order they would be tried.
+  core::GpuAmount counted;
+  return queue_.WakeInOrder(
+      sched::kBlockedByGuarantee, {},
+      [&](const sched::QueuedPod& p) {
+        if (p.request == nullptr) {
+          return Offer::kWake;
+        }
+        const core::GpuAmount demand = core::DemandOf(*p.request);
+        if (!gpu_queues_.Admit(p.queue, counted + demand).within_guarantee) {
+          return Offer::kPass;
+        }
+        counted += demand;
+        return Offer::kWake;
+      },
+      nullptr, queue);
+}
+
+void SchedulerCore::ReofferRoom(const sched::QueuedPod& popped) {
+  const common::NodeName node(popped.woken_for);
+  bool landed = false;  // the pod took room on the node it was woken for
+  uint64_t generation = 0;
+  {
+    auto lock = cache_.ReadLock();
+    const core::Allocation* a = cache_.state().FindAllocation(common::PodUid(popped.uid));
+    landed = a != nullptr && a->node == node;
+    if (const core::NodeView* view = cache_.state().Find(node); view != nullptr) {
+      generation = view->generation;
+    }
+  }
+  const bool last = queue_.TicketsFor(popped.woken_for) == 0;  // the last pod woken for that room was tried
+  if (landed && !last) {
+    return;  // the room it was counted on is taken as counted; the others woken for it go on
+  }
+  if (!landed) {
+    // (A pod placed elsewhere is no longer queued.) A gang's attempt tries every pending member: all of them pass
+    // the room by, or the next member woken for it would try the same gang again.
+    std::vector<std::string> declined = {popped.uid};
+    if (const core::PodRequest* r = popped.request.get(); r != nullptr && r->min_available > 1) {
+      std::lock_guard guard(mu_);
+      for (const auto& [other, p] : pending_) {
+        if (other != popped.uid && p.request.ok() && p.namespace_ == r->namespace_ &&
+            p.request->pod_group == r->pod_group) {
+          declined.push_back(other);
+        }
+      }
+    }
+    for (const std::string& uid : declined) {
+      queue_.Decline(uid, popped.woken_for, generation);
+    }
+  }
+  if (WakeForRoomOn(node) > 0) {
+    Wake();
+  }
 }
 
 void SchedulerCore::OnGpuQueue(EventType type, const std::string& name, const std::string& spec_text,
@@ -706,7 +798,7 @@ struct SchedulerCore::VictimPool {
   struct Node {
     const core::NodeView* view = nullptr;
     std::vector<sched::PotentialVictim> potential;
-    std::vector<sched::PodOnNode> pods;  // potential[i] as inter-pod constraints see it
+    std::vector<sched::PodOnNode> pods;  // potential[i] as inter-pod constraints see it (when asked for)
     // For potential[i] of another GPU queue (a reclaim): its queue and what it holds of it; empty queue otherwise.
     std::vector<std::pair<std::string, core::GpuAmount>> reclaim;
   };
@@ -730,15 +822,22 @@ bool CouldFree(const PoolNode& node, const core::PodRequest& request) {
 
 SchedulerCore::VictimPool SchedulerCore::CollectVictims(const core::ClusterState& state,
                                                         const std::vector<const core::NodeView*>& views,
-                                                        int32_t priority, const std::string& queue, bool reclaim) {
+                                                        int32_t priority, const std::string& queue, bool reclaim,
+                                                        int64_t need_milli, bool with_pods) {
   VictimPool pool;
   std::lock_guard lock(mu_);  // lock order: the cache's lock is held, then mu_
   for (const auto& [key, b] : budgets_) {
     pool.budgets.push_back(b);
     pool.allowed.push_back(b.disruptions_allowed);
   }
+  // Per other queue and per set of dimensions a pod holds: whether such a pod may be reclaimed, and the queue's
+  // rank (both the same for every pod of the queue within one plan).
+  std::map<std::pair<std::string, int>, bool> may_reclaim;
+  std::map<std::string, double> rank;
+  std::vector<const Running*> found;
   for (const core::NodeView* view : views) {
-    VictimPool::Node c{.view = view};
+    found.clear();
+    int64_t could_free = view->IdleMilli().value();
     for (const common::PodUid& pod : state.PodsOn(view->name())) {
       if (IsReservation(pod)) {
         continue;
@@ -749,27 +848,58 @@ SchedulerCore::VictimPool SchedulerCore::CollectVictims(const core::ClusterState
       }
       // Of its own queue, pods of lower priority; of other queues, with `reclaim`, pods of queues that borrow
       // beyond their guarantee in a dimension the pod holds.
-      const bool own_queue = r->second.queue == queue;
-      if (own_queue ? r->second.priority >= priority
-                    : !reclaim || !gpu_queues_.MayReclaim(r->second.queue, r->second.demand, {}, queue)) {
-        continue;
+      const Running& run = r->second;
+      if (run.queue == queue) {
+        if (run.priority >= priority) {
+          continue;
+        }
+      } else {
+        if (!reclaim) {
+          continue;
+        }
+        const int dims =
+            (run.demand.gpus > 0 ? 1 : 0) | (run.demand.milli > 0 ? 2 : 0) | (run.demand.memory_mib > 0 ? 4 : 0);
+        auto [it, inserted] = may_reclaim.try_emplace({run.queue, dims}, false);
+        if (inserted) {
+          it->second = gpu_queues_.MayReclaim(run.queue, run.demand, {}, queue);
+        }
+        if (!it->second) {
+          continue;
+        }
       }
-      sched::PotentialVictim v{.allocation = state.FindAllocation(pod),
-                               .priority = r->second.priority,
-                               .start_ms = r->second.start_ms,
-                               .over_share = own_queue ? 0.0 : gpu_queues_.Rank(r->second.queue)};
+      found.push_back(&run);
+      could_free += state.FindAllocation(pod)->TotalMilli().value();
+    }
+    if (found.empty() || could_free < need_milli) {
+      continue;  // nobody here, or even everyone gone would not free the GPU compute asked for
+    }
+    VictimPool::Node c{.view = view};
+    for (const Running* run : found) {
+      const bool own_queue = run->queue == queue;
+      double over_share = 0.0;
+      if (!own_queue) {
+        auto [it, inserted] = rank.try_emplace(run->queue, 0.0);
+        if (inserted) {
+          it->second = gpu_queues_.Rank(run->queue);
+        }
+        over_share = it->second;
+      }
+      sched::PotentialVictim v{.allocation = state.FindAllocation(run->uid),
+                               .priority = run->priority,
+                               .start_ms = run->start_ms,
+                               .over_share = over_share};
       for (size_t b = 0; b < pool.budgets.size(); ++b) {
-        if (pool.budgets[b].Counts(r->second.namespace_, r->second.name, r->second.labels)) {
+        if (pool.budgets[b].Counts(run->namespace_, run->name, run->labels)) {
           v.pdbs.push_back(b);
         }
       }
       c.potential.push_back(std::move(v));
-      c.pods.push_back(r->second);
-      c.reclaim.emplace_back(own_queue ? std::string() : r->second.queue, r->second.demand);
+      if (with_pods) {
+        c.pods.push_back(*run);
+      }
+      c.reclaim.emplace_back(own_queue ? std::string() : run->queue, run->demand);
     }
-    if (!c.potential.empty()) {
-      pool.nodes.push_back(std::move(c));
-    }
+    pool.nodes.push_back(std::move(c));
   }
   return pool;
 }
@@ -915,7 +1045,6 @@ std::optional<SchedulerCore::Nomination> SchedulerCore::PlanPreemption(const cor
       }
     }
   }
-  VictimPool pool = CollectVictims(state, views, request.priority, queue, reclaim);
   // Inter-pod constraints follow the victims as they are taken off and put back (kube-scheduler's RemovePod and
   // AddPod): evicting a pod can end an anti-affinity conflict or a spread skew. One copy serves every node: after
   // each node its victims are put back.
@@ -924,43 +1053,57 @@ std::optional<SchedulerCore::Nomination> SchedulerCore::PlanPreemption(const cor
   auto fits = [&](const core::NodeView& v) {
     return runner_.Filter(request, v).fits() && (!with_constraints || constraints.Passes(*v.node));
   };
+  // As kube-scheduler's DefaultPreemption: candidates are sought on the nodes in turn, from where the last search
+  // stopped, until max(10 % of the nodes, 100) are found; the best of those is chosen.
+  const size_t enough = std::max<size_t>(kMinCandidateNodes, views.size() * kMinCandidateNodesPercent / 100);
+  const size_t start = views.empty() ? 0 : candidate_offset_ % views.size();
+  std::rotate(views.begin(), views.begin() + static_cast<std::ptrdiff_t>(start), views.end());
   std::vector<sched::VictimSet> candidates;
-  std::vector<size_t> from;
-  for (size_t n = 0; n < pool.nodes.size(); ++n) {
-    const VictimPool::Node& c = pool.nodes[n];
-    if (!CouldFree(c, request)) {
-      continue;  // even every possible victim gone would not free the GPU compute the pod asks for
-    }
-    sched::VictimChange follow;
-    if (with_constraints) {
-      follow = [&](const sched::PotentialVictim& v, int delta) {
-        constraints.Update(c.pods[static_cast<size_t>(&v - c.potential.data())], delta, state);
-      };
-    }
-    auto s = sched::SelectVictimsOnNode(*c.view, c.potential, pool.allowed, fits, follow);
-    if (with_constraints) {
-      for (size_t i = 0; i < c.potential.size(); ++i) {  // put back what is still off
-        const bool off = !s.has_value() || std::find(s->victims.begin(), s->victims.end(),
-                                                     c.potential[i].allocation->pod) != s->victims.end();
-        if (off) {
-          constraints.Update(c.pods[i], +1, state);
+  std::vector<const core::NodeView*> from;
+  std::vector<core::DisruptionBudget> budgets;
+  size_t searched = 0;
+  for (size_t first = 0; first < views.size() && candidates.size() < enough; first += kPreemptionChunk) {
+    const std::vector<const core::NodeView*> chunk(
+        views.begin() + static_cast<std::ptrdiff_t>(first),
+        views.begin() + static_cast<std::ptrdiff_t>(std::min(views.size(), first + kPreemptionChunk)));
+    VictimPool pool = CollectVictims(state, chunk, request.priority, queue, reclaim, request.TotalGpuMilli().value(),
+                                     with_constraints);
+    budgets = pool.budgets;
+    searched = first + chunk.size();
+    for (size_t n = 0; n < pool.nodes.size() && candidates.size() < enough; ++n) {
+      const VictimPool::Node& c = pool.nodes[n];
+      sched::VictimChange follow;
+      if (with_constraints) {
+        follow = [&](const sched::PotentialVictim& v, int delta) {
+          constraints.Update(c.pods[static_cast<size_t>(&v - c.potential.data())], delta, state);
+        };
+      }
+      auto s = sched::SelectVictimsOnNode(*c.view, c.potential, pool.allowed, fits, follow);
+      if (with_constraints) {
+        for (size_t i = 0; i < c.potential.size(); ++i) {  // put back what is still off
+          const bool off = !s.has_value() || std::find(s->victims.begin(), s->victims.end(),
+                                                       c.potential[i].allocation->pod) != s->victims.end();
+          if (off) {
+            constraints.Update(c.pods[i], +1, state);
+          }
         }
       }
-    }
-    std::map<std::string, core::GpuAmount> taken;
-    if (s.has_value() && !s->victims.empty() && ReclaimAllowed(pool, n, *s, queue, taken) &&
-        WholeGangs(*s, request.priority, queue)) {
-      candidates.push_back(std::move(*s));
-      from.push_back(n);
+      std::map<std::string, core::GpuAmount> taken;
+      if (s.has_value() && !s->victims.empty() && ReclaimAllowed(pool, n, *s, queue, taken) &&
+          WholeGangs(*s, request.priority, queue)) {
+        candidates.push_back(std::move(*s));
+        from.push_back(c.view);
+      }
     }
   }
+  candidate_offset_ = start + searched;
   if (candidates.empty()) {
     return std::nullopt;
   }
   const size_t best = sched::PickCandidate(candidates);
   const sched::VictimSet& chosen = candidates[best];
   // The room the pod will take: its GPUs chosen on the node as it will be once the victims are gone.
-  core::NodeView after = *pool.nodes[from[best]].view;
+  core::NodeView after = *from[best];
   for (const common::PodUid& victim : chosen.victims) {
     if (const core::Allocation* a = state.FindAllocation(victim); a != nullptr && a->node == chosen.node) {
       sched::RemoveFromView(after, *a);  // (the rest of a gang that goes whole may be on other nodes)
@@ -968,7 +1111,7 @@ std::optional<SchedulerCore::Nomination> SchedulerCore::PlanPreemption(const cor
   }
   Nomination plan =
       RoomFor(request, core::Allocation{.node = chosen.node, .containers = policy_->SelectGpus(request, after, rng_)});
-  auto victims = EvictionOrder(chosen.victims, pool.budgets, queue, plan.reclaimed_from);
+  auto victims = EvictionOrder(chosen.victims, budgets, queue, plan.reclaimed_from);
   if (!victims.has_value()) {
     return std::nullopt;
   }
@@ -1013,7 +1156,7 @@ std::optional<SchedulerCore::GangPreemption> SchedulerCore::PlanGangPreemption(
       views.push_back(&state.View(i));
     }
   }
-  VictimPool pool = CollectVictims(state, views, priority, queue, reclaim);
+  VictimPool pool = CollectVictims(state, views, priority, queue, reclaim, 0, false);
   // The plan so far: the nodes as it leaves them (victims off, rooms on), who is chosen already, what the budgets
   // still allow and what the reclaimed queues have given.
   std::vector<std::optional<core::NodeView>> after(pool.nodes.size());
@@ -1257,8 +1400,27 @@ bool SchedulerCore::ScheduleOne() {
   if (!popped.has_value()) {
     return false;
   }
+  Attempt(*popped);
+  if (!popped->woken_for.empty()) {
+    ReofferRoom(*popped);  // what it was woken for and did not take goes to the next pod that fits it
+  }
+  ReofferOrphanedRooms();  // (gang members claimed out of turn)
+  return true;
+}
+
+void SchedulerCore::ReofferOrphanedRooms() {
+  size_t woken = 0;
+  for (const std::string& node : queue_.TakeOrphanedRooms()) {
+    woken += WakeForRoomOn(common::NodeName(node));
+  }
+  if (woken > 0) {
+    Wake();
+  }
+}
+
+void SchedulerCore::Attempt(const sched::QueuedPod& popped) {
   const auto started = std::chrono::steady_clock::now();
-  const std::string& uid = popped->uid;
+  const std::string& uid = popped.uid;
   Pending pod;
   bool charged = false;  // placed here already (a retried bind): its queue counts it
   {
@@ -1266,14 +1428,14 @@ bool SchedulerCore::ScheduleOne() {
     auto it = pending_.find(uid);
     if (it == pending_.end()) {
       queue_.Done(uid);  // gone meanwhile
-      return true;
+      return;
     }
     pod = it->second;
     charged = running_.contains(uid);
   }
   if (!pod.request.ok()) {
     Unschedulable(uid, pod, "the pod's resource request is invalid: " + pod.request.status().message(), 0);
-    return true;
+    return;
   }
   if (!pod.hard_fields.empty()) {
     Unschedulable(uid, pod,
@@ -1281,7 +1443,7 @@ bool SchedulerCore::ScheduleOne() {
                       "; the pod is not placed rather than placed without it (use a scheduler that evaluates it, "
                       "or remove it)",
                   0);
-    return true;
+    return;
   }
   const core::PodRequest& request = *pod.request;
   // The pod's GPU queue: over its limit, the pod waits for quota (a pod of the queue leaving, or new queues).
@@ -1289,12 +1451,12 @@ bool SchedulerCore::ScheduleOne() {
   if (request.RequestsGpu() && !charged) {
     if (std::string refusal = QueueJoinRefusal(pod); !refusal.empty()) {
       Unschedulable(uid, pod, refusal, sched::kBlockedByQuota);
-      return true;
+      return;
     }
     const auto admission = gpu_queues_.Admit(pod.queue, pod.demand);
     if (!admission.admitted) {
       Unschedulable(uid, pod, admission.reason, sched::kBlockedByQuota);
-      return true;
+      return;
     }
     within_guarantee = admission.within_guarantee;
   }
@@ -1313,12 +1475,12 @@ bool SchedulerCore::ScheduleOne() {
       if (state.IsConfirmed(request.uid)) {
         lock.unlock();
         queue_.Done(uid);  // bound; the watch will show it
-        return true;
+        return;
       }
       if (!cache_.AwaitsBindOutcome(request.uid)) {
         lock.unlock();
         queue_.Requeue(uid, sched::SchedulingQueue::Outcome::kError);  // its bind still runs
-        return true;
+        return;
       }
       task.allocation = *held;  // the last bind's outcome is unknown: send the same Binding again
     } else {
@@ -1331,7 +1493,7 @@ bool SchedulerCore::ScheduleOne() {
         }
         if (placed < static_cast<size_t>(request.min_available)) {
           ScheduleGang(uid, pod, group, placed, lock, started);
-          return true;
+          return;
         }
         // The group has its min-available placed: this member is placed like any pod.
       }
@@ -1359,7 +1521,7 @@ bool SchedulerCore::ScheduleOne() {
             lock.unlock();
             Unschedulable(uid, pod, f.summary, f.blockers);
             ObserveAttempt(started);
-            return true;
+            return;
           }
         }
       }
@@ -1374,10 +1536,10 @@ bool SchedulerCore::ScheduleOne() {
         queue_.Requeue(uid, sched::SchedulingQueue::Outcome::kError);
         std::lock_guard stats_lock(mu_);
         ++stats_.errors;
-        return true;
+        return;
       }
       if (!result->allocation.has_value()) {
-        const uint32_t blockers = BlockersOf(*result, request, state, inter_pod);
+        uint32_t blockers = BlockersOf(*result, request, state, inter_pod);
         std::string summary = result->Summary();
         std::optional<Nomination> plan;
         size_t leaving = 0;
@@ -1396,6 +1558,9 @@ bool SchedulerCore::ScheduleOne() {
           plan = PlanPreemption(request, state, *result, inter_pod, pod.queue, within_guarantee);
           if (plan.has_value() && !HoldNomination(uid, *plan, state)) {
             plan.reset();
+          }
+          if (!plan.has_value() && !within_guarantee && request.RequestsGpu()) {
+            blockers |= sched::kBlockedByGuarantee;  // back within it, it may take room from borrowers
           }
         }
         if (may_reuse && leaving == 0 && !plan.has_value() && fit_nowhere_.size() < kFitNowhereMax) {
@@ -1426,7 +1591,7 @@ bool SchedulerCore::ScheduleOne() {
             {{"pod", pod.namespace_ + "/" + request.name}, {"reason", "unschedulable"}});
         Unschedulable(uid, pod, std::move(summary), blockers, backoff);
         ObserveAttempt(started);
-        return true;
+        return;
       }
       task.allocation = std::move(*result->allocation);
       RecordAssumed(uid, pod, task.allocation);
@@ -1441,7 +1606,6 @@ bool SchedulerCore::ScheduleOne() {
   }
   ObserveAttempt(started);
   Dispatch(std::move(task));
-  return true;
 }
 
 void SchedulerCore::ScheduleGang(const std::string& uid, const Pending& pod, const std::string& group, size_t placed,
@@ -1622,6 +1786,9 @@ void SchedulerCore::ScheduleGang(const std::string& uid, const Pending& pod, con
       }
       const bool within_guarantee = gpu_queues_.Admit(pod.queue, demand).within_guarantee;
       plan = PlanGangPreemption(unplaced, need - reserved.size(), state, pod.queue, within_guarantee);
+      if (!plan.has_value() && !within_guarantee) {
+        blockers |= sched::kBlockedByGuarantee;  // back within it, it may take room from borrowers
+      }
     }
     // All or nothing: give back what was reserved; with a plan, every member's room is held instead while the
     // victims leave (the reserved ones where they were reserved), and nothing binds until the group fits whole.

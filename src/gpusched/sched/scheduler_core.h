@@ -300,8 +300,11 @@ class SchedulerCore {
   // Whether anyone could be a victim (CollectVictims' rules, before any node is looked at): a placed pod of `queue`
   // below `priority`, or with `reclaim` a queue borrowing beyond its guarantee. Takes mu_.
   [[nodiscard]] bool AnyPossibleVictim(int32_t priority, const std::string& queue, bool reclaim) const;
+  // Nodes where evicting every possible victim would free less GPU compute than `need_milli` are left out;
+  // `with_pods`: each victim as inter-pod constraints see it too (VictimPool::Node::pods).
   VictimPool CollectVictims(const core::ClusterState& state, const std::vector<const core::NodeView*>& views,
-                            int32_t priority, const std::string& queue, bool reclaim);
+                            int32_t priority, const std::string& queue, bool reclaim, int64_t need_milli,
+                            bool with_pods);
   // Whether the reclaimed victims among `set` (on pool node `node`) may be taken, counting what `taken` holds
   // already per queue (and adding theirs when allowed).
   bool ReclaimAllowed(const VictimPool& pool, size_t node, const sched::VictimSet& set, const std::string& queue,
@@ -354,7 +357,19 @@ class SchedulerCore {
                                sched::SnapshotBuilder::Hold& hold);
   // A pod that held room on `node` is gone: wakes the pods blocked by capacity that pass the node's filters now
   // (every such pod if a policy filters by a snapshot). Takes the cache's read lock. Returns how many.
+  // The parked pods are offered the room in the order they would be tried, and only those that fit what the
+  // earlier ones left move (each carries the node as its ticket).
   size_t WakeForRoomOn(const common::NodeName& node);
+  // After the attempt of a pod woken for a node's room: if it did not take that room, or it was the last pod
+  // counted into it, the room is offered again (the pod itself passed by until the node changes).
+  void ReofferRoom(const sched::QueuedPod& popped);
+  // Offers again the room of nodes whose woken pods gave it up without an attempt (SchedulingQueue).
+  void ReofferOrphanedRooms();
+  // A pod of `queue` left: its pods that found no victims because the queue was beyond its guarantee, and that are
+  // within it now, are woken (they may reclaim). Returns how many.
+  size_t WakeWithinGuarantee(const std::string& queue);
+  // One attempt of a popped pod: its cycle, preemption or gang, reserve and dispatch of its bind.
+  void Attempt(const sched::QueuedPod& popped);
   // Records a placement this scheduler assumed (Running::assumed) and wakes what waits for a pod to be placed.
   void RecordAssumed(const std::string& uid, const Pending& pod, const core::Allocation& allocation);
   // Drops assumed entries whose allocation is no longer held (forgotten, expired); returns how many.
@@ -418,6 +433,13 @@ class SchedulerCore {
     uint32_t blockers = 0;
   };
   static constexpr size_t kFitNowhereMax = 64;
+  // Preemption looks for candidates as kube-scheduler's DefaultPreemption does (minCandidateNodesPercentage,
+  // minCandidateNodesAbsolute): node after node, from where its last search stopped (candidate_offset_), until
+  // max(10 % of the nodes, 100) nodes offer victims; it chooses among those. Nodes are collected in chunks.
+  static constexpr size_t kMinCandidateNodes = 100;
+  static constexpr size_t kMinCandidateNodesPercent = 10;
+  static constexpr size_t kPreemptionChunk = 64;
+  size_t candidate_offset_ = 0;
   std::vector<FitNowhere> fit_nowhere_;
   uint64_t fit_nowhere_epoch_ = 0;
   std::atomic<uint64_t> placed_epoch_{0};  // pods placed (bound, assumed): victims and queues changed

@@ -120,6 +120,38 @@ TEST_F(SchedulerCoreTest, FreedRoomWakesOnlyThePodsThatFitWhereItWasFreed) {
   }
 }
 
+// Room freed on a node wakes as many waiting pods as it holds, in the order they would be tried; a woken pod that
+// gives the room up (deleted before its attempt) passes it on to the next, and a pod that found no room there is
+// not woken for it again until the node changes.
+TEST_F(SchedulerCoreTest, FreedRoomWakesAsManyPodsAsItHoldsAndPassesOnWhatIsNotTaken) {
+  for (const bool reasons : {true, false}) {
+    SCOPED_TRACE(reasons ? "reasons collected" : "reasons not collected");
+    Make(reasons);
+    core_->OnNode(testing::Node("a").Gpus(2).Cpu(8000).Memory(65536).Build());
+    const core::PodRequest x = Pod("x", 2);
+    const core::Allocation on_a = Run(x);
+    const core::PodRequest p1 = Pod("p1", 1, 30), p2 = Pod("p2", 1, 20), p3 = Pod("p3", 1, 10);
+    for (const core::PodRequest* p : {&p1, &p2, &p3}) {
+      core_->OnPod(core::EventType::kAdded, Watched(*p, nullptr));
+    }
+    while (core_->ScheduleOne()) {
+    }
+    ASSERT_EQ(core_->queue_counts().unschedulable, 3U);
+    core_->OnPod(core::EventType::kDeleted, Watched(x, &on_a));  // two GPUs free on a
+    EXPECT_EQ(core_->queue_counts().active, 2U) << "two 1-GPU pods fill it";
+    EXPECT_EQ(core_->queue_counts().unschedulable, 1U);
+    core_->OnPod(core::EventType::kDeleted, Watched(p1, nullptr));  // gone before its attempt
+    EXPECT_EQ(core_->queue_counts().active, 2U) << "p1's share of the room goes to p3";
+    while (core_->ScheduleOne()) {
+    }
+    ASSERT_GE(binder_.bound().size(), 3U);
+    std::vector<std::string> last = {binder_.bound()[binder_.bound().size() - 2].pod.str(),
+                                     binder_.bound().back().pod.str()};
+    EXPECT_EQ(last, (std::vector<std::string>{"uid-p2", "uid-p3"}));
+    EXPECT_EQ(core_->queue_counts().unschedulable, 0U);
+  }
+}
+
 // A pod of higher priority preempts with or without the reasons collected (the simulator plans over every node);
 // the room held for it wakes it when its victim is gone, though the view shows the room taken.
 TEST_F(SchedulerCoreTest, PreemptionPlansWithOrWithoutReasonsAndTheNomineeWakes) {

@@ -17,6 +17,7 @@ int64_t SchedulingQueue::BackoffFor(int attempts) const {
 void SchedulingQueue::Remove(Entry& e) {
   switch (e.where) {
     case Where::kActive: {
+      DropTicket(e, /*orphaned=*/true);
       auto q = active_.find(e.pod.queue);
       if (q != active_.end() && q->second.erase(KeyOf(e)) > 0) {
         --active_count_;
@@ -27,10 +28,15 @@ void SchedulingQueue::Remove(Entry& e) {
     case Where::kBackoff:
       backoff_.erase({e.backoff_until_ms, e.pod.uid});
       break;
-    case Where::kUnschedulable:
+    case Where::kUnschedulable: {
       unschedulable_.erase({e.since_ms, e.pod.uid});
+      auto q = parked_.find(e.pod.queue);
+      if (q != parked_.end() && q->second.erase(KeyOf(e)) > 0 && q->second.empty()) {
+        parked_.erase(q);
+      }
       CountBlockers(e.blockers, -1);
       break;
+    }
     case Where::kInFlight:
       in_flight_.erase(e.pod.uid);
       break;
@@ -58,7 +64,7 @@ void SchedulingQueue::AddOrUpdate(const QueuedPod& pod) {
   if (!inserted) {
     Remove(e);
   }
-  e.pod = pod;
+  e.pod = pod;                 // (a new spec forgets where it found no room)
   e.where = Where::kInFlight;  // so that ToActive's Remove erases nothing of the ordered sets
   ToActive(e, now);
 }
@@ -101,7 +107,7 @@ std::optional<QueuedPod> SchedulingQueue::Pop() {
     std::advance(from, static_cast<std::ptrdiff_t>(std::min(chosen, active_.size() - 1)));
   }
   Entry& e = pods_.at(std::get<3>(*from->second.begin()));
-  from->second.erase(from->second.begin());
+  from->second.erase(from->second.begin());  // (Remove's work for an active pod, ticket aside: below)
   --active_count_;
   if (from->second.empty()) active_.erase(from);
   e.where = Where::kInFlight;
@@ -109,7 +115,9 @@ std::optional<QueuedPod> SchedulingQueue::Pop() {
   e.since_ms = now;
   e.freed_in_flight = 0;
   ++e.attempts;
-  return e.pod;
+  QueuedPod popped = e.pod;
+  DropTicket(e, /*orphaned=*/false);
+  return popped;
 }
 
 bool SchedulingQueue::Claim(const std::string& uid) {
@@ -152,6 +160,7 @@ void SchedulingQueue::Requeue(const std::string& uid, Outcome outcome, uint32_t 
   e.since_ms = now;
   e.blockers = blockers;
   unschedulable_.insert({now, uid});
+  parked_[e.pod.queue].emplace(KeyOf(e), &e);
   CountBlockers(blockers, +1);
 }
 
@@ -198,6 +207,134 @@ size_t SchedulingQueue::OnClusterEvent(uint32_t freed, const std::function<bool(
     ToActive(pods_.at(uid), now);
   }
   return moving.size();
+}
+
+size_t SchedulingQueue::WakeInOrder(uint32_t freed, const std::string& node,
+                                    const std::function<Offer(const QueuedPod&)>& choose, const Rank& rank,
+                                    const std::string& only_queue) {
+  std::lock_guard lock(mu_);
+  for (const auto& uid : in_flight_) {
+    pods_.at(uid).freed_in_flight |= freed;
+  }
+  bool any = false;
+  for (size_t bit = 0; bit < blocked_by_.size() && !any; ++bit) {
+    any = (freed & (1U << bit)) != 0 && blocked_by_[bit] > 0;
+  }
+  if (!any) {
+    return 0;
+  }
+  // One cursor per queue, in name order; each step offers the next pod of the queue of the lowest rank.
+  struct Cursor {
+    const std::string* name;
+    std::map<ActiveKey, Entry*>::const_iterator at, end;
+    double rank = 0;
+  };
+  std::vector<Cursor> cursors;
+  std::vector<const std::string*> names;
+  for (const auto& [name, pods] : parked_) {
+    if (only_queue.empty() || name == only_queue) {
+      cursors.push_back(Cursor{.name = &name, .at = pods.begin(), .end = pods.end()});
+      names.push_back(&name);
+    }
+  }
+  std::map<std::string, core::GpuAmount> more = ticketed_demand_;  // by queue, this offer's wakes added
+  if (rank) {
+    for (Cursor& c : cursors) c.rank = rank(*c.name, more[*c.name]);
+  } else if (choose_) {
+    // The chooser's order at the start: the lowest first, then the lowest of the rest, and so on.
+    std::vector<size_t> left(cursors.size());
+    for (size_t i = 0; i < left.size(); ++i) left[i] = i;
+    for (size_t place = 0; !left.empty(); ++place) {
+      std::vector<const std::string*> rest;
+      for (size_t i : left) rest.push_back(names[i]);
+      const size_t chosen = std::min(choose_(rest), rest.size() - 1);
+      cursors[left[chosen]].rank = static_cast<double>(place);
+      left.erase(left.begin() + static_cast<std::ptrdiff_t>(chosen));
+    }
+  }
+  const int64_t now = clock_.NowMs();
+  std::vector<std::pair<Entry*, bool>> moving;  // (entry, for the room)
+  for (;;) {
+    Cursor* next = nullptr;
+    for (Cursor& c : cursors) {
+      if (c.at != c.end && (next == nullptr || c.rank < next->rank)) next = &c;
+    }
+    if (next == nullptr) {
+      break;
+    }
+    Entry* entry = (next->at++)->second;
+    if ((entry->blockers & freed) == 0) {
+      continue;
+    }
+    const Offer offer = choose(entry->pod);
+    if (offer == Offer::kStop) {
+      break;
+    }
+    if (offer != Offer::kPass) {
+      moving.emplace_back(entry, offer == Offer::kWakeForRoom);
+      if (rank && offer == Offer::kWakeForRoom && entry->pod.request != nullptr) {
+        more[*next->name] += core::DemandOf(*entry->pod.request);
+        next->rank = rank(*next->name, more[*next->name]);
+      }
+    }
+  }
+  for (const auto& [entry, for_room] : moving) {
+    Entry& e = *entry;
+    ToActive(e, now);
+    if (for_room) {
+      AddTicket(e, node);
+    }
+  }
+  return moving.size();
+}
+
+void SchedulingQueue::Decline(const std::string& uid, const std::string& node, uint64_t generation) {
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(uid);
+  if (it != pods_.end()) {
+    it->second.pod.declined_node = node;
+    it->second.pod.declined_generation = generation;
+  }
+}
+
+void SchedulingQueue::AddTicket(Entry& e, const std::string& node) {
+  e.pod.woken_for = node;
+  ++tickets_[node];
+  if (e.pod.request != nullptr) {
+    ticketed_demand_[e.pod.queue] += core::DemandOf(*e.pod.request);
+  }
+}
+
+void SchedulingQueue::DropTicket(Entry& e, bool orphaned) {
+  if (e.pod.woken_for.empty()) {
+    return;
+  }
+  if (orphaned) {
+    orphaned_rooms_.insert(e.pod.woken_for);
+  }
+  if (auto t = tickets_.find(e.pod.woken_for); t != tickets_.end() && --t->second == 0) {
+    tickets_.erase(t);
+  }
+  if (auto d = ticketed_demand_.find(e.pod.queue); d != ticketed_demand_.end() && e.pod.request != nullptr) {
+    d->second -= core::DemandOf(*e.pod.request);
+    if (d->second.IsZero()) {
+      ticketed_demand_.erase(d);
+    }
+  }
+  e.pod.woken_for.clear();
+}
+
+std::vector<std::string> SchedulingQueue::TakeOrphanedRooms() {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> nodes(orphaned_rooms_.begin(), orphaned_rooms_.end());
+  orphaned_rooms_.clear();
+  return nodes;
+}
+
+size_t SchedulingQueue::TicketsFor(const std::string& node) const {
+  std::lock_guard lock(mu_);
+  auto t = tickets_.find(node);
+  return t == tickets_.end() ? 0 : t->second;
 }
 
 std::optional<int64_t> SchedulingQueue::NextWakeMs() const {

@@ -37,6 +37,7 @@
 #include <memory>
 
 #include "gpusched/common/clock.h"
+#include "gpusched/core/gpu_queue.h"
 #include "gpusched/core/gpu_request.h"
 
 namespace gpusched::sched {
@@ -50,6 +51,7 @@ enum Blocker : uint32_t {
   kBlockedByPods = 1U << 4,       // inter-pod (anti-)affinity, spread constraints, host ports (a pod left)
   kBlockedByPodAdded = 1U << 5,   // pod affinity, spread constraints (a pod was placed)
   kBlockedByGang = 1U << 6,       // a pod group with fewer pending members than it needs (a member arrived)
+  kBlockedByGuarantee = 1U << 7,  // beyond its GPU queue's guarantee, so it may not reclaim (its queue shrank)
   kBlockedByAnything = 0xffffffffU,
 };
 
@@ -61,6 +63,13 @@ struct QueuedPod {
   std::string queue;       // its GPU queue; one unnamed queue when queues are not used
   // What it asks (read by the hints of OnClusterEvent); null when its request cannot be read.
   std::shared_ptr<const core::PodRequest> request;
+  // Set by the queue: the node whose freed room woke it (WakeInOrder with a ticket), as Pop returns it; empty when
+  // something else made it active. The entry forgets it once popped.
+  std::string woken_for;
+  // Set by Decline: the node, and that node's generation, where the pod was woken for room and still found none
+  // (a room wake of that node at that generation passes it by).
+  std::string declined_node;
+  uint64_t declined_generation = 0;
 };
 
 struct QueueOptions {
@@ -109,6 +118,27 @@ class SchedulingQueue {
   // into this queue. Pods in flight remember `freed` whatever the hint says.
   size_t OnClusterEvent(uint32_t freed, const std::function<bool(const QueuedPod&)>& may_help);
 
+  // Room freed on one node: the unschedulable pods blocked by any of `freed` are offered to `choose` in the order
+  // Pop would take them (queues by the chooser's rank, then priority, age and key), and move as it says. A pod moved
+  // with kWakeForRoom carries `node` in QueuedPod::woken_for when popped: the front end that claimed room for it
+  // offers the room again if the pod does not take it. kStop ends the offer. Called under the queue's lock, as the
+  // hint of OnClusterEvent. Pods in flight remember `freed`. Returns how many moved.
+  // `rank` (when given) is a queue's rank with `more` allocated to it: the offer goes to the queue of the lowest
+  // rank counting what its pods woken for room and not yet popped ask (from earlier offers too), as Pop would choose
+  // once they are placed (ties by name); without it, the queues go in the chooser's order at the start.
+  // `only_queue` (when not empty): only that queue's pods are offered.
+  enum class Offer { kPass, kWake, kWakeForRoom, kStop };
+  using Rank = std::function<double(const std::string& queue, const core::GpuAmount& more)>;
+  size_t WakeInOrder(uint32_t freed, const std::string& node, const std::function<Offer(const QueuedPod&)>& choose,
+                     const Rank& rank = nullptr, const std::string& only_queue = {});
+  // The pod (not in flight) was woken for `node`'s room at that node's `generation` and found none there.
+  void Decline(const std::string& uid, const std::string& node, uint64_t generation);
+  // How many pods woken for `node`'s room wait to be popped.
+  [[nodiscard]] size_t TicketsFor(const std::string& node) const;
+  // The nodes whose room a woken pod gave up without being popped (deleted, claimed into a gang, changed), each
+  // once since the last call: the front end offers their room again.
+  [[nodiscard]] std::vector<std::string> TakeOrphanedRooms();
+
   // When Pop may next have something new without an event: the earliest backoff or flush deadline; nullopt when
   // nothing waits on time.
   [[nodiscard]] std::optional<int64_t> NextWakeMs() const;
@@ -150,8 +180,16 @@ class SchedulingQueue {
   std::vector<const std::string*> ready_queues_;             // Pop's scratch
   std::set<std::pair<int64_t, std::string>> backoff_;        // (until, uid)
   std::set<std::pair<int64_t, std::string>> unschedulable_;  // (since, uid)
-  std::array<size_t, 32> blocked_by_{};                      // unschedulable pods per Blocker bit
+  // The unschedulable ones by queue, in Pop's order (entries of pods_, whose addresses are stable).
+  std::map<std::string, std::map<ActiveKey, Entry*>> parked_;
+  std::array<size_t, 32> blocked_by_{};  // unschedulable pods per Blocker bit
   void CountBlockers(uint32_t blockers, int sign);
+  // The active pods woken for room: how many per node, and what they ask per queue.
+  std::map<std::string, size_t> tickets_;
+  std::map<std::string, core::GpuAmount> ticketed_demand_;
+  std::set<std::string> orphaned_rooms_;
+  void AddTicket(Entry& e, const std::string& node);
+  void DropTicket(Entry& e, bool orphaned);
   std::set<std::string> in_flight_;  // popped, not yet requeued or done
 };
 

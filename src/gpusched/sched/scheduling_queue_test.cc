@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "gpusched/testing/builders.h"
 #include "gpusched/testing/fake_clock.h"
 
 namespace gpusched::sched {
@@ -213,6 +214,112 @@ TEST(SchedulingQueueTest, AHintedEventMovesOnlyThePodsItAccepts) {
   q.Requeue(in_flight->uid, Outcome::kUnschedulable, kBlockedByGpu);
   EXPECT_EQ(Drain(q), (std::vector<std::string>{"a-small", "c-flight"}));
   EXPECT_EQ(q.counts().unschedulable, 1U) << "b-big stays";
+}
+
+// Room freed on a node: the parked pods are offered it in Pop's order; those woken for the room carry the node when
+// popped and are counted until then; a pod's decline is what the offer sees; kStop ends the offer.
+TEST(SchedulingQueueTest, WakeInOrderOffersInPopOrderAndTicketsThePodsWokenForTheRoom) {
+  testing::FakeClock clock;
+  SchedulingQueue q(clock);
+  for (const auto& [name, priority] : std::vector<std::pair<std::string, int32_t>>{{"lo", 0}, {"hi", 10}, {"mid", 5}}) {
+    q.AddOrUpdate(P(name, priority));
+  }
+  while (auto p = q.Pop()) {
+    q.Requeue(p->uid, Outcome::kUnschedulable, kBlockedByGpu);
+  }
+  EXPECT_EQ(q.WakeInOrder(kBlockedByQuota, "n1", [](const QueuedPod&) { return SchedulingQueue::Offer::kWake; }), 0U)
+      << "nobody waits for quota";
+  std::vector<std::string> asked;
+  const size_t woken = q.WakeInOrder(kBlockedByGpu, "n1", [&asked](const QueuedPod& p) {
+    asked.push_back(p.key.substr(8));
+    if (p.key == "default/hi") return SchedulingQueue::Offer::kWakeForRoom;
+    return p.key == "default/lo" ? SchedulingQueue::Offer::kWake : SchedulingQueue::Offer::kPass;
+  });
+  EXPECT_EQ(woken, 2U);
+  EXPECT_EQ(asked, (std::vector<std::string>{"hi", "mid", "lo"}));
+  EXPECT_EQ(q.TicketsFor("n1"), 1U);
+  auto hi = q.Pop();
+  ASSERT_TRUE(hi.has_value());
+  EXPECT_EQ(hi->key, "default/hi");
+  EXPECT_EQ(hi->woken_for, "n1");
+  EXPECT_EQ(q.TicketsFor("n1"), 0U) << "popped: the front end decides what its room does next";
+  auto lo = q.Pop();
+  ASSERT_TRUE(lo.has_value());
+  EXPECT_EQ(lo->woken_for, "") << "woken without a ticket";
+  EXPECT_TRUE(q.TakeOrphanedRooms().empty());
+  q.Requeue(hi->uid, Outcome::kUnschedulable, kBlockedByGpu);
+  q.Requeue(lo->uid, Outcome::kUnschedulable, kBlockedByGpu);
+  q.Decline(hi->uid, "n1", 7);
+  std::vector<std::string> declined;
+  EXPECT_EQ(q.WakeInOrder(kBlockedByGpu, "n1",
+                          [&declined](const QueuedPod& p) {
+                            declined.push_back(p.declined_node + "@" + std::to_string(p.declined_generation));
+                            return SchedulingQueue::Offer::kStop;
+                          }),
+            0U);
+  EXPECT_EQ(declined, (std::vector<std::string>{"n1@7"})) << "kStop ends the offer at the first pod";
+  // A pod woken for the room and deleted before it is popped gives the room back.
+  EXPECT_EQ(q.WakeInOrder(kBlockedByGpu, "n2",
+                          [](const QueuedPod& p) {
+                            return p.key == "default/mid" ? SchedulingQueue::Offer::kWakeForRoom
+                                                          : SchedulingQueue::Offer::kPass;
+                          }),
+            1U);
+  EXPECT_TRUE(q.Delete("uid-mid"));
+  EXPECT_EQ(q.TicketsFor("n2"), 0U);
+  EXPECT_EQ(q.TakeOrphanedRooms(), (std::vector<std::string>{"n2"}));
+  EXPECT_TRUE(q.TakeOrphanedRooms().empty()) << "each once";
+}
+
+// With a rank, the offer turns to the queue of the lowest rank as the pods woken so far count into their queues,
+// as Pop would take turns once they are placed; only_queue keeps the offer to one queue.
+TEST(SchedulingQueueTest, WakeInOrderTurnsToTheLowestRankAsWokenPodsCountIn) {
+  testing::FakeClock clock;
+  SchedulingQueue q(clock);
+  auto gpu = std::make_shared<const core::PodRequest>(testing::Pod("any").Gpus(1).Build());
+  for (const char* name : {"a1", "a2", "b1", "b2"}) {
+    QueuedPod p = P(name);
+    p.queue = std::string(1, name[0]);
+    p.request = gpu;
+    q.AddOrUpdate(p);
+  }
+  while (auto p = q.Pop()) {
+    q.Requeue(p->uid, Outcome::kUnschedulable, kBlockedByGpu);
+  }
+  const std::map<std::string, double> base = {{"a", 0.0}, {"b", 0.5}};
+  auto rank = [&base](const std::string& queue, const core::GpuAmount& more) {
+    return base.at(queue) + static_cast<double>(more.gpus);
+  };
+  std::vector<std::string> order;
+  auto all = [&order](const QueuedPod& p) {
+    order.push_back(p.key.substr(8));
+    return SchedulingQueue::Offer::kWakeForRoom;
+  };
+  auto only_b1 = [&order](const QueuedPod& p) {
+    order.push_back(p.key.substr(8));
+    return p.key == "default/b1" ? SchedulingQueue::Offer::kWakeForRoom : SchedulingQueue::Offer::kPass;
+  };
+  EXPECT_EQ(q.WakeInOrder(kBlockedByGpu, "n", only_b1, rank, "b"), 1U);
+  EXPECT_EQ(order, (std::vector<std::string>{"b1", "b2"})) << "b's pods only";
+  EXPECT_EQ(q.TicketsFor("n"), 1U);
+  order.clear();
+  // b1, woken and not yet popped, counts: b stands at 1.5, so both of a's come before b2.
+  EXPECT_EQ(q.WakeInOrder(kBlockedByGpu, "m", all, rank), 3U);
+  EXPECT_EQ(order, (std::vector<std::string>{"a1", "a2", "b2"}));
+  EXPECT_EQ(Drain(q), (std::vector<std::string>{"a1", "a2", "b1", "b2"}));
+  // Parked again with nothing ticketed: the turns alternate as each woken pod raises its queue's rank.
+  for (const char* name : {"a1", "a2", "b1", "b2"}) {
+    QueuedPod p = P(name);
+    p.queue = std::string(1, name[0]);
+    p.request = gpu;
+    q.AddOrUpdate(p);
+  }
+  while (auto p = q.Pop()) {
+    q.Requeue(p->uid, Outcome::kUnschedulable, kBlockedByGpu);
+  }
+  order.clear();
+  EXPECT_EQ(q.WakeInOrder(kBlockedByGpu, "n", all, rank), 4U);
+  EXPECT_EQ(order, (std::vector<std::string>{"a1", "b1", "a2", "b2"}));
 }
 
 }  // namespace
