@@ -183,16 +183,21 @@ void SchedulingQueue::CountBlockers(uint32_t blockers, int sign) {
   }
 }
 
-size_t SchedulingQueue::OnClusterEvent(uint32_t freed, const std::function<bool(const QueuedPod&)>& may_help) {
-  std::lock_guard lock(mu_);
+bool SchedulingQueue::NoteEvent(uint32_t freed) {
   for (const auto& uid : in_flight_) {
     pods_.at(uid).freed_in_flight |= freed;
   }
-  bool any = false;  // an unschedulable pod blocked by one of `freed`
-  for (size_t bit = 0; bit < blocked_by_.size() && !any; ++bit) {
-    any = (freed & (1U << bit)) != 0 && blocked_by_[bit] > 0;
+  for (size_t bit = 0; bit < blocked_by_.size(); ++bit) {
+    if ((freed & (1U << bit)) != 0 && blocked_by_[bit] > 0) {
+      return true;
+    }
   }
-  if (!any) {
+  return false;
+}
+
+size_t SchedulingQueue::OnClusterEvent(uint32_t freed, const std::function<bool(const QueuedPod&)>& may_help) {
+  std::lock_guard lock(mu_);
+  if (!NoteEvent(freed)) {
     return 0;
   }
   const int64_t now = clock_.NowMs();
@@ -213,14 +218,7 @@ size_t SchedulingQueue::WakeInOrder(uint32_t freed, const std::string& node,
                                     const std::function<Offer(const QueuedPod&)>& choose, const Rank& rank,
                                     const std::string& only_queue) {
   std::lock_guard lock(mu_);
-  for (const auto& uid : in_flight_) {
-    pods_.at(uid).freed_in_flight |= freed;
-  }
-  bool any = false;
-  for (size_t bit = 0; bit < blocked_by_.size() && !any; ++bit) {
-    any = (freed & (1U << bit)) != 0 && blocked_by_[bit] > 0;
-  }
-  if (!any) {
+  if (!NoteEvent(freed)) {
     return 0;
   }
   // One cursor per queue, in name order; each step offers the next pod of the queue of the lowest rank.
@@ -230,27 +228,14 @@ size_t SchedulingQueue::WakeInOrder(uint32_t freed, const std::string& node,
     double rank = 0;
   };
   std::vector<Cursor> cursors;
-  std::vector<const std::string*> names;
   for (const auto& [name, pods] : parked_) {
     if (only_queue.empty() || name == only_queue) {
       cursors.push_back(Cursor{.name = &name, .at = pods.begin(), .end = pods.end()});
-      names.push_back(&name);
     }
   }
   std::map<std::string, core::GpuAmount> more = ticketed_demand_;  // by queue, this offer's wakes added
   if (rank) {
     for (Cursor& c : cursors) c.rank = rank(*c.name, more[*c.name]);
-  } else if (choose_) {
-    // The chooser's order at the start: the lowest first, then the lowest of the rest, and so on.
-    std::vector<size_t> left(cursors.size());
-    for (size_t i = 0; i < left.size(); ++i) left[i] = i;
-    for (size_t place = 0; !left.empty(); ++place) {
-      std::vector<const std::string*> rest;
-      for (size_t i : left) rest.push_back(names[i]);
-      const size_t chosen = std::min(choose_(rest), rest.size() - 1);
-      cursors[left[chosen]].rank = static_cast<double>(place);
-      left.erase(left.begin() + static_cast<std::ptrdiff_t>(chosen));
-    }
   }
   const int64_t now = clock_.NowMs();
   std::vector<std::pair<Entry*, bool>> moving;  // (entry, for the room)

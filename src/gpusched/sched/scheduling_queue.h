@@ -125,7 +125,7 @@ class SchedulingQueue {
   // hint of OnClusterEvent. Pods in flight remember `freed`. Returns how many moved.
   // `rank` (when given) is a queue's rank with `more` allocated to it: the offer goes to the queue of the lowest
   // rank counting what its pods woken for room and not yet popped ask (from earlier offers too), as Pop would choose
-  // once they are placed (ties by name); without it, the queues go in the chooser's order at the start.
+  // once they are placed (ties by name); without it, the queues go by name.
   // `only_queue` (when not empty): only that queue's pods are offered.
   enum class Offer { kPass, kWake, kWakeForRoom, kStop };
   using Rank = std::function<double(const std::string& queue, const core::GpuAmount& more)>;
@@ -184,6 +184,8 @@ class SchedulingQueue {
   std::map<std::string, std::map<ActiveKey, Entry*>> parked_;
   std::array<size_t, 32> blocked_by_{};  // unschedulable pods per Blocker bit
   void CountBlockers(uint32_t blockers, int sign);
+  // Pods in flight remember `freed`; whether any unschedulable pod is blocked by one of its bits. mu_ held.
+  bool NoteEvent(uint32_t freed);
   // The active pods woken for room: how many per node, and what they ask per queue.
   std::map<std::string, size_t> tickets_;
   std::map<std::string, core::GpuAmount> ticketed_demand_;

@@ -277,15 +277,18 @@ TEST(SchedulingQueueTest, WakeInOrderTurnsToTheLowestRankAsWokenPodsCountIn) {
   testing::FakeClock clock;
   SchedulingQueue q(clock);
   auto gpu = std::make_shared<const core::PodRequest>(testing::Pod("any").Gpus(1).Build());
-  for (const char* name : {"a1", "a2", "b1", "b2"}) {
-    QueuedPod p = P(name);
-    p.queue = std::string(1, name[0]);
-    p.request = gpu;
-    q.AddOrUpdate(p);
-  }
-  while (auto p = q.Pop()) {
-    q.Requeue(p->uid, Outcome::kUnschedulable, kBlockedByGpu);
-  }
+  auto park_all = [&q, &gpu] {
+    for (const char* name : {"a1", "a2", "b1", "b2"}) {
+      QueuedPod p = P(name);
+      p.queue = std::string(1, name[0]);
+      p.request = gpu;
+      q.AddOrUpdate(p);
+    }
+    while (auto p = q.Pop()) {
+      q.Requeue(p->uid, Outcome::kUnschedulable, kBlockedByGpu);
+    }
+  };
+  park_all();
   const std::map<std::string, double> base = {{"a", 0.0}, {"b", 0.5}};
   auto rank = [&base](const std::string& queue, const core::GpuAmount& more) {
     return base.at(queue) + static_cast<double>(more.gpus);
@@ -308,15 +311,7 @@ TEST(SchedulingQueueTest, WakeInOrderTurnsToTheLowestRankAsWokenPodsCountIn) {
   EXPECT_EQ(order, (std::vector<std::string>{"a1", "a2", "b2"}));
   EXPECT_EQ(Drain(q), (std::vector<std::string>{"a1", "a2", "b1", "b2"}));
   // Parked again with nothing ticketed: the turns alternate as each woken pod raises its queue's rank.
-  for (const char* name : {"a1", "a2", "b1", "b2"}) {
-    QueuedPod p = P(name);
-    p.queue = std::string(1, name[0]);
-    p.request = gpu;
-    q.AddOrUpdate(p);
-  }
-  while (auto p = q.Pop()) {
-    q.Requeue(p->uid, Outcome::kUnschedulable, kBlockedByGpu);
-  }
+  park_all();
   order.clear();
   EXPECT_EQ(q.WakeInOrder(kBlockedByGpu, "n", all, rank), 4U);
   EXPECT_EQ(order, (std::vector<std::string>{"a1", "b1", "a2", "b2"}));
