@@ -12,6 +12,7 @@
 //            name none); a whole GPU counts in gpus and milli only. A placed pod counts what its allocation holds
 //            (the same, except that a share of memory asked in percent counts the MiB it came to).
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -66,6 +67,18 @@ struct QueueSpec {
   GpuAmount guaranteed;
   GpuAmount limit = GpuAmount::Unlimited();
   double weight = 1;  // share of what is beyond guarantees, > 0
+};
+
+// A queue as its accounting stands (sched::GpuQueues::Status): what the GpuQueue's status and the queue metrics
+// report.
+struct QueueStatus {
+  std::string name, parent;
+  GpuAmount guaranteed, limit, allocated, pending, fair_share;
+  double weight = 1;
+  double rank = 0;  // allocated / fair share, the dominant dimension
+  size_t running_pods = 0, pending_pods = 0;
+  uint64_t reclaimed_pods = 0;  // its pods evicted to give a guarantee back
+  bool declared = false;        // from a spec (the implicit default queue is not)
 };
 
 // Why each rejected queue was rejected; the others are valid together. Rules: a name; weight > 0; no negative

@@ -9,11 +9,10 @@
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
-#include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
-#include <prometheus/text_serializer.h>
 
 #include "gpusched/common/redact.h"
+#include "gpusched/daemon/metric_families.h"
 
 namespace gpusched::extender {
 
@@ -63,32 +62,6 @@ const prometheus::Histogram::BucketBoundaries& Buckets() {
   return buckets;
 }
 
-prometheus::MetricFamily Gauges(std::string name, std::string help) {
-  prometheus::MetricFamily f;
-  f.name = std::move(name);
-  f.help = std::move(help);
-  f.type = prometheus::MetricType::Gauge;
-  return f;
-}
-
-void AddGauge(prometheus::MetricFamily& f, const std::string& node, double value) {
-  prometheus::ClientMetric m;
-  m.label.push_back(prometheus::ClientMetric::Label{"node", node});
-  m.gauge.value = value;
-  f.metric.push_back(std::move(m));
-}
-
-prometheus::MetricFamily Counter(std::string name, std::string help, double value) {
-  prometheus::MetricFamily f;
-  f.name = std::move(name);
-  f.help = std::move(help);
-  f.type = prometheus::MetricType::Counter;
-  prometheus::ClientMetric m;
-  m.counter.value = value;
-  f.metric.push_back(std::move(m));
-  return f;
-}
-
 }  // namespace
 
 ExtenderMetrics::ExtenderMetrics() : impl_(std::make_unique<Impl>()) {}
@@ -135,18 +108,25 @@ void ExtenderMetrics::NotSynced(std::string_view verb) {
 }
 
 std::string ExtenderMetrics::Serialize(const ClusterMirror& mirror) const {
-  std::vector<prometheus::MetricFamily> families = impl_->registry->Collect();
-  auto milli_alloc = Gauges("gpusched_node_gpu_milli_allocated", "GPU compute allocated on the node (1000 = one GPU)");
-  auto milli_cap = Gauges("gpusched_node_gpu_milli_capacity", "GPU compute of the node's healthy and unhealthy GPUs");
-  auto mem_alloc = Gauges("gpusched_node_gpu_memory_allocated_mib", "GPU memory allocated on the node (MiB)");
-  auto mem_cap = Gauges("gpusched_node_gpu_memory_capacity_mib", "GPU memory of the node (MiB)");
-  auto overcommitted = Gauges("gpusched_node_overcommitted",
-                              "1 when the pods bound to the node hold more than it has (GPU, memory, CPU)");
+  using daemon::ScrapeFamilies;
+  using prometheus::MetricType;
+  ScrapeFamilies out(impl_->registry->Collect());
+  auto& overcommitted =
+      out.Family("gpusched_node_overcommitted",
+                 "1 when the pods bound to the node hold more than it has (GPU, memory, CPU)", MetricType::Gauge);
+  auto& milli_alloc = out.Family("gpusched_node_gpu_milli_allocated",
+                                 "GPU compute allocated on the node (1000 = one GPU)", MetricType::Gauge);
+  auto& milli_cap = out.Family("gpusched_node_gpu_milli_capacity",
+                               "GPU compute of the node's healthy and unhealthy GPUs", MetricType::Gauge);
+  auto& mem_alloc =
+      out.Family("gpusched_node_gpu_memory_allocated_mib", "GPU memory allocated on the node (MiB)", MetricType::Gauge);
+  auto& mem_cap =
+      out.Family("gpusched_node_gpu_memory_capacity_mib", "GPU memory of the node (MiB)", MetricType::Gauge);
   {
     auto lock = mirror.ReadLock();
     const core::ClusterState& state = mirror.state();
     for (const auto& [node, over] : state.Overcommits()) {
-      AddGauge(overcommitted, node.str(), 1);
+      ScrapeFamilies::Sample(overcommitted, 1, {{"node", node.str()}});
     }
     for (size_t i = 0; i < state.SlotCount(); ++i) {
       if (!state.IsLive(i)) {
@@ -163,17 +143,12 @@ std::string ExtenderMetrics::Serialize(const ClusterMirror& mirror) const {
       }
       const int64_t milli_total = 1000 * static_cast<int64_t>(v.gpus.size());
       const std::string& name = v.name().str();
-      AddGauge(milli_alloc, name, static_cast<double>(milli_total - milli_free));
-      AddGauge(milli_cap, name, static_cast<double>(milli_total));
-      AddGauge(mem_alloc, name, static_cast<double>(mem_total - mem_free));
-      AddGauge(mem_cap, name, static_cast<double>(mem_total));
+      ScrapeFamilies::Sample(milli_alloc, static_cast<double>(milli_total - milli_free), {{"node", name}});
+      ScrapeFamilies::Sample(milli_cap, static_cast<double>(milli_total), {{"node", name}});
+      ScrapeFamilies::Sample(mem_alloc, static_cast<double>(mem_total - mem_free), {{"node", name}});
+      ScrapeFamilies::Sample(mem_cap, static_cast<double>(mem_total), {{"node", name}});
     }
   }
-  families.push_back(std::move(overcommitted));
-  families.push_back(std::move(milli_alloc));
-  families.push_back(std::move(milli_cap));
-  families.push_back(std::move(mem_alloc));
-  families.push_back(std::move(mem_cap));
   const MirrorStats stats = mirror.stats();
   const std::tuple<const char*, const char*, uint64_t> counters[] = {
       {"gpusched_extender_node_events_total", "Node watch events applied", stats.node_events},
@@ -191,39 +166,26 @@ std::string ExtenderMetrics::Serialize(const ClusterMirror& mirror) const {
        "Allocations of bound pods kept when their Node object was deleted", stats.held_for_node_return},
   };
   for (const auto& [name, help, value] : counters) {
-    families.push_back(Counter(name, help, static_cast<double>(value)));
+    ScrapeFamilies::Sample(out.Family(name, help, MetricType::Counter), static_cast<double>(value));
   }
   if (cache_ != nullptr) {
-    auto up = Gauges("gpusched_metrics_source_up", "1 when the last fetch of the metrics source succeeded");
-    auto failures = Gauges("gpusched_metrics_source_consecutive_failures", "Failed fetches since the last success");
-    auto gpus = Gauges("gpusched_metrics_source_gpus", "GPUs in the source's last good fetch");
-    prometheus::MetricFamily errors;
-    errors.name = "gpusched_metrics_source_refresh_errors_total";
-    errors.help = "Failed fetches of the metrics source";
-    errors.type = prometheus::MetricType::Counter;
+    auto& up = out.Family("gpusched_metrics_source_up", "1 when the last fetch of the metrics source succeeded",
+                          MetricType::Gauge);
+    auto& failures = out.Family("gpusched_metrics_source_consecutive_failures", "Failed fetches since the last success",
+                                MetricType::Gauge);
+    auto& gpus = out.Family("gpusched_metrics_source_gpus", "GPUs in the source's last good fetch", MetricType::Gauge);
+    auto& errors = out.Family("gpusched_metrics_source_refresh_errors_total", "Failed fetches of the metrics source",
+                              MetricType::Counter);
     for (const auto& h : cache_->Health()) {
-      auto add = [&](prometheus::MetricFamily& f, double v) {
-        prometheus::ClientMetric m;
-        // A source named by its URL keeps no credentials in the label.
-        m.label.push_back(prometheus::ClientMetric::Label{"source", common::RedactUrls(h.source)});
-        if (f.type == prometheus::MetricType::Counter) {
-          m.counter.value = v;
-        } else {
-          m.gauge.value = v;
-        }
-        f.metric.push_back(std::move(m));
-      };
-      add(up, h.ok ? 1 : 0);
-      add(failures, static_cast<double>(h.consecutive_failures));
-      add(gpus, static_cast<double>(h.gpus));
-      add(errors, static_cast<double>(h.refresh_errors_total));
+      // A source named by its URL keeps no credentials in the label.
+      const ScrapeFamilies::Labels source = {{"source", common::RedactUrls(h.source)}};
+      ScrapeFamilies::Sample(up, h.ok ? 1 : 0, source);
+      ScrapeFamilies::Sample(failures, static_cast<double>(h.consecutive_failures), source);
+      ScrapeFamilies::Sample(gpus, static_cast<double>(h.gpus), source);
+      ScrapeFamilies::Sample(errors, static_cast<double>(h.refresh_errors_total), source);
     }
-    families.push_back(std::move(up));
-    families.push_back(std::move(failures));
-    families.push_back(std::move(gpus));
-    families.push_back(std::move(errors));
   }
-  std::string text = prometheus::TextSerializer().Serialize(families);
+  std::string text = out.Serialize();
   if (extra_) {
     text += extra_();
   }

@@ -18,6 +18,7 @@
 #include "gpusched/sched/cycle_runner.h"
 #include "gpusched/sched/interference_forecast.h"
 #include "gpusched/sched/preemption.h"
+#include "gpusched/sched/victims.h"
 
 namespace gpusched::extender {
 namespace {
@@ -559,7 +560,7 @@ Reply ExtenderService::Bind(std::string body) {
     if (const core::Allocation* held = state.FindAllocation(request.uid); held != nullptr) {
       // A retry after a bind whose outcome is unknown, to the same node: send the same allocation again (if the
       // first Binding landed, this one gets 409 and the watch confirms). Anything else waits for the watch.
-      if (!mirror_.AwaitsBindOutcome(request.uid) || held->node != node) {
+      if (mirror_.BindState(request.uid) != sched::ClusterCache::HeldForBind::kResend || held->node != node) {
         return refuse(409, "already_allocated",
                       what + "the pod already holds an allocation on node " + held->node.str() +
                           " (bound, a bind in flight, or one whose outcome the watch has not shown yet)");
@@ -583,27 +584,19 @@ Reply ExtenderService::Bind(std::string body) {
       if (auto s = state.Assume(allocation); !s.ok()) {
         return refuse(200, "no_fit", what + s.message());
       }
-      mirror_.SetPriority(request.uid, request.priority);
-      mirror_.SetApp(request.uid, request.app);
     }
     // Whatever happens to this thread from here on, the assumption cannot outlive its deadline.
-    mirror_.ExpireAssumedAfter(request.uid, options_.bind_in_flight_ms, /*bind_running=*/true);
+    mirror_.BindStarting(request, options_.bind_in_flight_ms);
   }
   // The API calls run without the lock: filters and other binds go on meanwhile.
-  if (auto s = binder_.Bind(request, allocation); !s.ok()) {
+  const common::Status s = binder_.Bind(request, allocation);
+  if (request.RequestsGpu()) {
+    // The GPUs stay taken while the outcome is unknown (the Binding may have been written), until the watch shows
+    // the pod or the TTL ends; a bind that failed gives them back.
+    (void)mirror_.FinishBind(request.uid, node, s, options_.assumed_ttl_ms);
+  }
+  if (!s.ok()) {
     const bool unknown = ports::BindOutcomeUnknown(s);
-    if (request.RequestsGpu()) {
-      auto lock = mirror_.WriteLock();
-      if (mirror_.state().FindAllocation(request.uid) != nullptr && !mirror_.state().IsConfirmed(request.uid)) {
-        if (unknown) {
-          // The Binding may have been written: the GPUs stay taken until the watch shows the pod, or the TTL.
-          mirror_.ExpireAssumedAfter(request.uid, options_.assumed_ttl_ms);
-        } else {
-          (void)mirror_.state().Forget(request.uid);
-          mirror_.ExpireAssumedAfter(request.uid, 0);  // drops the deadline: nothing is assumed any more
-        }
-      }
-    }
     if (metrics_ != nullptr) {
       metrics_->Bind(false);
       if (unknown) {
@@ -628,13 +621,6 @@ Reply ExtenderService::Bind(std::string body) {
     tell(
         "Normal", "GPUsAssigned",
         "gpusched assigned " + gpus + " on node " + args->node + " (allocation " + std::to_string(allocation.id) + ")");
-  }
-  if (request.RequestsGpu()) {
-    auto lock = mirror_.WriteLock();
-    if (mirror_.state().FindAllocation(request.uid) != nullptr && !mirror_.state().IsConfirmed(request.uid)) {
-      (void)mirror_.state().Confirm(request.uid);  // the watch may have confirmed it already
-    }
-    mirror_.ExpireAssumedAfter(request.uid, 0);  // confirmed: drops the deadline
   }
   if (metrics_ != nullptr) {
     metrics_->Bind(true);
@@ -678,22 +664,37 @@ Reply ExtenderService::Preempt(std::string body) {
       }
     }
     if (!pol->Filter(request, view).fits()) {
-      // kube-scheduler's victims are not enough for the GPUs: add GPU holders of lower priority, chosen as
-      // kube-scheduler chooses (sched::SelectVictimsOnNode: the least important go, the rest are spared).
-      std::vector<sched::PotentialVictim> potential;
+      // kube-scheduler's victims are not enough for the GPUs: add GPU holders of lower priority, as the scheduler's
+      // own preemption chooses them (sched::CollectVictims: known bound, of lower priority; then
+      // sched::SelectVictimsOnNode: the least important go, the rest are spared). The extender keeps no GPU queues
+      // or gangs, and kube-scheduler counts the budgets.
+      std::unordered_map<common::PodUid, sched::PlacedPod> placed;
       for (const auto& uid : state.PodsOn(name)) {
         if (std::find(chosen.begin(), chosen.end(), uid.str()) != chosen.end()) {
-          continue;
+          continue;  // off the view already
         }
-        if (const int32_t priority = mirror_.PriorityOf(uid); priority < request.priority) {
-          const core::Allocation* a = state.FindAllocation(uid);
-          // Among equals, a larger allocation id is younger: it started later.
-          potential.push_back(sched::PotentialVictim{
-              .allocation = a, .priority = priority, .start_ms = static_cast<int64_t>(a->id >> 16)});
-        }
+        const core::Allocation* a = state.FindAllocation(uid);
+        sched::PlacedPod& record = placed[uid];
+        record.uid = uid;
+        record.node = name;
+        record.priority = mirror_.PriorityOf(uid);
+        record.start_ms = static_cast<int64_t>(a->id >> 16);  // among equals a larger allocation id started later
+        record.assumed = !state.IsConfirmed(uid);             // its bind is in flight: never a victim
       }
-      auto more = sched::SelectVictimsOnNode(view, potential, {},
-                                             [&](const core::NodeView& v) { return pol->Filter(request, v).fits(); });
+      const sched::VictimRules rules{.priority = request.priority, .need_milli = request.TotalGpuMilli().value()};
+      const core::NodeView* one = &view;
+      const sched::VictimPool pool = sched::CollectVictims(
+          state, std::span(&one, 1),
+          [&](const common::PodUid& uid) -> const sched::PlacedPod* {
+            auto it = placed.find(uid);
+            return it == placed.end() ? nullptr : &it->second;
+          },
+          rules);
+      std::optional<sched::VictimSet> more;
+      if (!pool.nodes.empty()) {
+        more = sched::SelectVictimsOnNode(view, pool.nodes[0].potential, pool.allowed,
+                                          [&](const core::NodeView& v) { return pol->Filter(request, v).fits(); });
+      }
       if (!more.has_value()) {
         continue;  // even every lower-priority GPU holder is not enough: no candidate here
       }

@@ -11,11 +11,13 @@
 //               (MaxExtenderPriority); infeasible nodes score 0.
 //   bind        check the bind is one kube-scheduler may ask for (below); select the GPUs on the node, Assume them
 //               (under the mirror's write lock), then the Binder patches gpusched.io/allocation and POSTs the
-//               Binding; Confirm on success, Forget on any failure.
+//               Binding; the cluster cache's bind protocol (BindStarting, FinishBind, as the scheduler's binds)
+//               confirms on success, keeps the GPUs for the watch when the outcome is unknown, forgets on failure.
 //   preempt     for each candidate node, the victims whose removal frees the GPUs the pod needs: the scheduler's
 //               own victims first, then GPU holders of lower priority, lowest priority first; victims not needed
 //               after all are spared again (highest priority first). Nodes where even that does not free enough
-//               are dropped.
+//               are dropped. Victims are planned as the scheduler's preemption plans them (sched/victims.h,
+//               sched/preemption.h): a pod whose bind is still in flight is never one.
 // The policy comes from the config or, per pod, from the annotation gpusched.io/policy.
 //
 // Bind writes to the cluster with the extender's own ServiceAccount, so it trusts nothing of the request but the

@@ -1160,6 +1160,29 @@ TEST_F(ServiceTest, PreemptPicksLowestPriorityGpuHoldersAndOnlyAsManyAsNeeded) {
   EXPECT_EQ(Allocated(), 4000);  // preempt changes nothing
 }
 
+// /preempt plans its GPU victims as the scheduler's preemption does (sched::CollectVictims): a pod whose bind is still
+// in flight (assumed, not yet shown bound by the watch) is never named, even at the lowest priority; once the watch
+// shows it bound it may be.
+TEST_F(ServiceTest, PreemptNeverNamesAPodWhoseBindIsInFlight) {
+  mirror_.OnPod(EventType::kAdded, BoundPod("low", "a", 0, 1000, true, 5));
+  const json flying = BoundPod("flying", "a", 1, 1000, true, 1);
+  core::Allocation a = *kube::DecodeAllocation(
+      flying["metadata"]["annotations"]["gpusched.io/allocation"].get<std::string>(), common::PodUid("uid-flying"));
+  a.id = 2;
+  {
+    auto lock = mirror_.WriteLock();
+    ASSERT_TRUE(mirror_.state().Assume(a).ok());
+    mirror_.BindStarting(core::PodRequest{.uid = a.pod, .priority = 1}, 60000);
+  }
+  const json body = {{"Pod", Pod("hi", {{"nvidia.com/gpu", "1"}}, 100)},
+                     {"NodeNameToMetaVictims", {{"a", {{"Pods", json::array()}, {"NumPDBViolations", 0}}}}}};
+  const json out = json::parse(service_->Preempt(body.dump()).body)["NodeNameToMetaVictims"];
+  EXPECT_EQ(out["a"]["Pods"], json::array({{{"UID", "uid-low"}}})) << "not uid-flying, whose bind runs";
+  mirror_.OnPod(EventType::kAdded, flying);  // the watch shows it bound
+  const json after = json::parse(service_->Preempt(body.dump()).body)["NodeNameToMetaVictims"];
+  EXPECT_EQ(after["a"]["Pods"], json::array({{{"UID", "uid-flying"}}}));
+}
+
 // shareWithin: namespace, in the extender: /filter turns a node down when every GPU with room is shared by another
 // namespace (naming shareWithin), and /bind puts a pod on the GPU its own namespace shares, not another's.
 TEST(ExtenderShareWithinTest, FilterAndBindKeepNamespacesOffEachOthersGpus) {

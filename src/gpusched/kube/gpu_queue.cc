@@ -97,4 +97,40 @@ common::Result<core::QueueSpec> DecodeGpuQueue(const json& object) {
   return s;
 }
 
+json GpuQueueStatus(const core::QueueStatus* st, const std::string& error) {
+  auto amounts = [](const core::GpuAmount& a) {
+    json out = json::object();
+    for (const auto& [key, v] :
+         {std::pair{"gpus", a.gpus}, std::pair{"gpuMilli", a.milli}, std::pair{"gpuMemoryMiB", a.memory_mib}}) {
+      if (v != core::GpuAmount::kUnlimited) {
+        out[key] = v;
+      }
+    }
+    return out;
+  };
+  json status = json::object();
+  if (error.empty() && st != nullptr) {
+    status = {{"allocated", amounts(st->allocated)}, {"guaranteed", amounts(st->guaranteed)},
+              {"limit", amounts(st->limit)},         {"fairShare", amounts(st->fair_share)},
+              {"runningPods", st->running_pods},     {"pendingPods", st->pending_pods},
+              {"reclaimedPods", st->reclaimed_pods}};
+    status["conditions"] = json::array({{{"type", "Valid"},
+                                         {"status", "True"},
+                                         {"reason", "Accepted"},
+                                         {"message", "the scheduler accounts this queue"}}});
+    return status;
+  }
+  const std::string why = !error.empty() ? error : "not known to the scheduler";
+  // A merge patch: null removes what an earlier, valid version of the queue reported.
+  for (const char* stale :
+       {"allocated", "guaranteed", "limit", "fairShare", "runningPods", "pendingPods", "reclaimedPods"}) {
+    status[stale] = nullptr;
+  }
+  status["conditions"] = json::array({{{"type", "Valid"},
+                                       {"status", "False"},
+                                       {"reason", "Invalid"},
+                                       {"message", "left out (its pods go to the default queue): " + why}}});
+  return status;
+}
+
 }  // namespace gpusched::kube

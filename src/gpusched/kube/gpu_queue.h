@@ -33,6 +33,12 @@ inline constexpr const char* kGpuQueuesPath = "/apis/gpusched.io/v1alpha1/gpuque
 common::Result<core::QueueSpec> DecodeGpuQueue(const nlohmann::json& object);
 // Its metadata.name alone (what a deleted or unreadable object is still known by).
 common::Result<std::string> GpuQueueName(const nlohmann::json& object);
+// The GpuQueue's status subresource, as a merge patch: for an accounted queue (`status` set, `error` empty) allocated,
+// guaranteed, limit and fairShare ({gpus, gpuMilli, gpuMemoryMiB}; unlimited amounts left out), runningPods,
+// pendingPods, reclaimedPods and the condition Valid=True; for a queue left out (`error` says why, or `status` is
+// null: not known to the scheduler) those fields null (removing what an earlier valid version reported) and
+// Valid=False with the reason.
+nlohmann::json GpuQueueStatus(const core::QueueStatus* status, const std::string& error);
 // The queue a pod's labels name (kQueueLabel); empty when none.
 using core::QueueLabel;
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gpusched/common/log.h"
+#include "gpusched/ports/binder.h"
 
 namespace gpusched::sched {
 namespace {
@@ -79,6 +80,45 @@ bool ClusterCache::AwaitsBindOutcome(const common::PodUid& pod) const {
   auto it = assumed_deadline_.find(pod);
   return it != assumed_deadline_.end() && !it->second.bind_running && state_.FindAllocation(pod) != nullptr &&
          !state_.IsConfirmed(pod);
+}
+
+ClusterCache::HeldForBind ClusterCache::BindState(const common::PodUid& pod) const {
+  if (state_.FindAllocation(pod) == nullptr) {
+    return HeldForBind::kNothing;
+  }
+  if (state_.IsConfirmed(pod)) {
+    return HeldForBind::kBound;
+  }
+  return AwaitsBindOutcome(pod) ? HeldForBind::kResend : HeldForBind::kInFlight;
+}
+
+void ClusterCache::BindStarting(const core::PodRequest& request, int64_t bind_in_flight_ms) {
+  SetPriority(request.uid, request.priority);
+  SetApp(request.uid, request.app);
+  ExpireAssumedAfter(request.uid, bind_in_flight_ms, /*bind_running=*/true);
+}
+
+ClusterCache::BindEnd ClusterCache::FinishBind(const common::PodUid& pod, const common::NodeName& node,
+                                               const common::Status& bound, int64_t assumed_ttl_ms) {
+  std::unique_lock lock(mu_);
+  const core::Allocation* held = state_.FindAllocation(pod);
+  const bool assumed = held != nullptr && !state_.IsConfirmed(pod) && held->node == node;
+  if (bound.ok()) {
+    if (assumed) {
+      (void)state_.Confirm(pod);  // the watch may have confirmed it already
+    }
+    ExpireAssumedAfter(pod, 0);  // confirmed (or gone): no deadline
+    return BindEnd::kBound;
+  }
+  if (ports::BindOutcomeUnknown(bound)) {
+    ExpireAssumedAfter(pod, assumed_ttl_ms);  // the Binding may have been written: the watch decides within the TTL
+    return BindEnd::kUnknown;
+  }
+  if (assumed) {
+    (void)state_.Forget(pod);
+  }
+  ExpireAssumedAfter(pod, 0);  // nothing assumed any more
+  return BindEnd::kFailed;
 }
 
 size_t ClusterCache::ExpireAssumed() {

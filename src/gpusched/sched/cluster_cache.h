@@ -49,6 +49,7 @@
 #include "gpusched/core/allocation.h"
 #include "gpusched/core/cluster_events.h"
 #include "gpusched/core/cluster_state.h"
+#include "gpusched/core/gpu_request.h"
 #include "gpusched/core/node.h"
 
 namespace gpusched::sched {
@@ -119,6 +120,27 @@ class ClusterCache {
   // True when the pod's allocation is assumed and its last bind ended with an unknown outcome (not in flight): a
   // retried bind to the same node may send the same allocation again. Caller holds a lock.
   [[nodiscard]] bool AwaitsBindOutcome(const common::PodUid& pod) const;
+  // The bind protocol every front end follows (the scheduler's binds and the extender's bind verb), in three steps:
+  //   BindState    what the state holds for the pod before a bind (caller holds a lock): nothing (choose GPUs
+  //                and Assume them), a resend (its allocation is assumed and its last bind's outcome is unknown:
+  //                send the same allocation again; if the first Binding landed, the watch confirms), bound (the
+  //                allocation is confirmed), or in flight (a bind runs, or its outcome is not known yet and it is
+  //                not this caller's to retry).
+  //   BindStarting the allocation is assumed (ClusterState::Assume, by the cycle's Reserve or the caller, or held
+  //                for a resend): records the pod's priority and application class and gives the assumption the
+  //                in-flight deadline, so it cannot outlive bind_in_flight_ms whatever happens to the binding
+  //                thread. Caller holds WriteLock.
+  //   FinishBind   the bind's outcome (takes WriteLock): bound -> Confirm (unless the watch did) and no deadline;
+  //                outcome unknown (ports::BindOutcomeUnknown: timeout, 5xx, 409) -> assumed for assumed_ttl_ms
+  //                more, for the watch to decide; failed -> Forget and no deadline. Only an unconfirmed allocation
+  //                on `node` is confirmed or forgotten: the watch may have shown the pod elsewhere meanwhile.
+  enum class HeldForBind { kNothing, kResend, kBound, kInFlight };
+  [[nodiscard]] HeldForBind BindState(const common::PodUid& pod) const;
+  void BindStarting(const core::PodRequest& request, int64_t bind_in_flight_ms);
+  enum class BindEnd { kBound, kUnknown, kFailed };
+  BindEnd FinishBind(const common::PodUid& pod, const common::NodeName& node, const common::Status& bound,
+                     int64_t assumed_ttl_ms);
+
   // Forgets every assumed allocation whose deadline passed; returns how many. Takes the lock itself.
   size_t ExpireAssumed();
   // Assumed allocations with a deadline. Caller holds a lock.

@@ -103,6 +103,53 @@ TEST_F(ClusterCacheTest, AssumptionsExpireUnlessTheWatchConfirmsThem) {
   EXPECT_TRUE(cache_.state().IsConfirmed(common::PodUid("y")));
 }
 
+// The bind protocol both front ends follow: BindState before, BindStarting with the allocation assumed, FinishBind
+// with the outcome (bound: confirmed; unknown: assumed for the TTL, resent by a retry; failed: forgotten).
+TEST_F(ClusterCacheTest, TheBindProtocolConfirmsKeepsOrForgetsByOutcome) {
+  cache_.ApplyNode(testing::Node("n1").Gpus(1).Build());
+  const common::NodeName n1("n1");
+  auto state_of = [&](const std::string& uid) {
+    auto lock = cache_.ReadLock();
+    return cache_.BindState(common::PodUid(uid));
+  };
+  auto start = [&](const std::string& uid, int32_t priority) {
+    auto lock = cache_.WriteLock();
+    ASSERT_TRUE(cache_.state().Assume(OneGpu(uid, "n1", 200)).ok());
+    cache_.BindStarting(core::PodRequest{.uid = common::PodUid(uid), .priority = priority, .app = "bert"}, 5000);
+  };
+  EXPECT_EQ(state_of("ok"), ClusterCache::HeldForBind::kNothing);
+  start("ok", 4);
+  EXPECT_EQ(state_of("ok"), ClusterCache::HeldForBind::kInFlight) << "its bind runs";
+  {
+    auto lock = cache_.ReadLock();
+    EXPECT_EQ(cache_.PriorityOf(common::PodUid("ok")), 4);
+    EXPECT_EQ(cache_.AppOf(common::PodUid("ok")), "bert");
+    EXPECT_EQ(cache_.TrackedAssumptions(), 1U);
+  }
+  EXPECT_EQ(cache_.FinishBind(common::PodUid("ok"), n1, common::Status::Ok(), 1000), ClusterCache::BindEnd::kBound);
+  EXPECT_EQ(state_of("ok"), ClusterCache::HeldForBind::kBound);
+
+  start("lost", 1);
+  EXPECT_EQ(cache_.FinishBind(common::PodUid("lost"), n1, common::Unavailable("timeout"), 1000),
+            ClusterCache::BindEnd::kUnknown);
+  EXPECT_EQ(state_of("lost"), ClusterCache::HeldForBind::kResend) << "a retry sends the same allocation";
+
+  start("no", 1);
+  // A failure for another node (the watch moved the pod meanwhile) forgets nothing on this one.
+  EXPECT_EQ(cache_.FinishBind(common::PodUid("no"), common::NodeName("n2"), common::NotFound("no pod"), 1000),
+            ClusterCache::BindEnd::kFailed);
+  EXPECT_NE(state_of("no"), ClusterCache::HeldForBind::kNothing) << "still assumed on n1";
+  EXPECT_EQ(cache_.FinishBind(common::PodUid("no"), n1, common::NotFound("no pod"), 1000),
+            ClusterCache::BindEnd::kFailed);
+  EXPECT_EQ(state_of("no"), ClusterCache::HeldForBind::kNothing) << "a failed bind gives its GPUs back";
+  EXPECT_EQ(Held("n1"), 2U);  // ok (bound) and lost (outcome unknown)
+  // The unknown outcome's TTL runs out without the watch showing the pod: forgotten.
+  clock_.AdvanceMs(1001);
+  EXPECT_EQ(cache_.ExpireAssumed(), 1U);
+  EXPECT_EQ(state_of("lost"), ClusterCache::HeldForBind::kNothing);
+  EXPECT_EQ(Held("n1"), 1U);
+}
+
 TEST(ClusterCacheChargeEveryPodTest, PodsWithoutAnAllocationAreChargedTheirRequests) {
   ClusterCache cache(CacheOptions{.charge_every_pod = true});
   cache.ApplyNode(testing::Node("n1").Gpus(1).Cpu(4000).Build());

@@ -47,15 +47,7 @@ using core::kDefaultQueue;
 using core::QueueSpec;
 using core::ValidateQueues;
 
-struct QueueStatus {
-  std::string name, parent;
-  GpuAmount guaranteed, limit, allocated, pending, fair_share;
-  double weight = 1;
-  double rank = 0;  // allocated / fair share, the dominant dimension
-  size_t running_pods = 0, pending_pods = 0;
-  uint64_t reclaimed_pods = 0;  // its pods evicted to give a guarantee back
-  bool declared = false;        // from a spec (the implicit default queue is not)
-};
+using core::QueueStatus;
 
 class GpuQueues {
  public:

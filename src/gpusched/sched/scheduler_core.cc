@@ -792,116 +792,32 @@ bool SchedulerCore::AnyPossibleVictim(int32_t priority, const std::string& queue
   return q != priorities_by_queue_.end() && *q->second.begin() < priority;
 }
 
-struct SchedulerCore::VictimPool {
-  std::vector<core::DisruptionBudget> budgets;
-  std::vector<int32_t> allowed;  // disruptions each budget still allows
-  struct Node {
-    const core::NodeView* view = nullptr;
-    std::vector<sched::PotentialVictim> potential;
-    std::vector<sched::PodOnNode> pods;  // potential[i] as inter-pod constraints see it (when asked for)
-    // For potential[i] of another GPU queue (a reclaim): its queue and what it holds of it; empty queue otherwise.
-    std::vector<std::pair<std::string, core::GpuAmount>> reclaim;
-  };
-  std::vector<Node> nodes;  // only nodes with at least one possible victim
-};
-
-namespace {
-
-// Whether evicting every possible victim on a pool node could free the GPU compute `request` asks for: a cheap
-// bound before victims are chosen there (pods that go with a gang from other nodes free nothing here).
-template <class PoolNode>
-bool CouldFree(const PoolNode& node, const core::PodRequest& request) {
-  int64_t could_free = node.view->IdleMilli().value();
-  for (const sched::PotentialVictim& v : node.potential) {
-    could_free += v.allocation->TotalMilli().value();
-  }
-  return could_free >= request.TotalGpuMilli().value();
-}
-
-}  // namespace
-
 SchedulerCore::VictimPool SchedulerCore::CollectVictims(const core::ClusterState& state,
                                                         const std::vector<const core::NodeView*>& views,
                                                         int32_t priority, const std::string& queue, bool reclaim,
                                                         int64_t need_milli, bool with_pods) {
-  VictimPool pool;
   std::lock_guard lock(mu_);  // lock order: the cache's lock is held, then mu_
+  sched::VictimRules rules{.priority = priority, .queue = queue, .need_milli = need_milli, .with_pods = with_pods};
+  if (reclaim) {
+    rules.may_reclaim = [&](const std::string& from, const core::GpuAmount& holds) {
+      return gpu_queues_.MayReclaim(from, holds, {}, queue);
+    };
+    rules.over_share = [&](const std::string& from) { return gpu_queues_.Rank(from); };
+  }
+  rules.budgets.reserve(budgets_.size());
   for (const auto& [key, b] : budgets_) {
-    pool.budgets.push_back(b);
-    pool.allowed.push_back(b.disruptions_allowed);
+    rules.budgets.push_back(b);
   }
-  // Per other queue and per set of dimensions a pod holds: whether such a pod may be reclaimed, and the queue's
-  // rank (both the same for every pod of the queue within one plan).
-  std::map<std::pair<std::string, int>, bool> may_reclaim;
-  std::map<std::string, double> rank;
-  std::vector<const Running*> found;
-  for (const core::NodeView* view : views) {
-    found.clear();
-    int64_t could_free = view->IdleMilli().value();
-    for (const common::PodUid& pod : state.PodsOn(view->name())) {
-      if (IsReservation(pod)) {
-        continue;
-      }
-      auto r = running_.find(pod.str());
-      if (r == running_.end() || r->second.assumed || r->second.deleting) {
-        continue;  // not known bound yet (a bind in flight), or leaving already
-      }
-      // Of its own queue, pods of lower priority; of other queues, with `reclaim`, pods of queues that borrow
-      // beyond their guarantee in a dimension the pod holds.
-      const Running& run = r->second;
-      if (run.queue == queue) {
-        if (run.priority >= priority) {
-          continue;
+  return sched::CollectVictims(
+      state, views,
+      [&](const common::PodUid& pod) -> const Running* {
+        if (IsReservation(pod)) {
+          return nullptr;
         }
-      } else {
-        if (!reclaim) {
-          continue;
-        }
-        const int dims =
-            (run.demand.gpus > 0 ? 1 : 0) | (run.demand.milli > 0 ? 2 : 0) | (run.demand.memory_mib > 0 ? 4 : 0);
-        auto [it, inserted] = may_reclaim.try_emplace({run.queue, dims}, false);
-        if (inserted) {
-          it->second = gpu_queues_.MayReclaim(run.queue, run.demand, {}, queue);
-        }
-        if (!it->second) {
-          continue;
-        }
-      }
-      found.push_back(&run);
-      could_free += state.FindAllocation(pod)->TotalMilli().value();
-    }
-    if (found.empty() || could_free < need_milli) {
-      continue;  // nobody here, or even everyone gone would not free the GPU compute asked for
-    }
-    VictimPool::Node c{.view = view};
-    for (const Running* run : found) {
-      const bool own_queue = run->queue == queue;
-      double over_share = 0.0;
-      if (!own_queue) {
-        auto [it, inserted] = rank.try_emplace(run->queue, 0.0);
-        if (inserted) {
-          it->second = gpu_queues_.Rank(run->queue);
-        }
-        over_share = it->second;
-      }
-      sched::PotentialVictim v{.allocation = state.FindAllocation(run->uid),
-                               .priority = run->priority,
-                               .start_ms = run->start_ms,
-                               .over_share = over_share};
-      for (size_t b = 0; b < pool.budgets.size(); ++b) {
-        if (pool.budgets[b].Counts(run->namespace_, run->name, run->labels)) {
-          v.pdbs.push_back(b);
-        }
-      }
-      c.potential.push_back(std::move(v));
-      if (with_pods) {
-        c.pods.push_back(*run);
-      }
-      c.reclaim.emplace_back(own_queue ? std::string() : run->queue, run->demand);
-    }
-    pool.nodes.push_back(std::move(c));
-  }
-  return pool;
+        auto r = running_.find(pod.str());
+        return r == running_.end() ? nullptr : &r->second;
+      },
+      rules);
 }
 
 // Reclaimed victims together must leave each queue they come from borrowing up to the last of them.
@@ -1471,18 +1387,19 @@ void SchedulerCore::Attempt(const sched::QueuedPod& popped) {
     if (capacity_stale_.exchange(false)) {
       gpu_queues_.SetCapacity(GpuCapacity(state));
     }
-    if (const core::Allocation* held = state.FindAllocation(request.uid); held != nullptr) {
-      if (state.IsConfirmed(request.uid)) {
+    if (const ClusterCache::HeldForBind held = cache_.BindState(request.uid);
+        held != ClusterCache::HeldForBind::kNothing) {
+      if (held == ClusterCache::HeldForBind::kBound) {
         lock.unlock();
         queue_.Done(uid);  // bound; the watch will show it
         return;
       }
-      if (!cache_.AwaitsBindOutcome(request.uid)) {
+      if (held == ClusterCache::HeldForBind::kInFlight) {
         lock.unlock();
         queue_.Requeue(uid, sched::SchedulingQueue::Outcome::kError);  // its bind still runs
         return;
       }
-      task.allocation = *held;  // the last bind's outcome is unknown: send the same Binding again
+      task.allocation = *state.FindAllocation(request.uid);  // the last bind's outcome is unknown: send it again
     } else {
       if (request.min_available > 1) {
         const std::string group = GroupKey(request.namespace_, request.pod_group);
@@ -1596,9 +1513,7 @@ void SchedulerCore::Attempt(const sched::QueuedPod& popped) {
       task.allocation = std::move(*result->allocation);
       RecordAssumed(uid, pod, task.allocation);
     }
-    cache_.SetPriority(request.uid, request.priority);
-    cache_.SetApp(request.uid, request.app);
-    cache_.ExpireAssumedAfter(request.uid, options_.bind_in_flight_ms, /*bind_running=*/true);
+    cache_.BindStarting(request, options_.bind_in_flight_ms);
   }
   {
     std::lock_guard lock(mu_);
@@ -1850,9 +1765,7 @@ void SchedulerCore::ScheduleGang(const std::string& uid, const Pending& pod, con
     return;
   }
   for (const BindTask& t : reserved) {
-    cache_.SetPriority(t.request.uid, t.request.priority);
-    cache_.SetApp(t.request.uid, t.request.app);
-    cache_.ExpireAssumedAfter(t.request.uid, options_.bind_in_flight_ms, /*bind_running=*/true);
+    cache_.BindStarting(t.request, options_.bind_in_flight_ms);
   }
   lock.unlock();
   given_back();
@@ -1898,26 +1811,8 @@ void SchedulerCore::Bind(BindTask task) {
   common::Status bound = options_.may_bind && !options_.may_bind()
                              ? common::FailedPrecondition("this replica lost the leader lease before the bind")
                              : binder_.Bind(task.request, task.allocation);
-  const bool unknown = !bound.ok() && ports::BindOutcomeUnknown(bound);
-  {
-    auto lock = cache_.WriteLock();
-    core::ClusterState& state = cache_.state();
-    const core::Allocation* held = state.FindAllocation(uid);
-    const bool assumed = held != nullptr && !state.IsConfirmed(uid) && held->node == task.allocation.node;
-    if (bound.ok()) {
-      if (assumed) {
-        (void)state.Confirm(uid);  // the watch may have confirmed it already
-      }
-      cache_.ExpireAssumedAfter(uid, 0);
-    } else if (unknown) {
-      cache_.ExpireAssumedAfter(uid, options_.assumed_ttl_ms);  // the watch decides within the TTL
-    } else {
-      if (assumed) {
-        (void)state.Forget(uid);
-      }
-      cache_.ExpireAssumedAfter(uid, 0);
-    }
-  }
+  const bool unknown =
+      cache_.FinishBind(uid, task.allocation.node, bound, options_.assumed_ttl_ms) == ClusterCache::BindEnd::kUnknown;
   const std::string key = task.namespace_ + "/" + task.name;
   if (bound.ok()) {
     queue_.Done(uid.str());

@@ -103,6 +103,7 @@
 #include "gpusched/sched/preemption.h"
 #include "gpusched/sched/scheduling_queue.h"
 #include "gpusched/sched/snapshot_builder.h"
+#include "gpusched/sched/victims.h"
 
 namespace gpusched::sched {
 
@@ -250,20 +251,9 @@ class SchedulerCore {
     std::vector<std::string> soft_fields;  // not evaluated: told in the Scheduled event
   };
 
-  // A pod placed on a node, as preemption (a possible victim) and inter-pod constraints need it: bound (the watch
-  // showed it) or assumed (placed by this scheduler, its binding not seen yet; such an entry counts only while its
-  // allocation is held on that node).
-  struct Running : sched::PodOnNode {
-    std::string name;
-    int32_t priority = 0;
-    int64_t start_ms = 0;  // creation time
-    bool assumed = false;
-    std::string group;  // namespace/pod-group of a gang member, else empty
-    int32_t min_available = 0;
-    bool coscheduling = false;  // min_available is its PodGroup's minMember
-    std::string queue = sched::kDefaultQueue;
-    core::GpuAmount demand;  // what it holds of its queue
-  };
+  // A pod placed on a node (sched/victims.h): bound, or assumed (placed by this scheduler, its binding not seen yet;
+  // such an entry counts only while its allocation is held on that node).
+  using Running = sched::PlacedPod;
   // The room held for a pod that preempted, and whom it evicts.
   struct Victim {
     common::PodUid uid;
@@ -294,14 +284,15 @@ class SchedulerCore {
                                            const sched::CycleResult& result,
                                            const sched::InterPodConstraints& inter_pod, const std::string& queue,
                                            bool reclaim);
-  // The possible victims, node by node, of a preemptor of `priority` in `queue` on the nodes `views` (see
-  // PlanPreemption for who may be one), with the budgets that count them. Mirror lock held; takes mu_.
-  struct VictimPool;
+  using VictimPool = sched::VictimPool;
   // Whether anyone could be a victim (CollectVictims' rules, before any node is looked at): a placed pod of `queue`
   // below `priority`, or with `reclaim` a queue borrowing beyond its guarantee. Takes mu_.
   [[nodiscard]] bool AnyPossibleVictim(int32_t priority, const std::string& queue, bool reclaim) const;
-  // Nodes where evicting every possible victim would free less GPU compute than `need_milli` are left out;
-  // `with_pods`: each victim as inter-pod constraints see it too (VictimPool::Node::pods).
+  // The possible victims (sched::CollectVictims), node by node, of a preemptor of `priority` in `queue` on the nodes
+  // `views`, with the budgets that count them: `reclaim` lets pods of queues borrowing beyond their guarantee be
+  // victims too. Nodes where evicting every possible victim would free less GPU compute than `need_milli` are left
+  // out; `with_pods`: each victim as inter-pod constraints see it too (VictimPool::Node::pods). Mirror lock held;
+  // takes mu_.
   VictimPool CollectVictims(const core::ClusterState& state, const std::vector<const core::NodeView*>& views,
                             int32_t priority, const std::string& queue, bool reclaim, int64_t need_milli,
                             bool with_pods);
