@@ -20,7 +20,7 @@ if [ ! -L "$stage/bin/kubectl-gpusched" ] || ! "$stage/bin/kubectl-gpusched" --h
   echo "check-install: bin/kubectl-gpusched is missing or does not answer as the kubectl plugin" >&2
   exit 1
 fi
-for f in share/doc/gpusched/README.md share/doc/gpusched/install.md share/gpusched/deploy/base/extender/rbac.yaml share/gpusched/deploy/scheduler/kustomization.yaml share/gpusched/examples/shared-pod.yaml; do
+for f in share/doc/gpusched/README.md share/doc/gpusched/LICENSE share/doc/gpusched/CHANGELOG.md share/doc/gpusched/install.md share/gpusched/deploy/base/extender/rbac.yaml share/gpusched/deploy/scheduler/kustomization.yaml share/gpusched/examples/shared-pod.yaml; do
   if [ ! -f "$stage/$f" ]; then
     echo "check-install: $f is not installed" >&2
     exit 1

@@ -1,29 +1,47 @@
 #!/usr/bin/env python3
-"""Static checks of deploy/monitoring: the alerts, their promtool tests, the Grafana dashboard and the overlay.
+"""Static checks of deploy/monitoring: each layout's alerts and their promtool tests, the dashboard, the overlays.
 
-  * alerts.yaml: its PrometheusRule's spec, written to a plain rules file in a temporary directory, passes
-    `promtool check rules`; every alert has a severity label (critical, warning or info) and summary, description
-    and runbook_url annotations, the runbook in docs/troubleshooting.md.
-  * tests/alerts_test.yaml: `promtool test rules` passes against that rules file, and holds for every alert at
-    least one case where it fires and one where it stays quiet.
+deploy/monitoring has one layout per install layout of deploy/ (scheduler, extender, agent: the directories
+deploy/monitoring/<layout>), each built from the components of the daemons that layout runs
+(deploy/monitoring/components/<daemon>: a PodMonitor, an alert group added to the PrometheusRule kube-system/gpusched,
+promtool tests of those alerts). deploy/monitoring itself renders the scheduler layout.
+
+  * components/*/alerts.yaml: every alert has a severity label (critical, warning or info) and summary,
+    description and runbook_url annotations. Every runbook_url is absolute (http or https) and ends in the
+    anchor of the section of docs/troubleshooting.md named after the alert, which must exist there; in a rendered
+    layout it starts with common/prometheusrule.yaml's gpusched.io/runbook-base (components/runbook-urls ran).
+  * components/*/alerts_test.yaml: holds for every alert of its component a case where it fires and one where it
+    stays quiet, and names no other alert.
+  * every layout: its PrometheusRule's spec, written to a plain rules file, passes `promtool check rules`, and
+    `promtool test rules` passes for the tests of each component the layout lists and for the layout's own
+    healthy_test.yaml. That one feeds the series a healthy install of the layout exports (its `up` series are
+    exactly those of the jobs the layout's PodMonitors make) and must assert, for every alert the layout renders,
+    that it does not fire (at 3 evaluation times or more), and that the query `ALERTS` finds nothing (no alert
+    pending or firing, whatever the layout installs). An alert selects only jobs the layout's PodMonitors make.
+  * every layout against its install layout (`kubectl kustomize deploy/<layout>`): each PodMonitor selects pods of
+    a workload there by a port they declare, and each workload that declares a container port is scraped.
   * dashboards/gpusched.json: every Prometheus query of a panel or a query variable, Grafana's variables replaced
     by stand-ins ($__rate_interval by 5m, $node by stand_in, ...), parses (as recording rules through
-    `promtool check rules`); every panel and query uses the data source variable ${datasource}.
-  * every metric an alert or a query uses is exported by the daemon that monitors.yaml scrapes for it: the string
-    literals of the agent's, the scheduler's and the webhook's sources (src/gpusched/...) name it, or it is one of
-    the HTTP server's families (net::RenderStats). A metric only `gpusched extender` exports is an error: the
-    extender listens on 127.0.0.1 and is not scraped. A selector with job="gpusched-<daemon>" must name a metric
-    of that daemon.
-  * `kubectl kustomize deploy/monitoring` renders the PodMonitors, the PrometheusRule and the ConfigMap
-    kube-system/gpusched-dashboard (label grafana_dashboard: "1") holding the dashboard (skipped without kubectl).
+    `promtool check rules`); every panel and query uses the data source variable ${datasource}; it selects jobs
+    that some component's PodMonitor makes.
+  * every gpusched_* and DCGM_* metric an alert or a query uses is selected by job and exported by that job's
+    daemon: the string literals of its sources (src/gpusched/...) name it, or it is one of the HTTP server's
+    families (net::RenderStats). Job gpusched-<daemon> is the agent, the scheduler, the webhook or the extender
+    (the extender's probe listener, scraped by components/extender/podmonitor.yaml in the extender layout).
+  * `kubectl kustomize` renders every layout, and deploy/monitoring the same objects as deploy/monitoring/scheduler:
+    the layout's PodMonitors, the PrometheusRule and the ConfigMap kube-system/gpusched-dashboard (label
+    grafana_dashboard: "1") holding the dashboard, all in kube-system. Without kubectl, each layout's rules are
+    composed from the files of the components its kustomization.yaml lists, in that order (what kustomize does),
+    and the checks that need a rendering are skipped.
 
 The PromQL helpers live in tests/e2e/monitoring_check.py, which the end-to-end suites use on real /metrics bodies.
 Needs promtool (Debian's `prometheus` package; $PROMTOOL overrides) and PyYAML (python3-yaml); kubectl is optional
-($KUBECTL overrides).
+($KUBECTL overrides; >= 1.24 for the replacements of components/runbook-urls).
 
 Usage: scripts/check-monitoring.py [--root DIR] [--quiet]
-Prints the metrics each alert and query uses (not with --quiet), then `<file>: <alert or panel>: <problem>` per
-problem and exits 1, or `monitoring: N alerts, M tests, K dashboard queries OK`. Exits 2 without promtool.
+Prints the metrics each alert and query uses (not with --quiet) and one line per layout with promtool's verdict on
+each test file, then `<file>: <alert or panel>: <problem>` per problem and exits 1, or
+`monitoring: N alerts in L layouts, M tests, K dashboard queries OK`. Exits 2 without promtool.
 """
 
 from __future__ import annotations
@@ -41,24 +59,39 @@ from pathlib import Path
 import yaml
 
 SEVERITIES = {"critical", "warning", "info"}
-RUNBOOK = "docs/troubleshooting.md"
-RULES_NAME = "alerts.rules.yaml"  # what tests/alerts_test.yaml's rule_files names
+RUNBOOK_DOC = "docs/troubleshooting.md"
+MONITORING = "deploy/monitoring"
+COMMON_RULE = f"{MONITORING}/common/prometheusrule.yaml"
+RUNBOOK_ANNOTATION = "gpusched.io/runbook-base"
+# The base the promtool tests' expected annotations are written with (common/prometheusrule.yaml's value as shipped);
+# a different value set there is substituted into the copies of the tests that promtool runs.
+SHIPPED_RUNBOOK_BASE = "https://github.com/gpusched/gpusched/blob/main/docs/troubleshooting.md"
+DASHBOARD = f"{MONITORING}/dashboards/gpusched.json"
+DEFAULT_LAYOUT = "scheduler"  # what deploy/monitoring itself renders
+NOT_LAYOUTS = {"common", "components", "dashboards"}
+RUNBOOK_COMPONENT = "runbook-urls"
+RULE_NAME = "gpusched"
+RULES_NAME = "alerts.rules.yaml"  # what every test file's rule_files names
+HEALTHY_TEST = "healthy_test.yaml"
+MIN_HEALTHY_EVALS = 3
 # Prometheus's own series, always there.
 BUILTIN_METRICS = {"up", "scrape_duration_seconds", "scrape_samples_scraped", "scrape_samples_post_metric_relabeling",
                    "scrape_series_added", "ALERTS", "ALERTS_FOR_STATE"}
-# Where each scraped daemon's metric names are written (job gpusched-<daemon>), and the unscraped extender's.
+# Where each daemon's metric names are written; its job is gpusched-<daemon>.
 DAEMON_SOURCES = {
     "agent": ["src/gpusched/agent", "src/gpusched/cli/agent_command.cc"],
     "scheduler": ["src/gpusched/scheduler", "src/gpusched/cli/scheduler_command.cc"],
     "webhook": ["src/gpusched/webhook", "src/gpusched/cli/webhook_command.cc"],
+    "extender": ["src/gpusched/extender", "src/gpusched/cli/extender_command.cc"],
 }
-EXTENDER_SOURCES = ["src/gpusched/extender"]
 HTTP_STATS_SOURCE = "src/gpusched/net/http_server.cc"
+WORKLOAD_KINDS = {"Deployment", "DaemonSet", "StatefulSet"}
 
 _CPP_TOKEN = re.compile(r"""//[^\n]*|/\*.*?\*/|'(?:[^'\\\n]|\\.)*'|"((?:[^"\\\n]|\\.)*)\"""", re.S)
 _METRIC_IN_LITERAL = re.compile(r"\b(?:gpusched|DCGM)_[A-Za-z0-9_:]*[A-Za-z0-9]")
 _SELECTOR = re.compile(r"""([A-Za-z_:][A-Za-z0-9_:]*)\s*\{((?:[^}"]|"(?:[^"\\]|\\.)*")*)\}""")
 _JOB_MATCHER = re.compile(r"""\bjob\s*(=~|=)\s*"((?:[^"\\]|\\.)*)\"""")
+_RUNBOOK_URL = re.compile(r"^(https?://[^/\s#]+(?:/[^\s#]*)?)#([A-Za-z0-9_-]+)$")
 
 
 class Problems:
@@ -84,6 +117,10 @@ def run(cmd: list[str], cwd: Path | None = None) -> tuple[int, str]:
     return proc.returncode, (proc.stdout + proc.stderr).strip()
 
 
+def indent(text: str) -> str:
+    return "\n".join("    " + line.rstrip() for line in text.splitlines() if line.strip())
+
+
 def literal_metric_names(paths: list[Path]) -> set[str]:
     """gpusched_* and DCGM_* names inside the C++ string literals of `paths` (files or folders; tests, benchmarks
     and fuzzers left out), comments skipped."""
@@ -100,8 +137,8 @@ def literal_metric_names(paths: list[Path]) -> set[str]:
     return names
 
 
-def exported_metrics(root: Path, problems: Problems) -> tuple[dict[str, set[str]], set[str]]:
-    """daemon -> the metric names its sources write, and the extender's names."""
+def exported_metrics(root: Path, problems: Problems) -> dict[str, set[str]]:
+    """daemon -> the metric names its sources write."""
     suffixes: set[str] = set()
     stats = root / HTTP_STATS_SOURCE
     if stats.is_file():
@@ -122,64 +159,179 @@ def exported_metrics(root: Path, problems: Problems) -> tuple[dict[str, set[str]
                 for prefix in re.findall(r"RenderStats\([^;]*?\"([A-Za-z_:][A-Za-z0-9_:]*)\"", text):
                     names |= {prefix + s for s in suffixes}
         daemons[daemon] = names
-    extender = literal_metric_names([root / r for r in EXTENDER_SOURCES if (root / r).exists()])
-    return daemons, extender
+    return daemons
 
 
-# -- the checks ---------------------------------------------------------------------------------------------------
+def markdown_anchors(text: str) -> set[str]:
+    """The anchors a Git host's Markdown view gives the headings of `text` (lower case, punctuation dropped,
+    spaces as hyphens, -1, -2, ... for repeats), fenced code left out, plus explicit <a id|name="...">."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    fence = ""
+    for line in text.splitlines():
+        m = re.match(r"^\s*(```+|~~~+)", line)
+        if m:
+            if not fence:
+                fence = m.group(1)
+            elif m.group(1).startswith(fence):
+                fence = ""
+            continue
+        if fence:
+            continue
+        m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        title = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", m.group(1)).replace("`", "")
+        slug = re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        anchors.add(slug if n == 0 else f"{slug}-{n}")
+    anchors |= set(re.findall(r"""<a\s+(?:id|name)=["']([^"']+)["']""", text))
+    return anchors
 
 
-def check_alerts(mc, root: Path, alerts_rel: str, tmp: Path, problems: Problems) -> tuple[dict, list[str], bool]:
-    """Writes the rules file into tmp; returns the PrometheusRule, the names of its alerts and whether promtool
-    accepts the rules."""
-    try:
-        rule = mc.load_prometheus_rule(root / alerts_rel)
-    except (OSError, ValueError, yaml.YAMLError) as e:
-        problems.add(alerts_rel, f"cannot read the PrometheusRule: {e}")
-        return {}, [], False
-    if rule.get("apiVersion") != "monitoring.coreos.com/v1":
-        problems.add(alerts_rel, f"apiVersion {rule.get('apiVersion')!r}, not monitoring.coreos.com/v1")
-    spec = rule.get("spec") or {}
-    if not spec.get("groups"):
-        problems.add(alerts_rel, "spec.groups is empty")
-    alerts: list[str] = []
-    for group in spec.get("groups") or []:
-        for r in group.get("rules") or []:
-            if "alert" not in r:
+def rule_alerts(spec: dict) -> list[tuple[str, dict]]:
+    """(group name, rule) of every alerting rule of a rule spec."""
+    return [(g.get("name"), r) for g in spec.get("groups") or [] for r in g.get("rules") or [] if "alert" in r]
+
+
+def podmonitor_jobs(pm: dict) -> set[str]:
+    """The job label a PodMonitor's targets get: a relabeling that sets `job` to a constant wins (it runs after
+    prometheus-operator's own), else the value its selector fixes for its jobLabel. Empty if unpredictable."""
+    spec = pm.get("spec") or {}
+    jobs: set[str] = set()
+    by_label = ((spec.get("selector") or {}).get("matchLabels") or {}).get(spec.get("jobLabel") or "")
+    for ep in spec.get("podMetricsEndpoints") or []:
+        job = by_label
+        for r in ep.get("relabelings") or []:
+            if r.get("targetLabel") == "job" and (r.get("action") or "replace") == "replace" \
+                    and not r.get("sourceLabels") and r.get("replacement"):
+                job = r["replacement"]
+        if job:
+            jobs.add(job)
+    return jobs
+
+
+def expr_jobs(expr: str) -> list[str]:
+    out = []
+    for op, value in _JOB_MATCHER.findall(expr):
+        out += value.split("|") if op == "=~" else [value]
+    return out
+
+
+# -- components -----------------------------------------------------------------------------------------------------
+
+
+class Component:
+    def __init__(self, name: str, rel: str):
+        self.name = name
+        self.rel = rel                      # deploy/monitoring/components/<name>
+        self.groups: list[dict] = []        # what its alerts.yaml adds
+        self.monitors: list[dict] = []      # its PodMonitors (the files of its kustomization's resources)
+        self.tests: str | None = None       # <rel>/alerts_test.yaml, if there
+
+    @property
+    def alerts(self) -> list[str]:
+        return [r["alert"] for g in self.groups for r in g.get("rules") or [] if "alert" in r]
+
+    @property
+    def jobs(self) -> set[str]:
+        return set().union(*(podmonitor_jobs(m) for m in self.monitors)) if self.monitors else set()
+
+
+def load_components(mc, root: Path, anchors: set[str], problems: Problems) -> dict[str, Component]:
+    out: dict[str, Component] = {}
+    base = root / MONITORING / "components"
+    for d in sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []:
+        rel = f"{MONITORING}/components/{d.name}"
+        try:
+            kust = yaml.safe_load((d / "kustomization.yaml").read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as e:
+            problems.add(f"{rel}/kustomization.yaml", f"cannot read: {e}")
+            continue
+        if kust.get("kind") != "Component" or kust.get("apiVersion") != "kustomize.config.k8s.io/v1alpha1":
+            problems.add(f"{rel}/kustomization.yaml", "not a kustomize Component (kustomize.config.k8s.io/v1alpha1)")
+        c = Component(d.name, rel)
+        out[d.name] = c
+        if d.name == RUNBOOK_COMPONENT:
+            continue
+        for res in kust.get("resources") or []:
+            try:
+                docs = [x for x in yaml.safe_load_all((d / res).read_text(encoding="utf-8")) if x]
+            except (OSError, yaml.YAMLError) as e:
+                problems.add(f"{rel}/{res}", f"cannot read: {e}")
                 continue
-            where = f"{alerts_rel}: alert {r['alert']}"
-            alerts.append(r["alert"])
-            severity = (r.get("labels") or {}).get("severity")
-            if severity not in SEVERITIES:
-                problems.add(where, f"severity label {severity!r}, not one of {', '.join(sorted(SEVERITIES))}")
-            annotations = r.get("annotations") or {}
-            for key in ("summary", "description", "runbook_url"):
-                if not str(annotations.get(key, "")).strip():
-                    problems.add(where, f"no {key} annotation")
-            if RUNBOOK not in str(annotations.get("runbook_url", "")):
-                problems.add(where, f"runbook_url does not point at {RUNBOOK}")
-    for name in sorted({a for a in alerts if alerts.count(a) > 1}):
-        problems.add(f"{alerts_rel}: alert {name}", "defined more than once")
-    rules_file = tmp / RULES_NAME
-    rules_file.write_text(yaml.safe_dump(spec, sort_keys=False, width=1000), encoding="utf-8")
-    rc, out = run([PROMTOOL, "check", "rules", str(rules_file)])
-    if rc != 0:
-        problems.add(alerts_rel, "promtool check rules failed (positions are in the extracted spec):\n"
-                     + indent(out.replace(str(rules_file), f"<spec of {alerts_rel}>")))
-    return rule, alerts, rc == 0
+            c.monitors += [x for x in docs if x.get("kind") in ("PodMonitor", "ServiceMonitor")]
+        for m in c.monitors:
+            if not podmonitor_jobs(m):
+                problems.add(f"{rel}: {m['kind']} {m['metadata']['name']}",
+                             "no predictable job: set jobLabel to a label its selector's matchLabels fix, or set job "
+                             "with a relabeling to a constant")
+        if (d / "alerts.yaml").is_file():
+            try:
+                c.groups = mc.load_alert_groups(d / "alerts.yaml")
+            except (OSError, ValueError, yaml.YAMLError) as e:
+                problems.add(f"{rel}/alerts.yaml", f"cannot read: {e}")
+            check_alert_rules(f"{rel}/alerts.yaml", {"groups": c.groups}, anchors, None, problems)
+            patches = [p for p in kust.get("patches") or [] if p.get("path") == "alerts.yaml"]
+            if not patches or (patches[0].get("target") or {}).get("name") != RULE_NAME:
+                problems.add(f"{rel}/kustomization.yaml", f"does not patch alerts.yaml into the PrometheusRule "
+                                                          f"{RULE_NAME}")
+        if (d / "alerts_test.yaml").is_file():
+            c.tests = f"{rel}/alerts_test.yaml"
+            check_test_coverage(root, c.tests, c.alerts, problems)
+        elif c.alerts:
+            problems.add(rel, "alerts without alerts_test.yaml")
+    return out
 
 
-def check_tests(root: Path, tests_rel: str, tmp: Path, alerts: list[str], problems: Problems,
-                run_promtool: bool) -> int:
-    """Runs promtool test rules (when run_promtool: the rules load); returns the number of test groups."""
-    path = root / tests_rel
+def check_alert_rules(where_file: str, spec: dict, anchors: set[str], base: str | None, problems: Problems) -> None:
+    """Labels and annotations of every alert of `spec` (a component's). With `base` (a rendered layout's), only
+    that every runbook_url is absolute and starts with it."""
+    for _, r in rule_alerts(spec):
+        where = f"{where_file}: alert {r['alert']}"
+        if base is not None:
+            url = str((r.get("annotations") or {}).get("runbook_url", "")).strip()
+            m = _RUNBOOK_URL.match(url)
+            if not m or m.group(1) != base:
+                problems.add(where, f"runbook_url {url!r} does not start with {base + '#'!r} ({COMMON_RULE}'s "
+                                    f"{RUNBOOK_ANNOTATION}: is components/{RUNBOOK_COMPONENT} listed last?)")
+            continue
+        severity = (r.get("labels") or {}).get("severity")
+        if severity not in SEVERITIES:
+            problems.add(where, f"severity label {severity!r}, not one of {', '.join(sorted(SEVERITIES))}")
+        annotations = r.get("annotations") or {}
+        for key in ("summary", "description", "runbook_url"):
+            if not str(annotations.get(key, "")).strip():
+                problems.add(where, f"no {key} annotation")
+        url = str(annotations.get("runbook_url", "")).strip()
+        if not url:
+            continue
+        m = _RUNBOOK_URL.match(url)
+        if not m:
+            problems.add(where, f"runbook_url {url!r} is not an absolute http(s) URL ending in #<anchor>")
+            continue
+        if m.group(2) not in anchors:
+            problems.add(where, f"runbook_url's anchor #{m.group(2)} is no section of {RUNBOOK_DOC}")
+        if m.group(2) != r["alert"].lower():
+            problems.add(where, f"runbook_url's anchor #{m.group(2)} is not the section named after the alert "
+                                f"(#{r['alert'].lower()})")
+
+
+def load_tests(root: Path, rel: str, problems: Problems) -> dict:
     try:
-        tests = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        tests = yaml.safe_load((root / rel).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as e:
-        problems.add(tests_rel, f"cannot read: {e}")
-        return 0
+        problems.add(rel, f"cannot read: {e}")
+        return {}
     if tests.get("rule_files") != [RULES_NAME]:
-        problems.add(tests_rel, f"rule_files must be [{RULES_NAME}] (the spec of alerts.yaml, written by this script)")
+        problems.add(rel, f"rule_files must be [{RULES_NAME}] (the spec of the layout's PrometheusRule, written by "
+                          "this script)")
+    return tests
+
+
+def check_test_coverage(root: Path, rel: str, alerts: list[str], problems: Problems) -> None:
+    tests = load_tests(root, rel, problems)
     firing: set[str] = set()
     quiet: set[str] = set()
     for t in tests.get("tests") or []:
@@ -187,23 +339,247 @@ def check_tests(root: Path, tests_rel: str, tmp: Path, alerts: list[str], proble
             (firing if case.get("exp_alerts") else quiet).add(case.get("alertname"))
     for name in alerts:
         if name not in firing:
-            problems.add(f"{tests_rel}: alert {name}", "no test case where it fires")
+            problems.add(f"{rel}: alert {name}", "no test case where it fires")
         if name not in quiet:
-            problems.add(f"{tests_rel}: alert {name}", "no test case where it stays quiet")
+            problems.add(f"{rel}: alert {name}", "no test case where it stays quiet")
     for name in sorted((firing | quiet) - set(alerts)):
-        problems.add(f"{tests_rel}: alert {name}", "tested, but alerts.yaml has no such alert")
-    if not run_promtool:
-        problems.add(tests_rel, "not run: the rules of alerts.yaml do not load")
-        return len(tests.get("tests") or [])
-    shutil.copy(path, tmp / path.name)
-    rc, out = run([PROMTOOL, "test", "rules", path.name], cwd=tmp)
+        problems.add(f"{rel}: alert {name}", "tested, but its component's alerts.yaml has no such alert")
+
+
+# -- layouts --------------------------------------------------------------------------------------------------------
+
+
+class Layout:
+    def __init__(self, name: str):
+        self.name = name
+        self.rel = f"{MONITORING}/{name}"
+        self.components: list[str] = []
+        self.spec: dict = {}
+        self.monitors: list[dict] = []
+        self.rendered: list[dict] | None = None  # None: kubectl not there
+        self.results: list[str] = []
+
+    @property
+    def jobs(self) -> set[str]:
+        return set().union(*(podmonitor_jobs(m) for m in self.monitors)) if self.monitors else set()
+
+
+def find_layouts(root: Path) -> list[str]:
+    base = root / MONITORING
+    return sorted(d.name for d in base.iterdir()
+                  if d.is_dir() and d.name not in NOT_LAYOUTS and (d / "kustomization.yaml").is_file())
+
+
+def layout_components(root: Path, layout: Layout, components: dict[str, Component], problems: Problems) -> None:
+    where = f"{layout.rel}/kustomization.yaml"
+    try:
+        kust = yaml.safe_load((root / where).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as e:
+        problems.add(where, f"cannot read: {e}")
+        return
+    for entry in kust.get("components") or []:
+        path = (root / layout.rel / entry).resolve()
+        if path.parent != (root / MONITORING / "components").resolve() or path.name not in components:
+            problems.add(where, f"component {entry} is none of {MONITORING}/components")
+            continue
+        layout.components.append(path.name)
+    if not layout.components or layout.components[-1] != RUNBOOK_COMPONENT:
+        problems.add(where, f"must list ../components/{RUNBOOK_COMPONENT} last (it completes the runbook URLs of the "
+                            "alerts the components before it add)")
+    if not (root / layout.rel / HEALTHY_TEST).is_file():
+        problems.add(layout.rel, f"no {HEALTHY_TEST} (the series of a healthy install, and no alert firing)")
+
+
+def runbook_base(root: Path, problems: Problems) -> str:
+    try:
+        docs = [d for d in yaml.safe_load_all((root / COMMON_RULE).read_text(encoding="utf-8")) if d]
+        base = docs[0]["metadata"]["annotations"][RUNBOOK_ANNOTATION]
+    except (OSError, yaml.YAMLError, IndexError, KeyError, TypeError) as e:
+        problems.add(COMMON_RULE, f"no annotation {RUNBOOK_ANNOTATION} on the PrometheusRule: {e}")
+        return SHIPPED_RUNBOOK_BASE
+    if not re.match(r"^https?://[^/\s#]+(?:/[^\s#]*)?$", str(base)):
+        problems.add(COMMON_RULE, f"{RUNBOOK_ANNOTATION} {base!r} is not an absolute http(s) URL without an anchor")
+    return str(base)
+
+
+def composed_spec(layout: Layout, components: dict[str, Component], base: str) -> dict:
+    """What kustomize renders for the layout's rule, from the component files: their groups in the order the
+    layout lists them, each runbook_url's part before `#` replaced by the base."""
+    groups = json.loads(json.dumps([g for c in layout.components for g in components[c].groups]))
+    for g in groups:
+        for r in g.get("rules") or []:
+            url = (r.get("annotations") or {}).get("runbook_url")
+            if isinstance(url, str) and "#" in url:
+                r["annotations"]["runbook_url"] = base + "#" + url.split("#", 1)[1]
+    return {"groups": groups}
+
+
+def kubectl_binary() -> str | None:
+    return os.environ.get("KUBECTL") or shutil.which("kubectl")
+
+
+def render(kubectl: str, path: Path) -> tuple[list[dict] | None, str]:
+    rc, out = run([kubectl, "kustomize", str(path)])
     if rc != 0:
-        problems.add(tests_rel, "promtool test rules failed:\n" + indent(out))
-    return len(tests.get("tests") or [])
+        return None, out
+    return [d for d in yaml.safe_load_all(out) if d], ""
 
 
-def check_dashboard(mc, root: Path, dash_rel: str, tmp: Path, problems: Problems) -> list[tuple[str, str]]:
+def check_rendered(root: Path, layout: Layout, components: dict[str, Component], base: str, anchors: set[str],
+                   problems: Problems) -> None:
+    where = f"{layout.rel}/kustomization.yaml"
+    docs = layout.rendered or []
+    by_key = {(d.get("kind"), (d.get("metadata") or {}).get("name")): d for d in docs}
+    rule = by_key.get(("PrometheusRule", RULE_NAME))
+    if rule is None:
+        problems.add(where, f"renders no PrometheusRule {RULE_NAME}")
+    else:
+        layout.spec = rule.get("spec") or {}
+        check_alert_rules(f"{layout.rel} (rendered)", layout.spec, anchors, base, problems)
+        if layout.spec != composed_spec(layout, components, base):
+            problems.add(where, "the rendered rule's spec is not its components' groups, in their order, with the "
+                                "runbook base (what this script composes without kubectl)")
+    layout.monitors = [d for d in docs if d.get("kind") in ("PodMonitor", "ServiceMonitor")]
+    want_monitors = {m["metadata"]["name"] for c in layout.components for m in components[c].monitors}
+    have_monitors = {m["metadata"]["name"] for m in layout.monitors}
+    if want_monitors != have_monitors:
+        problems.add(where, f"renders the PodMonitors {sorted(have_monitors)}, its components have "
+                            f"{sorted(want_monitors)}")
+    cm = by_key.get(("ConfigMap", "gpusched-dashboard"))
+    if cm is None:
+        problems.add(where, "renders no ConfigMap gpusched-dashboard (a name suffix? "
+                            "generatorOptions.disableNameSuffixHash)")
+    else:
+        md = cm.get("metadata") or {}
+        if (md.get("labels") or {}).get("grafana_dashboard") != "1":
+            problems.add(where, 'ConfigMap gpusched-dashboard lacks the label grafana_dashboard: "1"')
+        if (cm.get("data") or {}).get(Path(DASHBOARD).name) != (root / DASHBOARD).read_text(encoding="utf-8"):
+            problems.add(where, f"ConfigMap gpusched-dashboard does not hold {DASHBOARD} as its key "
+                                f"{Path(DASHBOARD).name}")
+    for d in docs:
+        if (d.get("metadata") or {}).get("namespace") != "kube-system":
+            problems.add(where, f"{d.get('kind')} {(d.get('metadata') or {}).get('name')} is not in kube-system")
+
+
+def check_install_layout(kubectl: str, root: Path, layout: Layout, problems: Problems) -> None:
+    """The layout's PodMonitors against the workloads of deploy/<layout>: each selects pods there by a port they
+    declare, and each workload that declares a container port is scraped."""
+    install = root / "deploy" / layout.name
+    where = f"{layout.rel}/kustomization.yaml"
+    if not (install / "kustomization.yaml").is_file():
+        problems.add(where, f"deploy/{layout.name} is no install layout: a monitoring layout is named after the "
+                            "install layout it monitors")
+        return
+    docs, err = render(kubectl, install)
+    if docs is None:
+        problems.add(f"deploy/{layout.name}/kustomization.yaml", "kubectl kustomize failed:\n" + indent(err))
+        return
+    workloads = []
+    for d in docs:
+        if d.get("kind") not in WORKLOAD_KINDS:
+            continue
+        template = ((d.get("spec") or {}).get("template") or {})
+        labels = (template.get("metadata") or {}).get("labels") or {}
+        ports = {p.get("name") for c in (template.get("spec") or {}).get("containers") or []
+                 for p in c.get("ports") or [] if p.get("name")}
+        workloads.append((f"{d['kind']} {d['metadata']['name']}", d["metadata"].get("namespace"), labels, ports))
+    scraped: set[str] = set()
+    for m in layout.monitors:
+        spec = m.get("spec") or {}
+        names = (spec.get("namespaceSelector") or {}).get("matchNames") or []
+        match = (spec.get("selector") or {}).get("matchLabels") or {}
+        hits = [w for w in workloads if (not names or w[1] in names)
+                and match and all(w[2].get(k) == v for k, v in match.items())]
+        pm = f"{layout.rel}: {m['kind']} {m['metadata']['name']}"
+        if not hits:
+            problems.add(pm, f"selects no pods of deploy/{layout.name} ({match}): it would scrape nothing")
+            continue
+        for ep in spec.get("podMetricsEndpoints") or []:
+            for w in hits:
+                if ep.get("port") not in w[3]:
+                    problems.add(pm, f"port {ep.get('port')!r} is no named container port of {w[0]}")
+                else:
+                    scraped.add(w[0])
+    for w in workloads:
+        if w[3] and w[0] not in scraped:
+            problems.add(where, f"{w[0]} of deploy/{layout.name} declares ports {sorted(w[3])} but no PodMonitor of "
+                                "this layout scrapes it")
+
+
+def check_healthy_test(root: Path, layout: Layout, problems: Problems) -> None:
+    rel = f"{layout.rel}/{HEALTHY_TEST}"
+    tests = load_tests(root, rel, problems)
+    if not tests:
+        return
+    up_jobs: set[str] = set()
+    quiet: dict[str, set] = {}
+    alerts_evals: set = set()
+    for t in tests.get("tests") or []:
+        for s in t.get("input_series") or []:
+            m = re.match(r"\s*up\s*\{(.*)\}\s*$", str(s.get("series", "")))
+            if m:
+                up_jobs |= set(re.findall(r"""\bjob\s*=\s*"([^"]*)\"""", m.group(1)))
+        for case in t.get("alert_rule_test") or []:
+            if case.get("exp_alerts"):
+                problems.add(f"{rel}: alert {case.get('alertname')}", "expected to fire on a healthy install")
+            else:
+                quiet.setdefault(case.get("alertname"), set()).add(str(case.get("eval_time")))
+        for case in t.get("promql_expr_test") or []:
+            if str(case.get("expr", "")).strip() == "ALERTS" and not case.get("exp_samples"):
+                alerts_evals.add(str(case.get("eval_time")))
+    if up_jobs != layout.jobs:
+        problems.add(rel, f"its up series are of the jobs {sorted(up_jobs)}; the layout's PodMonitors make "
+                          f"{sorted(layout.jobs)}: a healthy install exports exactly those")
+    for _, r in rule_alerts(layout.spec):
+        if len(quiet.get(r["alert"], ())) < MIN_HEALTHY_EVALS:
+            problems.add(f"{rel}: alert {r['alert']}", f"the layout installs it, but this file does not assert it "
+                                                       f"quiet at {MIN_HEALTHY_EVALS} evaluation times or more")
+    if len(alerts_evals) < MIN_HEALTHY_EVALS:
+        problems.add(rel, f"no promql_expr_test `ALERTS` with exp_samples: [] at {MIN_HEALTHY_EVALS} evaluation "
+                          "times or more (no alert pending or firing)")
+
+
+def promtool_layout(root: Path, layout: Layout, components: dict[str, Component], base: str, tmp: Path,
+                    problems: Problems) -> int:
+    """promtool check rules on the layout's spec, then test rules on each test file it has; returns the number of
+    test groups run."""
+    d = tmp / layout.name
+    d.mkdir()
+    rules_file = d / RULES_NAME
+    rules_file.write_text(yaml.safe_dump(layout.spec, sort_keys=False, width=1000), encoding="utf-8")
+    rc, out = run([PROMTOOL, "check", "rules", str(rules_file)])
+    if rc != 0:
+        problems.add(layout.rel, "promtool check rules failed on its rule's spec:\n"
+                     + indent(out.replace(str(rules_file), f"<spec of {layout.rel}>")))
+        return 0
+    files = [components[c].tests for c in layout.components if components[c].tests]
+    files.append(f"{layout.rel}/{HEALTHY_TEST}")
+    groups = 0
+    for rel in files:
+        src = root / rel
+        if not src.is_file():
+            continue
+        text = src.read_text(encoding="utf-8")
+        if base != SHIPPED_RUNBOOK_BASE:
+            text = text.replace(SHIPPED_RUNBOOK_BASE, base)
+        name = rel.removeprefix(f"{MONITORING}/").replace("/", "_")
+        (d / name).write_text(text, encoding="utf-8")
+        groups += len((yaml.safe_load(text) or {}).get("tests") or [])
+        rc, out = run([PROMTOOL, "test", "rules", name], cwd=d)
+        verdict = "SUCCESS" if rc == 0 else "FAILED"
+        layout.results.append(f"{rel.removeprefix(MONITORING + '/')} {verdict}")
+        if rc != 0:
+            what = "a healthy install fires or pends an alert" if rel.endswith(HEALTHY_TEST) else "failed"
+            problems.add(rel, f"promtool test rules in layout {layout.name}: {what}:\n" + indent(out))
+    return groups
+
+
+# -- the dashboard and the metrics ------------------------------------------------------------------------------------
+
+
+def check_dashboard(mc, root: Path, tmp: Path, problems: Problems) -> list[tuple[str, str]]:
     """Returns (where, expr) of every query, where prefixed with the file."""
+    dash_rel = DASHBOARD
     try:
         dash = json.loads((root / dash_rel).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
@@ -263,8 +639,9 @@ def check_dashboard(mc, root: Path, dash_rel: str, tmp: Path, problems: Problems
     return queries
 
 
-def check_metrics(mc, queries: list[tuple[str, str]], daemons: dict[str, set[str]], extender: set[str],
-                  problems: Problems, quiet: bool) -> None:
+def check_metrics(mc, queries: list[tuple[str, str]], daemons: dict[str, set[str]], problems: Problems,
+                  quiet: bool) -> None:
+    """Every gpusched_*/DCGM_* metric is selected by a job whose daemon exports it."""
     every = set().union(*daemons.values()) if daemons else set()
     if not quiet:
         print("metrics used:")
@@ -274,93 +651,41 @@ def check_metrics(mc, queries: list[tuple[str, str]], daemons: dict[str, set[str
             print(f"  {where}: {', '.join(names) or '(none)'}")
         for name in names:
             fam = mc.family_name(name)
-            if name in BUILTIN_METRICS or name in every or fam in every:
+            if name in BUILTIN_METRICS:
                 continue
-            if name in extender or fam in extender:
-                problems.add(where, f"{name} is exported by gpusched extender only, which listens on 127.0.0.1 "
-                                    "and is not scraped (monitors.yaml)")
-            else:
-                problems.add(where, f"{name}: no scraped daemon exports it (not in the sources of "
+            if name not in every and fam not in every:
+                problems.add(where, f"{name}: no daemon exports it (not in the sources of "
                                     f"{', '.join(sorted(daemons))})")
+                continue
+            exporters = sorted(d for d, n in daemons.items() if name in n or fam in n)
+            # Each place it is named: name{..., job="...", ...}.
+            for m in re.finditer(r"(?<![A-Za-z0-9_:])" + re.escape(name) + r"(?![A-Za-z0-9_:])", expr):
+                sel = _SELECTOR.match(expr, m.start())
+                if sel is None or not _JOB_MATCHER.search(sel.group(2)):
+                    problems.add(where, f"{name} without a job matcher: select it by the job of the daemon that "
+                                        f"exports it ({', '.join('gpusched-' + d for d in exporters)}); other "
+                                        "exporters may have series of that name (dcgm-exporter's DCGM_*)")
+                    break
         for sel in _SELECTOR.finditer(expr):
             name, matchers = sel.group(1), sel.group(2)
             if name not in every and mc.family_name(name) not in every:
                 continue  # built in, or reported above
-            for op, value in _JOB_MATCHER.findall(matchers):
-                jobs = value.split("|") if op == "=~" else [value]
-                for job in jobs:
-                    daemon = job.removeprefix("gpusched-")
-                    if daemon in daemons and name not in daemons[daemon] \
-                            and mc.family_name(name) not in daemons[daemon]:
-                        problems.add(where, f'{name}{{job="{job}"}}: the {daemon} does not export {name}')
+            for job in expr_jobs(matchers):
+                daemon = job.removeprefix("gpusched-")
+                if daemon not in daemons:
+                    problems.add(where, f'{name}{{job="{job}"}}: job {job} is none of gpusched-'
+                                        f'{{{",".join(sorted(daemons))}}}')
+                elif name not in daemons[daemon] and mc.family_name(name) not in daemons[daemon]:
+                    problems.add(where, f'{name}{{job="{job}"}}: the {daemon} does not export {name}')
 
 
-def check_monitor_jobs(root: Path, monitors_rel: str, queries: list[tuple[str, str]], problems: Problems) -> None:
-    """Every job="..." the queries select is one that monitors.yaml's PodMonitors produce."""
-    jobs: set[str] = set()
-    try:
-        docs = [d for d in yaml.safe_load_all((root / monitors_rel).read_text(encoding="utf-8")) if d]
-    except (OSError, yaml.YAMLError) as e:
-        problems.add(monitors_rel, f"cannot read: {e}")
-        return
-    for d in docs:
-        if d.get("kind") not in ("PodMonitor", "ServiceMonitor"):
-            continue
-        spec = d.get("spec") or {}
-        label = spec.get("jobLabel")
-        value = ((spec.get("selector") or {}).get("matchLabels") or {}).get(label)
-        if not label or not value:
-            problems.add(f"{monitors_rel}: {d['kind']} {d['metadata']['name']}",
-                         "no jobLabel that its selector's matchLabels fix: the job label would be unpredictable")
-            continue
-        jobs.add(value)
+def check_jobs(where_prefix: str, queries: list[tuple[str, str]], jobs: set[str], what: str,
+               problems: Problems) -> None:
     for where, expr in queries:
-        for op, value in _JOB_MATCHER.findall(expr):
-            for job in value.split("|") if op == "=~" else [value]:
-                if job not in jobs:
-                    problems.add(where, f'job "{job}" is none of the jobs monitors.yaml makes '
-                                        f'({", ".join(sorted(jobs))})')
-
-
-def check_kustomize(root: Path, dash_rel: str, problems: Problems) -> bool:
-    kubectl = os.environ.get("KUBECTL") or shutil.which("kubectl")
-    if not kubectl:
-        print("kubectl not found: `kubectl kustomize deploy/monitoring` not checked", file=sys.stderr)
-        return False
-    rc, out = run([kubectl, "kustomize", str(root / "deploy" / "monitoring")])
-    if rc != 0:
-        problems.add("deploy/monitoring/kustomization.yaml", "kubectl kustomize failed:\n" + indent(out))
-        return True
-    docs = [d for d in yaml.safe_load_all(out) if d]
-    kinds = {(d.get("kind"), (d.get("metadata") or {}).get("name")): d for d in docs}
-    for want in [("PodMonitor", "gpusched-agent"), ("PodMonitor", "gpusched-scheduler"),
-                 ("PodMonitor", "gpusched-webhook"), ("PrometheusRule", "gpusched")]:
-        if want not in kinds:
-            problems.add("deploy/monitoring/kustomization.yaml", f"renders no {want[0]} {want[1]}")
-    cm = kinds.get(("ConfigMap", "gpusched-dashboard"))
-    if cm is None:
-        problems.add("deploy/monitoring/kustomization.yaml", "renders no ConfigMap gpusched-dashboard (a name "
-                                                             "suffix? generatorOptions.disableNameSuffixHash)")
-        return True
-    md = cm.get("metadata") or {}
-    if md.get("namespace") != "kube-system":
-        problems.add("deploy/monitoring/kustomization.yaml", "ConfigMap gpusched-dashboard is not in kube-system")
-    if (md.get("labels") or {}).get("grafana_dashboard") != "1":
-        problems.add("deploy/monitoring/kustomization.yaml", 'ConfigMap gpusched-dashboard lacks the label '
-                                                             'grafana_dashboard: "1"')
-    data = (cm.get("data") or {}).get(Path(dash_rel).name)
-    if data != (root / dash_rel).read_text(encoding="utf-8"):
-        problems.add("deploy/monitoring/kustomization.yaml", f"ConfigMap gpusched-dashboard does not hold "
-                                                             f"{dash_rel} as its key {Path(dash_rel).name}")
-    for d in docs:
-        if (d.get("metadata") or {}).get("namespace") != "kube-system":
-            problems.add("deploy/monitoring/kustomization.yaml",
-                         f"{d.get('kind')} {(d.get('metadata') or {}).get('name')} is not in kube-system")
-    return True
-
-
-def indent(text: str) -> str:
-    return "\n".join("    " + line.rstrip() for line in text.splitlines() if line.strip())
+        for job in expr_jobs(expr):
+            if job not in jobs:
+                problems.add(f"{where_prefix}{where}", f'job "{job}" is scraped by none of {what} '
+                                                       f'({", ".join(sorted(jobs)) or "none"})')
 
 
 PROMTOOL = "promtool"
@@ -380,27 +705,80 @@ def main() -> int:
         return 2
     mc = load_check_module(root)
     problems = Problems()
-    alerts_rel = "deploy/monitoring/alerts.yaml"
-    tests_rel = "deploy/monitoring/tests/alerts_test.yaml"
-    dash_rel = "deploy/monitoring/dashboards/gpusched.json"
-    monitors_rel = "deploy/monitoring/monitors.yaml"
+    try:
+        anchors = markdown_anchors((root / RUNBOOK_DOC).read_text(encoding="utf-8"))
+    except OSError as e:
+        problems.add(RUNBOOK_DOC, f"cannot read: {e}")
+        anchors = set()
+    base = runbook_base(root, problems)
+    components = load_components(mc, root, anchors, problems)
+    if RUNBOOK_COMPONENT not in components:
+        problems.add(f"{MONITORING}/components", f"no component {RUNBOOK_COMPONENT}")
+    seen: dict[str, str] = {}
+    for c in components.values():
+        for a in c.alerts:
+            if a in seen and seen[a] != c.name:
+                problems.add(f"{c.rel}/alerts.yaml: alert {a}", f"also in components/{seen[a]}")
+            seen.setdefault(a, c.name)
+    kubectl = kubectl_binary()
+    if not kubectl:
+        print("kubectl not found: the layouts are composed from their components' files, not rendered",
+              file=sys.stderr)
+    layouts = [Layout(n) for n in find_layouts(root)]
+    if DEFAULT_LAYOUT not in [lay.name for lay in layouts]:
+        problems.add(MONITORING, f"no layout {DEFAULT_LAYOUT}")
+    n_tests = 0
     with tempfile.TemporaryDirectory(prefix="check-monitoring-") as tmpdir:
         tmp = Path(tmpdir)
-        rule, alerts, loads = check_alerts(mc, root, alerts_rel, tmp, problems)
-        n_tests = check_tests(root, tests_rel, tmp, alerts, problems, run_promtool=loads) if rule else 0
-        dash_queries = check_dashboard(mc, root, dash_rel, tmp, problems)
-    queries = [(f"{alerts_rel}: {w}", e) for w, e in mc.alert_queries(rule)] + dash_queries if rule else dash_queries
-    daemons, extender = exported_metrics(root, problems)
-    check_metrics(mc, queries, daemons, extender, problems, args.quiet)
-    check_monitor_jobs(root, monitors_rel, queries, problems)
-    rendered = check_kustomize(root, dash_rel, problems)
+        for layout in layouts:
+            layout_components(root, layout, components, problems)
+            if kubectl:
+                layout.rendered, err = render(kubectl, root / layout.rel)
+                if layout.rendered is None:
+                    problems.add(f"{layout.rel}/kustomization.yaml", "kubectl kustomize failed:\n" + indent(err))
+                    continue
+                check_rendered(root, layout, components, base, anchors, problems)
+                check_install_layout(kubectl, root, layout, problems)
+            else:
+                layout.spec = composed_spec(layout, components, base)
+                layout.monitors = [m for c in layout.components for m in components[c].monitors]
+            names = [r["alert"] for _, r in rule_alerts(layout.spec)]
+            for a in sorted({a for a in names if names.count(a) > 1}):
+                problems.add(f"{layout.rel}: alert {a}", "defined more than once")
+            queries = [(f"alert {r['alert']}", str(r.get("expr", ""))) for _, r in rule_alerts(layout.spec)]
+            check_jobs(f"{layout.rel}: ", queries, layout.jobs, f"the PodMonitors of layout {layout.name}",
+                       problems)
+            check_healthy_test(root, layout, problems)
+            n_tests += promtool_layout(root, layout, components, base, tmp, problems)
+        dash_queries = check_dashboard(mc, root, tmp, problems)
+    listed = {c for lay in layouts for c in lay.components}
+    for name, c in components.items():
+        if name != RUNBOOK_COMPONENT and name not in listed:
+            problems.add(c.rel, "no layout lists it: its alerts and tests are checked nowhere")
+    if kubectl:
+        default, err = render(kubectl, root / MONITORING)
+        scheduler = next((lay for lay in layouts if lay.name == DEFAULT_LAYOUT), None)
+        if default is None:
+            problems.add(f"{MONITORING}/kustomization.yaml", "kubectl kustomize failed:\n" + indent(err))
+        elif scheduler is not None and scheduler.rendered is not None and default != scheduler.rendered:
+            problems.add(f"{MONITORING}/kustomization.yaml", f"does not render what {MONITORING}/{DEFAULT_LAYOUT} "
+                                                             "renders (the default layout)")
+    all_jobs = set().union(*(c.jobs for c in components.values()))
+    check_jobs("", dash_queries, all_jobs, "the components' PodMonitors", problems)
+    daemons = exported_metrics(root, problems)
+    component_queries = [(f"{c.rel}/alerts.yaml: {w}", e) for c in components.values()
+                         for w, e in mc.alert_queries({"spec": {"groups": c.groups}})]
+    check_metrics(mc, component_queries + dash_queries, daemons, problems, args.quiet)
+    for layout in layouts:
+        print(f"layout {layout.name}: {len(rule_alerts(layout.spec))} alerts ({', '.join(layout.components[:-1])}); "
+              f"promtool test rules: {', '.join(layout.results) or 'not run'}")
     if problems.items:
         for p in problems.items:
             print(p, file=sys.stderr)
         print(f"check-monitoring: {len(problems.items)} problem(s)", file=sys.stderr)
         return 1
-    print(f"monitoring: {len(alerts)} alerts, {n_tests} tests, {len(dash_queries)} dashboard queries OK"
-          + ("" if rendered else " (kustomize not rendered)"))
+    print(f"monitoring: {len(seen)} alerts in {len(layouts)} layouts, {n_tests} tests, {len(dash_queries)} dashboard "
+          "queries OK" + ("" if kubectl else " (kustomize not rendered)"))
     return 0
 
 

@@ -1,9 +1,9 @@
 """What deploy/monitoring asks of the daemons' /metrics, for the end-to-end suites and scripts/check-monitoring.py.
 
-The alerts (deploy/monitoring/alerts.yaml, a PrometheusRule) and the Grafana dashboard
-(deploy/monitoring/dashboards/gpusched.json) name metrics; a renamed or dropped metric leaves them silent without
-any error. After a suite has scraped a real daemon it can check that every metric they name with that daemon's
-prefix is there:
+The alerts (deploy/monitoring/components/*/alerts.yaml: each a daemon's alert group, which kustomize adds to the
+PrometheusRule kube-system/gpusched) and the Grafana dashboard (deploy/monitoring/dashboards/gpusched.json) name
+metrics; a renamed or dropped metric leaves them silent without any error. After a suite has scraped a real daemon
+it can check that every metric they name with that daemon's prefix is there:
 
     problems = monitoring_check.check_exposition(body, ["gpusched_scheduler_"])
     problems += monitoring_check.promtool_check_metrics(body)
@@ -13,10 +13,12 @@ prefix is there:
   check_exposition(text, prefixes)  those of `prefixes` that the exposition `text` lacks, one string each
   promtool_check_metrics(text)      `promtool check metrics` on text, its complaints as strings
 
+The alerts of every component count, whichever monitoring layout (deploy/monitoring/<layout>) installs them.
+
 The agent serves DCGM_FI_DEV_* only after its first sample, and leaves out a family whose value the GPU does not
 report (power on some boards): scrape after the first sample, and check DCGM_ against a GPU that reports them all.
 
-Reading alerts.yaml needs PyYAML (Debian's python3-yaml); the rest is the standard library.
+Reading the alerts needs PyYAML (Debian's python3-yaml); the rest is the standard library.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 MONITORING = REPO / "deploy" / "monitoring"
-ALERTS = MONITORING / "alerts.yaml"
+COMPONENTS = MONITORING / "components"
 DASHBOARD = MONITORING / "dashboards" / "gpusched.json"
 
 # -- PromQL: the metric names an expression uses ------------------------------------------------------------------
@@ -244,14 +246,42 @@ def dashboard_queries(dashboard: dict) -> list[tuple[str, str]]:
 # -- the alerts ---------------------------------------------------------------------------------------------------
 
 
-def load_prometheus_rule(path: Path = ALERTS) -> dict:
-    """The PrometheusRule object of `path` (the first document of that kind)."""
+def load_prometheus_rule(path: Path) -> dict:
+    """The PrometheusRule object of `path` (the first document of that kind), such as a rendered layout."""
     import yaml  # only here: the rest of this module is the standard library
 
     for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
         if isinstance(doc, dict) and doc.get("kind") == "PrometheusRule":
             return doc
     raise ValueError(f"{path}: no PrometheusRule")
+
+
+def component_alert_files(components: Path = COMPONENTS) -> list[Path]:
+    """components/<daemon>/alerts.yaml of every component that adds alerts, sorted by component."""
+    return sorted(components.glob("*/alerts.yaml"))
+
+
+def load_alert_groups(path: Path) -> list[dict]:
+    """The rule groups a component's alerts.yaml adds: it is a JSON patch (a list of operations) whose `add`
+    operations on /spec/groups/- carry the groups, as kustomize applies it to the PrometheusRule gpusched."""
+    import yaml
+
+    ops = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(ops, list):
+        raise ValueError(f"{path}: not a JSON patch (a list of operations)")
+    groups = []
+    for op in ops:
+        if not isinstance(op, dict) or op.get("op") != "add" or op.get("path") != "/spec/groups/-":
+            raise ValueError(f"{path}: an operation other than `add` to /spec/groups/-: {op!r}")
+        if not isinstance(op.get("value"), dict):
+            raise ValueError(f"{path}: an `add` without a group as its value")
+        groups.append(op["value"])
+    return groups
+
+
+def all_alert_rules(components: Path = COMPONENTS) -> dict:
+    """A PrometheusRule-shaped dict ({"spec": {"groups": [...]}}) holding the groups of every component."""
+    return {"spec": {"groups": [g for f in component_alert_files(components) for g in load_alert_groups(f)]}}
 
 
 def alert_queries(rule: dict) -> list[tuple[str, str]]:
@@ -267,9 +297,11 @@ def alert_queries(rule: dict) -> list[tuple[str, str]]:
 # -- what the checks share ----------------------------------------------------------------------------------------
 
 
-def references(alerts: Path = ALERTS, dashboard: Path = DASHBOARD) -> dict[str, list[str]]:
-    """Every metric name the alerts and the dashboard use (as written: foo_bucket stays foo_bucket) -> where."""
-    queries = [(f"{alerts.name}: {w}", e) for w, e in alert_queries(load_prometheus_rule(alerts))]
+def references(rule: dict | None = None, dashboard: Path = DASHBOARD) -> dict[str, list[str]]:
+    """Every metric name the alerts (of `rule`; default: every component's) and the dashboard use (as written:
+    foo_bucket stays foo_bucket) -> where."""
+    rule = all_alert_rules() if rule is None else rule
+    queries = [(f"alerts: {w}", e) for w, e in alert_queries(rule)]
     dash = json.loads(dashboard.read_text(encoding="utf-8"))
     queries += [(f"{dashboard.name}: {w}", e) for w, e in dashboard_queries(dash)]
     out: dict[str, list[str]] = {}

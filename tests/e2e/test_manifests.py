@@ -1,7 +1,8 @@
 """End-to-end: the install manifests of deploy/ against a real kube-apiserver, installed as users install them.
 
-  1. Every overlay (deploy/scheduler, extender, agent, monitoring, quickstart) renders with `kubectl kustomize`, and
-     the API server accepts every rendered object in a server-side dry run (`kubectl apply --dry-run=server`).
+  1. Every overlay (deploy/scheduler, extender, agent, quickstart, and monitoring with its layouts monitoring/scheduler,
+     monitoring/extender and monitoring/agent) renders with `kubectl kustomize`, and the API server accepts every
+     rendered object in a server-side dry run (`kubectl apply --dry-run=server`).
   2. The quickstart (docs/quickstart.md) as a user types it, with kubectl: label a node, `kubectl apply -k
      deploy/quickstart`, `kubectl apply -f examples/shared-pod.yaml`, `kubectl get pod` shows the node and the
      allocation; then `kubectl delete -k deploy/quickstart` removes every object it created. There is no kubelet and
@@ -41,7 +42,8 @@ from control_plane import (ControlPlane, Process, free_port, suite_skip_reason, 
 from kube import ALLOCATION_ANNOTATION, GPUS_ANNOTATION  # noqa: E402
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-OVERLAYS = ["scheduler", "extender", "agent", "monitoring", "quickstart"]
+OVERLAYS = ["scheduler", "extender", "agent", "monitoring", "monitoring/scheduler", "monitoring/extender",
+            "monitoring/agent", "quickstart"]
 # What each overlay must hold, at least (kind, name): a missing component is a broken overlay even if it renders.
 EXPECTED = {
     "scheduler": {("Deployment", "gpusched-scheduler"), ("Deployment", "gpusched-webhook"),
@@ -54,7 +56,19 @@ EXPECTED = {
                  ("ClusterRole", "gpusched-viewer")},
     "agent": {("DaemonSet", "gpusched-agent"), ("DaemonSet", "gpusched-mps-control"),
               ("ClusterRole", "gpusched-agent")},
-    "monitoring": {("PrometheusRule", "gpusched"), ("ConfigMap", "gpusched-dashboard")},
+    # deploy/monitoring is the scheduler layout; each layout scrapes the daemons of its install layout, no others
+    # (scripts/check-monitoring.py checks that no other PodMonitor is there).
+    "monitoring": {("PrometheusRule", "gpusched"), ("ConfigMap", "gpusched-dashboard"),
+                   ("PodMonitor", "gpusched-agent"), ("PodMonitor", "gpusched-webhook"),
+                   ("PodMonitor", "gpusched-scheduler")},
+    "monitoring/scheduler": {("PrometheusRule", "gpusched"), ("ConfigMap", "gpusched-dashboard"),
+                             ("PodMonitor", "gpusched-agent"), ("PodMonitor", "gpusched-webhook"),
+                             ("PodMonitor", "gpusched-scheduler")},
+    "monitoring/extender": {("PrometheusRule", "gpusched"), ("ConfigMap", "gpusched-dashboard"),
+                            ("PodMonitor", "gpusched-agent"), ("PodMonitor", "gpusched-webhook"),
+                            ("PodMonitor", "gpusched-extender")},
+    "monitoring/agent": {("PrometheusRule", "gpusched"), ("ConfigMap", "gpusched-dashboard"),
+                         ("PodMonitor", "gpusched-agent")},
     "quickstart": {("Deployment", "gpusched-scheduler"), ("DaemonSet", "gpusched-agent")},
 }
 NODE = "quickstart-gpu-0"

@@ -32,6 +32,7 @@
 #include "gpusched/kube/annotations.h"
 #include "gpusched/testing/fake_apiserver.h"
 #include "gpusched/testing/fake_kubelet.h"
+#include "gpusched/testing/json_builders.h"
 #include "gpusched/testing/test_pki.h"
 
 // Debian's gRPC, protobuf and abseil are not built with TSan, so it cannot see their synchronisation and reports
@@ -186,14 +187,16 @@ struct TestPod {
   [[nodiscard]] std::string Key() const { return "default/" + name; }
 
   [[nodiscard]] json Json() const {
-    json pod = {{"metadata", {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name}}},
-                {"spec", {{"nodeName", kNode}, {"schedulerName", "gpusched"}, {"containers", json::array()}}},
-                {"status", {{"phase", phase}}}};
+    testing::PodJson pod(name);
+    pod.NodeName(kNode).SchedulerName("gpusched").Containers(json::array()).Phase(phase);
     core::Allocation a{.pod = common::PodUid("uid-" + name), .node = common::NodeName(alloc_node), .id = allocation_id};
     for (const auto& c : containers) {
-      json container = {{"name", c.container},
-                        {"resources", {{"limits", {{c.resource, std::to_string(c.gpus.size())}}}}}};
-      pod["spec"][c.init ? "initContainers" : "containers"].push_back(container);
+      const json limits = {{c.resource, std::to_string(c.gpus.size())}};
+      if (c.init) {
+        pod.InitContainer(c.container, limits);
+      } else {
+        pod.Container(c.container, limits);
+      }
       core::ContainerAllocation ca{.container = c.init ? "init:" + c.container : c.container};
       for (int g : c.gpus) {
         ca.gpus.push_back(core::GpuShare{.index = g,
@@ -205,10 +208,10 @@ struct TestPod {
       a.containers.push_back(std::move(ca));
     }
     if (extra_cpu_container) {
-      pod["spec"]["containers"].push_back({{"name", "sidecar"}});
+      pod.Container("sidecar");
     }
     if (annotate) {
-      pod["metadata"]["annotations"] = {{"gpusched.io/allocation", kube::EncodeAllocation(a)}};
+      pod.Annotation("gpusched.io/allocation", kube::EncodeAllocation(a));
     }
     return pod;
   }
@@ -594,9 +597,7 @@ TEST_F(DevicePluginTest, ALaggingPodReadIsCompletedFromTheKubeletsList) {
 TEST_F(DevicePluginTest, ErrorsNameThePodAndTheDevices) {
   StartBoth();
   // No pod at all / a pod that requests no GPU: nobody waits.
-  pods_.Put(json{{"metadata", {{"name", "cpu-only"}, {"namespace", "default"}, {"uid", "u-cpu"}}},
-                 {"spec", {{"nodeName", kNode}, {"containers", {{{"name", "main"}}}}}},
-                 {"status", {{"phase", "Pending"}}}});
+  pods_.Put(testing::PodJson("cpu-only").Uid("u-cpu").NodeName(kNode).Phase("Pending"));
   auto none = kubelet_->Allocate(kGpu, {Uuid(0) + "::0"});
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), common::StatusCode::kNotFound);

@@ -36,6 +36,7 @@
 #include "gpusched/kube/annotations.h"
 #include "gpusched/sched/metrics_cache.h"
 #include "gpusched/testing/fake_apiserver.h"
+#include "gpusched/testing/json_builders.h"
 #include "gpusched/testing/processes.h"
 #include "gpusched/testing/test_pki.h"
 
@@ -52,30 +53,14 @@ bool WaitFor(const std::function<bool()>& pred, milliseconds timeout = milliseco
   return testing::WaitFor(pred, timeout, milliseconds(5));
 }
 
-json Node(const std::string& name, int gpus) {
-  json list = json::array();
-  for (int i = 0; i < gpus; ++i) {
-    list.push_back({{"uuid", "GPU-" + name + "-" + std::to_string(i)},
-                    {"index", i},
-                    {"model", "A100-SXM4-80GB"},
-                    {"memory_mib", 81920}});
-  }
-  return {{"metadata", {{"name", name}, {"annotations", {{"gpusched.io/gpus", list.dump()}}}}},
-          {"status", {{"allocatable", {{"cpu", "32"}, {"memory", "128Gi"}}}}}};
-}
+json Node(const std::string& name, int gpus) { return testing::GpuNodeJson(name).Gpus(gpus); }
 
+// As kube-scheduler's user would create it: no uid yet (the fake API server assigns one).
 json Pod(const std::string& name, const json& limits) {
-  return {{"metadata", {{"name", name}, {"namespace", "default"}}},
-          {"spec",
-           {{"schedulerName", "default-scheduler"},
-            {"containers", json::array({{{"name", "main"}, {"resources", {{"limits", limits}}}}})}}},
-          {"status", {{"phase", "Pending"}}}};
+  return testing::PodJson(name).NoUid().SchedulerName("default-scheduler").Limits(limits).Phase("Pending");
 }
 
-json Share(int core) {
-  return {
-      {"gpusched.io/gpu", "1"}, {"gpusched.io/gpu-core", std::to_string(core)}, {"gpusched.io/gpu-memory", "20000"}};
-}
+json Share(int core) { return testing::ShareLimits(core, 20000); }
 
 // One extender process worth of objects: client, informers, mirror, service, server.
 struct Extender {
@@ -555,12 +540,6 @@ TEST_F(ExtenderIntegrationTest, OnlyAllowedClientCertificatesReachTheVerbs) {
   EXPECT_EQ(named.server->http()->stats().requests, 0U);
 }
 
-json ShareOf(int core, int memory_mib) {
-  return {{"gpusched.io/gpu", "1"},
-          {"gpusched.io/gpu-core", std::to_string(core)},
-          {"gpusched.io/gpu-memory", std::to_string(memory_mib)}};
-}
-
 // kube-scheduler keeps calling while the extender restarts: 4 threads stream filter, prioritize and bind for 40
 // pods against whatever listens on the extender's port. Mid-stream the extender stops (binds in flight finish or
 // are cut off) and a new one starts on the same port against the same API server, whose pods carry the
@@ -574,7 +553,8 @@ TEST_F(ExtenderIntegrationTest, ARestartUnderAStreamOfFilterAndBindCallsNeverDou
   constexpr int kPods = 40;
   std::vector<json> pods;
   for (int i = 0; i < kPods; ++i) {
-    pods.push_back(api_->UpsertPod(Pod("s" + std::to_string(i), i % 2 == 0 ? ShareOf(30, 20000) : ShareOf(20, 30000))));
+    pods.push_back(api_->UpsertPod(
+        Pod("s" + std::to_string(i), i % 2 == 0 ? testing::ShareLimits(30, 20000) : testing::ShareLimits(20, 30000))));
   }
   auto first = std::make_unique<Extender>();
   first->Start(kubeconfig_, config_);

@@ -41,6 +41,7 @@
 #include "gpusched/adapters/prometheus/prometheus_source.h"
 #include "gpusched/extender/service.h"
 #include "gpusched/sched/metrics_cache.h"
+#include "gpusched/testing/json_builders.h"
 #include "gpusched/testing/processes.h"
 #include "gpusched/testing/test_pki.h"
 
@@ -263,12 +264,7 @@ TEST_F(MetricsSourcesTest, PrometheusBackfilledSeriesThroughTheSourceAndTheCache
   // One node, GPU 0 is Uuid(2) (25 % busy), GPU 1 is Uuid(0) (5 %); without metrics the tightest-fit rule takes
   // GPU 0, with them load-aware takes GPU 1.
   {
-    nlohmann::json gpus = nlohmann::json::array();
-    gpus.push_back({{"uuid", Uuid(2)}, {"index", 0}, {"model", "A100-SXM4-80GB"}, {"memory_mib", 81920}});
-    gpus.push_back({{"uuid", Uuid(0)}, {"index", 1}, {"model", "A100-SXM4-80GB"}, {"memory_mib", 81920}});
-    const nlohmann::json node = {
-        {"metadata", {{"name", "it-node"}, {"annotations", {{"gpusched.io/gpus", gpus.dump()}}}}},
-        {"status", {{"allocatable", {{"cpu", "8"}, {"memory", "64Gi"}}}}}};
+    const nlohmann::json node = testing::GpuNodeJson("it-node").Gpu(Uuid(2)).Gpu(Uuid(0)).Cpu("8").Memory("64Gi");
     auto place = [&](const sched::MetricsCache* metrics, const std::string& name) -> int {
       extender::ClusterMirror mirror;
       mirror.OnNode(extender::EventType::kAdded, node);
@@ -279,14 +275,8 @@ TEST_F(MetricsSourcesTest, PrometheusBackfilledSeriesThroughTheSourceAndTheCache
         }
         int index = -1;
       } binder;
-      const nlohmann::json pod = {
-          {"metadata", {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name}}},
-          {"spec",
-           {{"containers",
-             nlohmann::json::array(
-                 {{{"name", "main"},
-                   {"resources",
-                    {{"limits", {{"gpusched.io/gpu-core", "30"}, {"gpusched.io/gpu-memory", "1000"}}}}}}})}}}};
+      const nlohmann::json pod =
+          testing::PodJson(name).Limits({{"gpusched.io/gpu-core", "30"}, {"gpusched.io/gpu-memory", "1000"}});
       auto service = extender::ExtenderService::Create(
           mirror, binder, [&](const std::string&, const std::string&) { return std::optional<nlohmann::json>(pod); },
           extender::ServiceOptions{.policy = "load-aware", .seed = 1, .metrics = metrics});

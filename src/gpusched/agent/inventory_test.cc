@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "gpusched/kube/annotations.h"
+#include "gpusched/testing/json_builders.h"
 
 namespace gpusched::agent {
 namespace {
@@ -116,13 +117,13 @@ json BoundPod(const std::string& name, const std::string& node, const std::strin
                                                           .milli = common::MilliGpu{milli},
                                                           .memory = common::MiB{mib}}}});
   }
-  return {{"metadata",
-           {{"name", name},
-            {"namespace", "ml"},
-            {"uid", "u-" + name},
-            {"annotations", {{"gpusched.io/allocation", kube::EncodeAllocation(a)}}}}},
-          {"spec", {{"nodeName", node}}},
-          {"status", {{"phase", phase}}}};
+  return testing::PodJson(name)
+      .Namespace("ml")
+      .Uid("u-" + name)
+      .Annotation("gpusched.io/allocation", kube::EncodeAllocation(a))
+      .NoContainers()
+      .NodeName(node)
+      .Phase(phase);
 }
 
 TEST(SummarisePodsTest, AttributesGpusAndSumsAllocationsOfLivePodsOnThisNode) {

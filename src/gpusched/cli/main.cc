@@ -2,8 +2,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <filesystem>
+#include <iostream>
 #include <string>
+#include <vector>
 
 #include "gpusched/cli/agent_command.h"
 #include "gpusched/cli/extender_command.h"
@@ -15,6 +18,7 @@
 #include "gpusched/cli/top_command.h"
 #include "gpusched/cli/webhook_command.h"
 #include "gpusched/cli/why_command.h"
+#include "gpusched/common/nearest.h"
 #include "gpusched/interference/slowdown_models.h"
 #include "gpusched/policy/registry.h"
 
@@ -146,6 +150,26 @@ int main(int argc, char** argv) {
   gpusched::cli::WhyFlags why;
   gpusched::cli::AddWhyCommand(app, why, exit_code);
 
+  // A first word that is no subcommand is named, with the nearest one, rather than "A subcommand is required".
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string word = argv[1];
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      names.push_back(sub->get_name());
+    }
+    if (std::find(names.begin(), names.end(), word) == names.end()) {
+      std::cerr << app.get_name() << ": unknown subcommand '" << word << "'";
+      if (const std::string near = gpusched::common::Nearest(word, names); !near.empty()) {
+        std::cerr << "; did you mean '" << near << "'?";
+      }
+      std::string known;
+      for (const std::string& n : names) {
+        known += (known.empty() ? "" : ", ") + n;
+      }
+      std::cerr << " (known: " << known << "; --help says what each does)\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "gpusched/cli/whatif_mode.h"
+#include "gpusched/common/nearest.h"
 #include "gpusched/policy/registry.h"
 #include "gpusched/sim/bound.h"
 #include "gpusched/sim/builtin_workload.h"
@@ -277,7 +278,13 @@ int RunSimulate(const SimulateFlags& f) {
     }
     for (const auto& [name, weight] : mix.value()) {
       if (std::find(known.begin(), known.end(), name) == known.end()) {
-        std::cerr << "gpusched simulate: --policies: unknown policy '" << name << "'\n";
+        std::string list;
+        for (const std::string& k : known) {
+          list += (list.empty() ? "" : ", ") + k;
+        }
+        const std::string near = common::Nearest(name, known);
+        std::cerr << "gpusched simulate: --policies: unknown policy '" << name << "'"
+                  << (near.empty() ? "" : "; did you mean '" + near + "'?") << " (known: " << list << ")\n";
         return 2;
       }
     }

@@ -10,6 +10,7 @@
 #include "gpusched/extender/service.h"
 #include "gpusched/extender/wire.h"
 #include "gpusched/sched/metrics_cache.h"
+#include "gpusched/testing/json_builders.h"
 
 #include <chrono>
 #include <thread>
@@ -52,14 +53,9 @@ nlohmann::ordered_json NodeJson(const std::string& name) {
 }
 
 json PodJson(int i) {
-  return {{"metadata", {{"name", "p" + std::to_string(i)}, {"namespace", "default"}, {"uid", "u" + std::to_string(i)}}},
-          {"spec",
-           {{"containers", json::array({{{"name", "main"},
-                                         {"resources",
-                                          {{"limits",
-                                            {{"gpusched.io/gpu", "1"},
-                                             {"gpusched.io/gpu-core", "30"},
-                                             {"gpusched.io/gpu-memory", "20k"}}}}}}})}}}};
+  return testing::PodJson("p" + std::to_string(i))
+      .Uid("u" + std::to_string(i))
+      .Limits({{"gpusched.io/gpu", "1"}, {"gpusched.io/gpu-core", "30"}, {"gpusched.io/gpu-memory", "20k"}});
 }
 
 struct Fixture {

@@ -16,6 +16,7 @@
 #include "gpusched/testing/fake_clock.h"
 #include "gpusched/testing/fake_metrics_source.h"
 #include "gpusched/testing/fake_slowdown_model.h"
+#include "gpusched/testing/json_builders.h"
 
 namespace gpusched::extender {
 namespace {
@@ -23,34 +24,18 @@ namespace {
 using nlohmann::json;
 
 json Node(const std::string& name, int gpus, int64_t memory_mib = 81920) {
-  json list = json::array();
-  for (int i = 0; i < gpus; ++i) {
-    list.push_back({{"uuid", "GPU-" + name + "-" + std::to_string(i)},
-                    {"index", i},
-                    {"model", "A100-SXM4-80GB"},
-                    {"memory_mib", memory_mib}});
-  }
-  return {{"metadata", {{"name", name}, {"annotations", {{"gpusched.io/gpus", list.dump()}}}}},
-          {"status", {{"allocatable", {{"cpu", "32"}, {"memory", "128Gi"}}}}}};
+  return testing::GpuNodeJson(name).Gpus(gpus, "A100-SXM4-80GB", memory_mib);
 }
 
 json Pod(const std::string& name, const json& limits, int32_t priority = 0) {
-  return {{"metadata", {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name}}},
-          {"spec",
-           {{"priority", priority},
-            {"containers", json::array({{{"name", "main"}, {"resources", {{"limits", limits}}}}})}}}};
+  return testing::PodJson(name).Priority(priority).Limits(limits);
 }
 
-json Share(int core, int memory = 20000) {
-  return {{"gpusched.io/gpu", "1"},
-          {"gpusched.io/gpu-core", std::to_string(core)},
-          {"gpusched.io/gpu-memory", std::to_string(memory)}};
-}
+json Share(int core, int memory = 20000) { return testing::ShareLimits(core, memory); }
 
 // A pod already bound by gpusched: node name and allocation annotation set.
 json BoundPod(const std::string& name, const std::string& node, int gpu, int64_t milli, bool exclusive = false,
               int32_t priority = 0) {
-  json p = Pod(name, exclusive ? json{{"nvidia.com/gpu", "1"}} : Share(static_cast<int>(milli / 10)), priority);
   core::Allocation a{.node = common::NodeName(node), .id = 1};
   a.containers.push_back(core::ContainerAllocation{
       .container = "main",
@@ -59,9 +44,11 @@ json BoundPod(const std::string& name, const std::string& node, int gpu, int64_t
                               .milli = common::MilliGpu{milli},
                               .memory = common::MiB{exclusive ? 81920 : 20000},
                               .exclusive = exclusive}}});
-  p["metadata"]["annotations"] = {{"gpusched.io/allocation", kube::EncodeAllocation(a)}};
-  p["spec"]["nodeName"] = node;
-  return p;
+  return testing::PodJson(name)
+      .Priority(priority)
+      .Limits(exclusive ? json{{"nvidia.com/gpu", "1"}} : Share(static_cast<int>(milli / 10)))
+      .Annotation("gpusched.io/allocation", kube::EncodeAllocation(a))
+      .NodeName(node);
 }
 
 std::string Args(const json& pod, const std::vector<std::string>& nodes) {

@@ -150,5 +150,57 @@ TEST(AnnotationsTest, InventoryLinksRoundTripInTopoNames) {
   }
 }
 
+// What release 0.1.0 writes, verbatim: every later release must read these (docs/upgrade.md). A pod bound by 0.1.0
+// keeps its GPUs across an upgrade only if its gpusched.io/allocation still decodes to the same shares, and a node
+// keeps its GPUs only if the agent's gpusched.io/gpus still decodes to the same inventory. Change the decoders, never
+// these strings.
+TEST(AnnotationsTest, ReadsWhatRelease010Wrote) {
+  const char* allocation =
+      R"({"containers":[{"gpus":[{"exclusive":false,"index":1,"memory_mib":20000,"milli":300,"numa":0,)"
+      R"("uuid":"GPU-9c1f"}],"name":"trainer"},{"gpus":[{"exclusive":true,"index":2,"memory_mib":81920,)"
+      R"("milli":1000,"uuid":"GPU-77aa"}],"name":"sidecar"}],"id":114305652326400017,"node":"gpu-node-7"})";
+  auto a = DecodeAllocation(allocation, common::PodUid("u-7"));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->pod.str(), "u-7");
+  EXPECT_EQ(a->node.str(), "gpu-node-7");
+  EXPECT_EQ(a->id, 114305652326400017U);
+  ASSERT_EQ(a->containers.size(), 2U);
+  EXPECT_EQ(a->containers[0].container, "trainer");
+  ASSERT_EQ(a->containers[0].gpus.size(), 1U);
+  const core::GpuShare& shared = a->containers[0].gpus[0];
+  EXPECT_EQ(shared.index, 1);
+  EXPECT_EQ(shared.uuid.str(), "GPU-9c1f");
+  EXPECT_EQ(shared.milli.value(), 300);
+  EXPECT_EQ(shared.memory.value(), 20000);
+  EXPECT_FALSE(shared.exclusive);
+  EXPECT_EQ(shared.numa_node, 0);
+  const core::GpuShare& whole = a->containers[1].gpus.at(0);
+  EXPECT_EQ(whole.index, 2);
+  EXPECT_TRUE(whole.exclusive);
+  EXPECT_EQ(whole.milli.value(), 1000);
+  EXPECT_EQ(whole.numa_node, -1);
+  EXPECT_EQ(EncodeAllocation(*a), allocation) << "written back unchanged";
+
+  const char* inventory =
+      R"([{"healthy":true,"index":0,"links":{"1":"NV12"},"memory_mib":81920,"model":"A100-SXM4-80GB","numa":0,)"
+      R"("nvlink_peers":[1],"sharers":10,"uuid":"GPU-0a"},{"healthy":false,"index":1,"links":{"0":"NV12"},)"
+      R"("memory_mib":81920,"model":"A100-SXM4-80GB","numa":1,"nvlink_peers":[0],"uuid":"GPU-1b"}])";
+  auto gpus = DecodeGpuInventory(inventory);
+  ASSERT_TRUE(gpus.ok()) << gpus.status();
+  ASSERT_EQ(gpus->size(), 2U);
+  EXPECT_EQ((*gpus)[0].uuid.str(), "GPU-0a");
+  EXPECT_EQ((*gpus)[0].model, "A100-SXM4-80GB");
+  EXPECT_EQ((*gpus)[0].memory.value(), 81920);
+  EXPECT_EQ((*gpus)[0].numa_node, 0);
+  EXPECT_EQ((*gpus)[0].nvlink_peers, std::vector<int32_t>{1});
+  ASSERT_EQ((*gpus)[0].links.size(), 1U);
+  EXPECT_EQ(LinkName((*gpus)[0].links[0]), "NV12");
+  EXPECT_EQ((*gpus)[0].max_sharers, 10);
+  EXPECT_TRUE((*gpus)[0].healthy);
+  EXPECT_FALSE((*gpus)[1].healthy);
+  EXPECT_EQ((*gpus)[1].max_sharers, 0);
+  EXPECT_EQ(EncodeGpuInventory(*gpus), inventory) << "written back unchanged";
+}
+
 }  // namespace
 }  // namespace gpusched::kube

@@ -13,6 +13,7 @@
 #include "gpusched/kube/annotations.h"
 #include "gpusched/kube/objects.h"
 #include "gpusched/scheduler/scheduler.h"
+#include "gpusched/testing/json_builders.h"
 
 namespace gpusched::scheduler {
 namespace {
@@ -24,19 +25,13 @@ struct NullBinder : ports::Binder {
 };
 
 json NodeJson(const std::string& name) {
-  json gpus = json::array();
-  for (int i = 0; i < 8; ++i) {
-    gpus.push_back({{"uuid", "GPU-" + name + "-" + std::to_string(i)},
-                    {"index", i},
-                    {"model", "A100-SXM4-80GB"},
-                    {"memory_mib", 81920}});
-  }
-  return {{"metadata",
-           {{"name", name},
-            {"labels", {{"kubernetes.io/hostname", name}}},
-            {"annotations", {{"gpusched.io/gpus", gpus.dump()}}}}},
-          {"spec", json::object()},
-          {"status", {{"allocatable", {{"cpu", "128"}, {"memory", "1Ti"}, {"pods", "110"}}}}}};
+  return testing::GpuNodeJson(name)
+      .Gpus(8)
+      .Label("kubernetes.io/hostname", name)
+      .EmptySpec()
+      .Cpu("128")
+      .Memory("1Ti")
+      .Pods("110");
 }
 
 // `count` nodes of 8 GPUs, gpu-node-0 onwards.
@@ -47,21 +42,13 @@ void AddNodes(ClusterCache& mirror, int count) {
 }
 
 json PodJson(int i) {
-  return {{"metadata",
-           {{"name", "p" + std::to_string(i)},
-            {"namespace", "default"},
-            {"uid", "u" + std::to_string(i)},
-            {"creationTimestamp", "2026-11-25T10:00:00Z"}}},
-          {"spec",
-           {{"schedulerName", "gpusched"},
-            {"containers", json::array({{{"name", "main"},
-                                         {"resources",
-                                          {{"requests", {{"cpu", "1"}, {"memory", "4Gi"}}},
-                                           {"limits",
-                                            {{"gpusched.io/gpu", "1"},
-                                             {"gpusched.io/gpu-core", "30"},
-                                             {"gpusched.io/gpu-memory", "20000"}}}}}}})}}},
-          {"status", {{"phase", "Pending"}}}};
+  return testing::PodJson("p" + std::to_string(i))
+      .Uid("u" + std::to_string(i))
+      .Created("2026-11-25T10:00:00Z")
+      .SchedulerName("gpusched")
+      .Requests({{"cpu", "1"}, {"memory", "4Gi"}})
+      .Limits(testing::ShareLimits(30, 20000))
+      .Phase("Pending");
 }
 
 void BM_ScheduleFractionalPods(benchmark::State& state, const char* policy) {

@@ -20,6 +20,7 @@
 #include "gpusched/testing/fake_clock.h"
 #include "gpusched/testing/fake_cluster.h"
 #include "gpusched/testing/fake_metrics_source.h"
+#include "gpusched/testing/json_builders.h"
 
 namespace gpusched::scheduler {
 namespace {
@@ -30,42 +31,27 @@ using ::testing::Not;
 
 json Node(const std::string& name, int gpus, const json& labels = json::object(), const json& taints = nullptr,
           const std::string& cpu = "32", const std::string& max_pods = "110") {
-  json list = json::array();
-  for (int i = 0; i < gpus; ++i) {
-    list.push_back({{"uuid", "GPU-" + name + "-" + std::to_string(i)},
-                    {"index", i},
-                    {"model", "A100-SXM4-80GB"},
-                    {"memory_mib", 81920}});
-  }
-  json n = {{"metadata", {{"name", name}, {"labels", labels}, {"annotations", {{"gpusched.io/gpus", list.dump()}}}}},
-            {"spec", json::object()},
-            {"status", {{"allocatable", {{"cpu", cpu}, {"memory", "128Gi"}, {"pods", max_pods}}}}}};
+  testing::GpuNodeJson n(name);
+  n.Gpus(gpus).Labels(labels).EmptySpec().Cpu(cpu).Pods(max_pods);
   if (!taints.is_null()) {
-    n["spec"]["taints"] = taints;
+    n.Taints(taints);
   }
   return n;
 }
 
+// Pending, for gpusched, created at 10:00 unless told, requesting 1 CPU and 1 GiB besides `limits`.
 json Pod(const std::string& name, const json& limits, int32_t priority = 0, const std::string& created = "") {
-  return {{"metadata",
-           {{"name", name},
-            {"namespace", "default"},
-            {"uid", "uid-" + name},
-            {"creationTimestamp", created.empty() ? "2026-11-25T10:00:00Z" : created}}},
-          {"spec",
-           {{"schedulerName", "gpusched"},
-            {"priority", priority},
-            {"containers",
-             json::array({{{"name", "main"},
-                           {"resources", {{"limits", limits}, {"requests", {{"cpu", "1"}, {"memory", "1Gi"}}}}}}})}}},
-          {"status", {{"phase", "Pending"}}}};
+  return testing::PodJson(name)
+      .Created(created.empty() ? "2026-11-25T10:00:00Z" : created)
+      .SchedulerName("gpusched")
+      .Priority(priority)
+      .Limits(limits)
+      .Requests({{"cpu", "1"}, {"memory", "1Gi"}})
+      .Phase("Pending");
 }
 
 json WholeGpu() { return {{"nvidia.com/gpu", "1"}}; }
-json Share(int core) {
-  return {
-      {"gpusched.io/gpu", "1"}, {"gpusched.io/gpu-core", std::to_string(core)}, {"gpusched.io/gpu-memory", "10000"}};
-}
+json Share(int core) { return testing::ShareLimits(core, 10000); }
 
 // The pod as the watch shows it once bound by `allocation` (the Binding's annotations copied onto it).
 json AsBound(json pod, const core::Allocation& allocation, const std::string& annotation) {

@@ -11,6 +11,7 @@
 
 #include "gpusched/adapters/deviceplugin/handoff.h"
 #include "gpusched/kube/annotations.h"
+#include "gpusched/testing/json_builders.h"
 
 namespace gpusched::adapters::deviceplugin {
 namespace {
@@ -70,11 +71,10 @@ std::vector<core::GpuShare> Shares(const std::vector<Share>& in) {
 
 // Bound to n1; one spec container per distinct entry name, requesting as many devices as its entry names GPUs.
 json PodJson(const Pod& p) {
-  json pod = {{"metadata", {{"name", p.name}, {"namespace", "default"}, {"uid", "uid-" + p.name}}},
-              {"spec", {{"nodeName", "n1"}, {"containers", json::array()}, {"initContainers", json::array()}}},
-              {"status", {{"phase", p.phase}}}};
+  testing::PodJson pod(p.name);
+  pod.NodeName("n1").Containers(json::array()).InitContainers(json::array()).Phase(p.phase);
   if (p.deleting) {
-    pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
+    pod.Deleted("2026-01-01T00:00:00Z");
   }
   core::Allocation a{.pod = common::PodUid("uid-" + p.name), .node = common::NodeName(p.alloc_node), .id = p.id};
   std::set<std::string> seen;
@@ -82,12 +82,15 @@ json PodJson(const Pod& p) {
     a.containers.push_back(
         core::ContainerAllocation{.container = (e.init ? "init:" : "") + e.container, .gpus = Shares(e.gpus)});
     if (seen.insert(e.container).second) {
-      pod["spec"][e.init ? "initContainers" : "containers"].push_back(
-          {{"name", e.container}, {"resources", {{"limits", {{kRes, std::to_string(e.gpus.size())}}}}}});
+      const json limits = {{kRes, std::to_string(e.gpus.size())}};
+      if (e.init) {
+        pod.InitContainer(e.container, limits);
+      } else {
+        pod.Container(e.container, limits);
+      }
     }
   }
-  pod["metadata"]["annotations"] = {{"gpusched.io/allocation", kube::EncodeAllocation(a)}};
-  return pod;
+  return pod.Annotation("gpusched.io/allocation", kube::EncodeAllocation(a));
 }
 
 // The kubelet lists `pod`'s `container` with a device of kRes.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpusched/kube/annotations.h"
+#include "gpusched/testing/json_builders.h"
 
 namespace gpusched::adapters::deviceplugin {
 namespace {
@@ -38,15 +39,18 @@ struct PodSpec {
 };
 
 json PodJson(const PodSpec& s) {
-  json pod = {{"metadata", {{"name", s.name}, {"namespace", "default"}, {"uid", "uid-" + s.name}}},
-              {"spec", {{"nodeName", s.node}, {"containers", json::array()}, {"initContainers", json::array()}}},
-              {"status", {{"phase", s.phase}}}};
+  testing::PodJson pod(s.name);
+  pod.NodeName(s.node).Containers(json::array()).InitContainers(json::array()).Phase(s.phase);
   core::Allocation a{.pod = common::PodUid("uid-" + s.name), .node = common::NodeName(s.alloc_node), .id = 1};
   int gpu = s.first_gpu;
   for (const auto& c : s.containers) {
-    json container = {{"name", c.name}};
+    const json limits = c.count > 0 ? json{{kRes, std::to_string(c.count)}} : json();
+    if (c.init) {
+      pod.InitContainer(c.name, limits);
+    } else {
+      pod.Container(c.name, limits);
+    }
     if (c.count > 0) {
-      container["resources"] = {{"limits", {{kRes, std::to_string(c.count)}}}};
       core::ContainerAllocation ca{.container = c.init ? "init:" + c.name : c.name};
       for (int64_t i = 0; i < c.count; ++i, ++gpu) {
         ca.gpus.push_back(core::GpuShare{.index = gpu,
@@ -56,10 +60,9 @@ json PodJson(const PodSpec& s) {
       }
       a.containers.push_back(std::move(ca));
     }
-    pod["spec"][c.init ? "initContainers" : "containers"].push_back(container);
   }
   if (s.annotate) {
-    pod["metadata"]["annotations"] = {{"gpusched.io/allocation", kube::EncodeAllocation(a)}};
+    pod.Annotation("gpusched.io/allocation", kube::EncodeAllocation(a));
   }
   return pod;
 }

@@ -16,6 +16,7 @@
 #include "gpusched/adapters/deviceplugin/share_within.h"
 #include "gpusched/common/log.h"
 #include "gpusched/kube/annotations.h"
+#include "gpusched/testing/json_builders.h"
 
 namespace gpusched::adapters::deviceplugin {
 namespace {
@@ -273,15 +274,13 @@ TEST(MpsPlanTest, MemoryOnlySharesCapNoComputeAndTinySharesGetOnePercent) {
 }
 
 nlohmann::json Pod(const std::string& name, nlohmann::json container_sc, nlohmann::json pod_sc = nullptr) {
-  nlohmann::json c = {{"name", "main"}};
+  testing::PodJson pod(name);
+  pod.Namespace("ns").Uid("u-" + name).NodeName("n1").Phase("Running");
   if (!container_sc.is_null()) {
-    c["securityContext"] = container_sc;
+    pod.SecurityContext(container_sc);
   }
-  nlohmann::json pod = {{"metadata", {{"namespace", "ns"}, {"name", name}, {"uid", "u-" + name}}},
-                        {"spec", {{"nodeName", "n1"}, {"containers", {c}}}},
-                        {"status", {{"phase", "Running"}}}};
   if (!pod_sc.is_null()) {
-    pod["spec"]["securityContext"] = pod_sc;
+    pod.PodSecurityContext(pod_sc);
   }
   return pod;
 }

@@ -8,6 +8,7 @@
 
 #include "gpusched/common/log.h"
 #include "gpusched/kube/annotations.h"
+#include "gpusched/testing/json_builders.h"
 
 namespace gpusched::adapters::deviceplugin {
 namespace {
@@ -47,13 +48,12 @@ nlohmann::json PodJson(const std::string& name, int64_t milli) {
                                                              .milli = common::MilliGpu{milli},
                                                              .memory = common::MiB{1000}}}}},
                      .id = 1};
-  return {{"metadata",
-           {{"namespace", "ns"},
-            {"name", name},
-            {"uid", "u-" + name},
-            {"annotations", {{"gpusched.io/allocation", kube::EncodeAllocation(a)}}}}},
-          {"spec", {{"nodeName", "n1"}, {"containers", {{{"name", "main"}}}}}},
-          {"status", {{"phase", "Running"}}}};
+  return testing::PodJson(name)
+      .Namespace("ns")
+      .Uid("u-" + name)
+      .Annotation("gpusched.io/allocation", kube::EncodeAllocation(a))
+      .NodeName("n1")
+      .Phase("Running");
 }
 
 TEST(MpsEnforcerTest, AnAdmittedContainerKeepsItsLimitsWhileThePodCacheLags) {
