@@ -158,7 +158,8 @@ int main(int argc, char** argv) {
       names.push_back(sub->get_name());
     }
     if (std::find(names.begin(), names.end(), word) == names.end()) {
-      std::cerr << app.get_name() << ": unknown subcommand '" << word << "'";
+      std::cerr << (self == "kubectl-gpusched" ? "kubectl gpusched" : "gpusched") << ": unknown subcommand '" << word
+                << "'";
       if (const std::string near = gpusched::common::Nearest(word, names); !near.empty()) {
         std::cerr << "; did you mean '" << near << "'?";
       }

@@ -627,11 +627,13 @@ TEST_F(HttpServerTest, PerPeerCapRefusesTheExcessFromOnePeerOnly) {
   // Another peer is served while the tenant holds its four.
   EXPECT_EQ(StatusOf(Exchange(server_->port(), kProbe)), 200);
   // The tenant's four finish their heads and are answered; then idle, the one idle longest makes room for a fifth.
-  for (int fd : tenant) {
-    ASSERT_TRUE(SendAll(fd, "Host: x\r\n\r\n"));
-    ASSERT_EQ(StatusOf(ReadOneResponse(fd)), 200);
+  // One after the other, each idle before the next is answered: the workers could otherwise finish them in any
+  // order, and tenant[0] would not be the one idle longest.
+  for (size_t i = 0; i < tenant.size(); ++i) {
+    ASSERT_TRUE(SendAll(tenant[i], "Host: x\r\n\r\n"));
+    ASSERT_EQ(StatusOf(ReadOneResponse(tenant[i])), 200);
+    ASSERT_TRUE(Eventually([&] { return server_->stats().idle_connections == i + 1; }));
   }
-  ASSERT_TRUE(Eventually([&] { return server_->stats().idle_connections == 4; }));
   const int fifth = ConnectFrom(server_->port(), "127.0.0.2");
   ASSERT_TRUE(SendAll(fifth, kProbe));
   EXPECT_EQ(StatusOf(ReadUntilClose(fifth)), 200);
