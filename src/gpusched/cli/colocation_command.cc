@@ -15,6 +15,12 @@ namespace gpusched::cli {
 int RunColocationMode(const ColocationFlags& f, const std::vector<unsigned long long>& seeds) {
   common::Result<interference::Dataset> data = common::InvalidArgument("");
   if (f.source == "gavel") {
+    if (f.data.empty()) {
+      std::fprintf(stderr,
+                   "gpusched simulate --colocation gavel: give --interference-data DIR, the folder of co-location "
+                   "measurements (docs/interference.md says how it is laid out and where to download Gavel's)\n");
+      return 2;
+    }
     data = interference::LoadGavel(f.data + "/gavel/simulation_throughputs.json");
   } else {
     data = interference::LoadPairsCsv(f.source);

@@ -11,7 +11,7 @@ namespace gpusched::cli {
 
 struct ColocationFlags {
   std::string source;  // "gavel" (the only one with durations and enough applications), or a CSV of our format
-  std::string data = "../shared/data/interference";
+  std::string data;    // required with --colocation gavel: where the measurements are
   std::string gpu = "p100";
   int nodes = 4;
   int gpus_per_node = 4;

@@ -24,8 +24,10 @@ interference::ModelOptions Options(const InterferenceFlags& f) {
 }
 
 void AddModelFlags(CLI::App* c, InterferenceFlags& f) {
-  c->add_option("--data", f.data, "Folder of co-location measurements (gavel/, coscheml/, *.csv; docs/interference.md)")
-      ->capture_default_str();
+  c->add_option("--data", f.data,
+                "Folder of co-location measurements (gavel/, coscheml/, *.csv; docs/interference.md says how it is "
+                "laid out and where to download Gavel's and Co-scheML's)")
+      ->required();
   c->add_option("--references", f.references, "Reference applications each one is fingerprinted against")
       ->capture_default_str()
       ->check(CLI::Range(0, 64));

@@ -13,7 +13,7 @@ class App;
 namespace gpusched::cli {
 
 struct InterferenceFlags {
-  std::string data = "../shared/data/interference";
+  std::string data;  // required: where the measurements are (docs/interference.md says where to get them)
   std::string model = "interference-model.json";
   std::vector<std::string> gpus;
   std::vector<std::string> splits;

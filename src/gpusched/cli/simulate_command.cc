@@ -496,8 +496,8 @@ void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code) {
   cmd->add_option("--colocation", c.source,
                   "Co-location mode: 'gavel' (or a CSV of pairs) jobs sharing GPUs, stretched by measured slowdowns");
   cmd->add_option("--interference-data", c.data,
-                  "Co-location: folder of co-location measurements (gavel/, coscheml/, *.csv; docs/interference.md)")
-      ->capture_default_str();
+                  "Co-location: folder of co-location measurements (gavel/, coscheml/, *.csv; docs/interference.md "
+                  "says how it is laid out and where to download them); required with --colocation gavel");
   cmd->add_option("--gpu", c.gpu, "Co-location: GPU table (k80, p100, v100)")->capture_default_str();
   cmd->add_option("--nodes", c.nodes, "Co-location: nodes")->capture_default_str()->check(CLI::Range(1, 100000));
   cmd->add_option("--gpus-per-node", c.gpus_per_node, "Co-location: GPUs per node")
