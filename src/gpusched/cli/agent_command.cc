@@ -48,10 +48,7 @@ using std::chrono::milliseconds;
 void Info(const std::string& m) { common::Log(common::LogLevel::kInfo, "gpusched agent: " + m); }
 void Warn(const std::string& m) { common::Log(common::LogLevel::kWarn, "gpusched agent: " + m); }
 
-int Fail(const std::string& message) {
-  std::cerr << "gpusched agent: " << message << "\n";
-  return 1;
-}
+int Fail(const std::string& message) { return Fatal("gpusched agent", message); }
 
 // A backend that has nothing: NVML could not be opened and no fake was asked for. Every sample fails with the
 // reason, which /healthz and the error counter report; the agent keeps serving.

@@ -35,10 +35,7 @@ namespace {
 namespace ext = extender;
 namespace k8s = adapters::k8s;
 
-int Fail(const std::string& message) {
-  std::cerr << "gpusched extender: " << message << "\n";
-  return 1;
-}
+int Fail(const std::string& message) { return Fatal("gpusched extender", message); }
 
 }  // namespace
 

@@ -77,4 +77,9 @@ void SetUpLogging(const LogFlags& flags, bool verbose, std::string_view componen
   common::SetLogLevel(verbose || flags.v >= 4 ? common::LogLevel::kDebug : common::LogLevel::kInfo);
 }
 
+int Fatal(std::string_view who, const std::string& message) {
+  common::Log(common::LogLevel::kError, std::string(who) + ": " + message, {{"reason", "fatal"}});
+  return 1;
+}
+
 }  // namespace gpusched::cli

@@ -24,4 +24,9 @@ void AddLogFlags(CLI::App& cmd, LogFlags& flags);
 // Installs the sink (common::SetLogSink) and the level: debug when verbose or v >= 4, else info.
 void SetUpLogging(const LogFlags& flags, bool verbose, std::string_view component);
 
+// A daemon's last line before it exits: "<who>: <message>" through the logger at error level with reason=fatal (one
+// JSON object under --log-format json, so the line that explains a CrashLoopBackOff reaches the log pipeline too).
+// Returns 1, the exit status.
+int Fatal(std::string_view who, const std::string& message);
+
 }  // namespace gpusched::cli

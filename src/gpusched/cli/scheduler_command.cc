@@ -47,10 +47,7 @@ namespace k8s = adapters::k8s;
 
 constexpr const char* kWho = "gpusched scheduler";
 
-int Fail(const std::string& message) {
-  std::cerr << kWho << ": " << message << "\n";
-  return 1;
-}
+int Fail(const std::string& message) { return Fatal(kWho, message); }
 
 // An informer on `path` where the API server serves `api` (asked once at start: an API installed later is read
 // after a restart); null where it does not (404), saying `absent` in the log. Other errors are retried for 30 s.

@@ -49,10 +49,7 @@ constexpr int kMaxEventChecks = 2;
 
 void Say(common::LogLevel level, const std::string& m) { common::Log(level, "gpusched webhook: " + m); }
 
-int Fail(const std::string& message) {
-  std::cerr << "gpusched webhook: " << message << "\n";
-  return 1;
-}
+int Fail(const std::string& message) { return Fatal("gpusched webhook", message); }
 
 std::optional<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
