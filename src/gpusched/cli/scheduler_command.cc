@@ -129,6 +129,7 @@ int RunScheduler(const SchedulerFlags& flags, const SlowdownModelLoader& load_mo
     return Fail(client_config.status().message());
   }
   client_config->list_page_size = k8s::kListPageSizeForAllPods;
+  const std::string api_server = client_config->server;  // named in every line about reaching it
   auto client = k8s::ApiClient::Create(std::move(client_config).value());
   if (!client.ok()) {
     return Fail(client.status().message());
@@ -157,15 +158,27 @@ int RunScheduler(const SchedulerFlags& flags, const SlowdownModelLoader& load_mo
   std::unique_ptr<k8s::PodPreemptor> preemptor;
   std::string policy_version;
   if (config.preemption) {
+    constexpr int kTries = 15;
     for (int attempt = 1;; ++attempt) {
       auto v = k8s::PolicyApiVersion(**client);
       if (v.ok()) {
         policy_version = *v;
         break;
       }
-      if (attempt == 15) {
-        return Fail("cannot ask the API server for its policy API version: " + v.status().message());
+      // The first request to the API server: say which server, and whether it could be reached at all.
+      const common::StatusCode code = v.status().code();
+      const std::string why =
+          (code == common::StatusCode::kUnavailable || code == common::StatusCode::kDeadlineExceeded
+               ? "cannot reach the API server at " + api_server
+               : "the API server at " + api_server + " did not say which policy API version it serves") +
+          ": " + v.status().message();
+      if (attempt == kTries) {
+        return Fail(why + " (" + std::to_string(kTries) + " tries, 2 s apart)");
       }
+      common::Log(common::LogLevel::kWarn,
+                  std::string(kWho) + ": " + why + " (try " + std::to_string(attempt) + " of " +
+                      std::to_string(kTries) + ", again in 2 s)",
+                  {{"reason", "api_server_unreachable"}});
       std::this_thread::sleep_for(std::chrono::seconds(2));
     }
     std::optional<int64_t> grace;
