@@ -55,7 +55,8 @@ build: deps
 demo: deps
 	@test -f build/$(RELEASE_PRESET)/CMakeCache.txt || cmake --preset $(RELEASE_PRESET)
 	cmake --build --preset $(RELEASE_PRESET) --parallel $(JOBS) --target gpusched
-	$(GPUSCHED_BIN) simulate --seeds 42-51 --out $(DEMO_OUT)
+	$(GPUSCHED_BIN) simulate --seeds 42-51 --policies random,dotprod,gpuclustering,gpupacking,bestfit,fgd,fgd-scarcity \
+	  --out $(DEMO_OUT)
 
 test: deps
 ifeq ($(CI),true)
