@@ -159,15 +159,7 @@ int main(int argc, char** argv) {
     }
     if (std::find(names.begin(), names.end(), word) == names.end()) {
       std::cerr << (self == "kubectl-gpusched" ? "kubectl gpusched" : "gpusched") << ": unknown subcommand '" << word
-                << "'";
-      if (const std::string near = gpusched::common::Nearest(word, names); !near.empty()) {
-        std::cerr << "; did you mean '" << near << "'?";
-      }
-      std::string known;
-      for (const std::string& n : names) {
-        known += (known.empty() ? "" : ", ") + n;
-      }
-      std::cerr << " (known: " << known << "; --help says what each does)\n";
+                << "'" << gpusched::common::NearestAndKnown(word, names) << "; --help says what each does\n";
       return 2;
     }
   }

@@ -278,13 +278,8 @@ int RunSimulate(const SimulateFlags& f) {
     }
     for (const auto& [name, weight] : mix.value()) {
       if (std::find(known.begin(), known.end(), name) == known.end()) {
-        std::string list;
-        for (const std::string& k : known) {
-          list += (list.empty() ? "" : ", ") + k;
-        }
-        const std::string near = common::Nearest(name, known);
         std::cerr << "gpusched simulate: --policies: unknown policy '" << name << "'"
-                  << (near.empty() ? "" : "; did you mean '" + near + "'?") << " (known: " << list << ")\n";
+                  << common::NearestAndKnown(name, known) << "\n";
         return 2;
       }
     }

@@ -47,4 +47,18 @@ inline std::string Nearest(std::string_view word, const std::vector<std::string>
   return best;
 }
 
+// What an error about an unknown name adds after it: "; did you mean 'x'?" when one is near, then " (known: a, b,
+// c)".
+inline std::string NearestAndKnown(std::string_view word, const std::vector<std::string>& known) {
+  std::string out;
+  if (const std::string near = Nearest(word, known); !near.empty()) {
+    out = "; did you mean '" + near + "'?";
+  }
+  out += " (known: ";
+  for (size_t i = 0; i < known.size(); ++i) {
+    out += (i == 0 ? "" : ", ") + known[i];
+  }
+  return out + ")";
+}
+
 }  // namespace gpusched::common

@@ -18,6 +18,8 @@ TEST(NearestTest, ATypoGetsTheNameItMeantAndAnUnrelatedWordNone) {
   EXPECT_EQ(EditDistance("fgd", "fgd-scarcity"), 9U);
   EXPECT_EQ(Nearest("fgd-scarcty", {"fgd", "fgd-scarcity", "bestfit"}), "fgd-scarcity");
   EXPECT_EQ(Nearest("binpak", {"binpack", "bestfit"}), "binpack");
+  EXPECT_EQ(NearestAndKnown("binpak", {"binpack", "bestfit"}), "; did you mean 'binpack'? (known: binpack, bestfit)");
+  EXPECT_EQ(NearestAndKnown("zzz", {"binpack"}), " (known: binpack)");
 }
 
 }  // namespace
