@@ -21,15 +21,17 @@ endif
 
 RELEASE_PRESET := release
 GPUSCHED_BIN := ./build/$(RELEASE_PRESET)/src/gpusched/cli/gpusched
+# make demo builds only the simulator (preset demo: GPUSCHED_SIM_ONLY) from the few packages it needs.
+DEMO_LAB := ./build/demo/src/gpusched/cli/gpusched-lab
 DEMO_OUT := out/demo
 
-.PHONY: help deps build demo test e2e fuzz tsan bench bench-extender format lint image clean
+.PHONY: help deps build demo test e2e fuzz tsan bench bench-extender format lint image image-lab clean
 
 help:
 	@echo "gpusched make targets:"
 	@echo "  deps    install missing Debian packages (scripts/install-deps.sh)"
 	@echo "  build   configure (once) and build preset '$(RELEASE_PRESET)'"
-	@echo "  demo    build, then run a simulation into $(DEMO_OUT)/"
+	@echo "  demo    build the simulator alone (preset demo), then run the built-in study into $(DEMO_OUT)/"
 	@echo "  test    unit, integration and fuzz-replay tests, benchmark smoke runs, the install tree check, then the"
 	@echo "          e2e suite (real etcd, kube-apiserver, kube-scheduler; built once by scripts/build-k8s.sh),"
 	@echo "          preset '$(TEST_PRESET)'"
@@ -39,7 +41,8 @@ help:
 	@echo "  tsan    the concurrency tests (extender, API client) under ThreadSanitizer"
 	@echo "  bench-extender  extender latency and throughput on loopback (bench/extender-latency.sh)"
 	@echo "  bench   build, then bench/sim-speed.sh"
-	@echo "  image   the container image from ./Dockerfile (docker, podman or buildah: scripts/build-image.sh)"
+	@echo "  image   the daemon image from ./Dockerfile (docker, podman or buildah: scripts/build-image.sh)"
+	@echo "  image-lab  the lab image (gpusched-lab) from ./Dockerfile.lab"
 	@echo "  format  clang-format -i the C++ sources"
 	@echo "  lint    check formatting and the layering rules (ARCHITECTURE.md section 2)"
 	@echo "  clean   remove build/ and out/"
@@ -52,10 +55,11 @@ build: deps
 	@test -f build/$(RELEASE_PRESET)/CMakeCache.txt || cmake --preset $(RELEASE_PRESET)
 	cmake --build --preset $(RELEASE_PRESET) --parallel $(JOBS)
 
-demo: deps
-	@test -f build/$(RELEASE_PRESET)/CMakeCache.txt || cmake --preset $(RELEASE_PRESET)
-	cmake --build --preset $(RELEASE_PRESET) --parallel $(JOBS) --target gpusched
-	$(GPUSCHED_BIN) simulate --seeds 42-51 --policies random,dotprod,gpuclustering,gpupacking,bestfit,fgd,fgd-scarcity \
+demo:
+	bash scripts/install-deps.sh --demo
+	@test -f build/demo/CMakeCache.txt || cmake --preset demo
+	cmake --build --preset demo --parallel $(JOBS)
+	$(DEMO_LAB) simulate --seeds 42-51 --policies random,dotprod,gpuclustering,gpupacking,bestfit,fgd,fgd-scarcity \
 	  --out $(DEMO_OUT)
 
 test: deps
@@ -77,7 +81,7 @@ endif
 
 e2e: deps
 	@test -f build/$(TEST_PRESET)/CMakeCache.txt || cmake --preset $(TEST_PRESET)
-	cmake --build --preset $(TEST_PRESET) --parallel $(JOBS) --target gpusched
+	cmake --build --preset $(TEST_PRESET) --parallel $(JOBS) --target gpusched gpusched-lab
 	bash scripts/e2e.sh build/$(TEST_PRESET)
 
 fuzz: deps
@@ -96,7 +100,10 @@ bench: build
 	bash bench/fidelity.sh
 
 image:
-	bash scripts/build-image.sh
+	bash scripts/build-image.sh daemons
+
+image-lab:
+	bash scripts/build-image.sh lab
 
 format:
 	bash scripts/format.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fgd against a candidate policy and against the upper bound, on the 17 openb pod lists of the FGD paper's study:
 # unallocated GPU % at 100 % arrived, mean of seeds 42-51, tune 1.3 (the paper's protocol). The bound is
-# `gpusched simulate --bound` (a GPU-only packing relaxation: no placement of the same arrivals can allocate more),
+# `gpusched-lab simulate --bound` (a GPU-only packing relaxation: no placement of the same arrivals can allocate more),
 # printed as the unallocated % it leaves, beside what an offline packer of the same arrivals leaves (best fit
 # decreasing in the same GPU-only relaxation: a packing, not a bound). "closed" is how much of fgd's gap to the bound
 # the candidate closes.
@@ -14,9 +14,9 @@ cd "$(dirname "$0")/.."
 TRACE_DIR=${1:-../shared/traces/alibaba-gpu-v2023}
 CANDIDATE=${CANDIDATE:-fgd-scarcity}
 SEEDS=${SEEDS:-42-51}
-BIN=build/release/src/gpusched/cli/gpusched
+BIN=build/release/src/gpusched/cli/gpusched-lab
 if [ ! -x "$BIN" ]; then
-  cmake --preset release >/dev/null && cmake --build --preset release --target gpusched
+  cmake --preset release >/dev/null && cmake --build --preset release --target gpusched-lab
 fi
 if [ ! -f "$TRACE_DIR/openb_pod_list_default.csv" ]; then
   echo "beyond-fgd: no openb trace at $TRACE_DIR" >&2

@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${SHARED:-../shared}
-BIN=build/release/src/gpusched/cli/gpusched
-[ -x "$BIN" ] || { cmake --preset release >/dev/null && cmake --build --preset release --target gpusched; }
+BIN=build/release/src/gpusched/cli/gpusched-lab
+[ -x "$BIN" ] || { cmake --preset release >/dev/null && cmake --build --preset release --target gpusched-lab; }
 OUT=$(mktemp -d)
 "$BIN" simulate --trace-dir "$SHARED/traces/alibaba-gpu-v2023" --seeds 42-51 --jobs 2 --out "$OUT" >/dev/null
 python3 - "$OUT" "$SHARED/traces/fgd-reference-results" <<'PY'

@@ -6,9 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TRACE_DIR=${1:-../shared/traces/alibaba-gpu-v2023}
 REPEATS=${REPEATS:-5}
-BIN=build/release/src/gpusched/cli/gpusched
+BIN=build/release/src/gpusched/cli/gpusched-lab
 if [ ! -x "$BIN" ]; then
-  cmake --preset release >/dev/null && cmake --build --preset release --target gpusched
+  cmake --preset release >/dev/null && cmake --build --preset release --target gpusched-lab
 fi
 if [ ! -f "$TRACE_DIR/openb_pod_list_default.csv" ]; then
   echo "sim-speed: no openb trace at $TRACE_DIR" >&2

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The install tree of a build: `cmake --install` into a staging prefix, then the installed binary runs
-# (`gpusched --version`), so does the kubectl plugin link (kubectl-gpusched), the docs and deploy manifests are where docs/install.md says, and the Dockerfile's
-# runtime packages match what the binary links (scripts/check-image-deps.py).
+# The install tree of a build: `cmake --install` into a staging prefix, then the installed binaries run
+# (`gpusched --version`, `gpusched-lab --version`), so does the kubectl plugin link (kubectl-gpusched), the docs and
+# deploy manifests are where docs/install.md says, and each image's runtime packages match what its binary links
+# (scripts/check-image-deps.py: Dockerfile for gpusched, Dockerfile.lab for gpusched-lab).
 # Usage: scripts/check-install.sh BUILD_DIR   (e.g. build/release or build/ci)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,4 +39,10 @@ else
   echo "check-install: no kubectl >= 1.21 here: the installed overlays were not rendered"
 fi
 echo "check-install: $(find "$stage" -type f | wc -l) files installed; $got"
+lab=$("$stage/bin/gpusched-lab" --version)
+if [ "$lab" != "gpusched-lab $version" ]; then
+  echo "check-install: the installed gpusched-lab --version says '$lab', not 'gpusched-lab $version'" >&2
+  exit 1
+fi
 python3 scripts/check-image-deps.py "$stage/bin/gpusched"
+python3 scripts/check-image-deps.py "$stage/bin/gpusched-lab" --dockerfile Dockerfile.lab

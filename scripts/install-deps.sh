@@ -4,9 +4,10 @@
 # touching the network (no apt-get update). Otherwise it runs `apt-get update` once and installs
 # only the missing packages. Uses sudo only when not root (non-interactive sudo -n without a TTY).
 #
-# Usage: scripts/install-deps.sh [--check]
+# Usage: scripts/install-deps.sh [--check] [--demo]
 #   --check   list the missing packages and exit 1 if any are missing; install nothing.
-# See ../shared/design/dependencies.md for why each library was chosen.
+#   --demo    only what `make demo` needs (the simulator: compiler, CMake, cairo, CLI11, spdlog, fmt, JSON).
+# docs/dependencies.md says why each library was chosen.
 set -euo pipefail
 
 PACKAGES=(
@@ -52,12 +53,21 @@ PACKAGES=(
   libxgboost-dev libeigen3-dev
 )
 
+# `make demo` needs only the simulator's: a compiler, CMake, and the libraries of gpusched-lab's simulate.
+DEMO_PACKAGES=(
+  cmake ninja-build pkg-config ccache g++ make
+  libcairo2-dev fonts-dejavu-core
+  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+)
+
 check_only=0
-case "${1:-}" in
-  --check) check_only=1 ;;
-  "") ;;
-  *) echo "usage: $0 [--check]" >&2; exit 2 ;;
-esac
+for arg in "$@"; do
+  case "$arg" in
+    --check) check_only=1 ;;
+    --demo) PACKAGES=("${DEMO_PACKAGES[@]}") ;;
+    *) echo "usage: $0 [--check] [--demo]" >&2; exit 2 ;;
+  esac
+done
 
 is_installed() {
   dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"

@@ -80,15 +80,30 @@ def find_etcd():
     return path, None
 
 
+LAB_SUBCOMMANDS = ("simulate", "monitor", "interference")
+
+
+def lab_binary():
+    """gpusched-lab (simulate, monitor, interference): $GPUSCHED_LAB_BIN, else beside $GPUSCHED_BIN."""
+    lab = os.environ.get("GPUSCHED_LAB_BIN")
+    if lab:
+        return lab
+    return os.path.join(os.path.dirname(os.environ.get("GPUSCHED_BIN", "")), "gpusched-lab")
+
+
 def suite_skip_reason(subcommand=None):
     """Why an e2e suite cannot run here, or None: the Kubernetes binaries, etcd, $GPUSCHED_BIN and, when given, its
-    `subcommand`."""
+    `subcommand` (a lab subcommand on gpusched-lab: lab_binary())."""
     for _, why in (find_k8s_bin(), find_etcd()):
         if why:
             return why
     binary = os.environ.get("GPUSCHED_BIN")
     if not binary or not os.access(binary, os.X_OK):
         return "GPUSCHED_BIN is unset or not executable (ctest sets it to the gpusched target)"
+    if subcommand in LAB_SUBCOMMANDS:
+        binary = lab_binary()
+        if not os.access(binary, os.X_OK):
+            return f"{binary} (gpusched-lab, for `{subcommand}`) is not executable; set GPUSCHED_LAB_BIN"
     if subcommand:
         res = subprocess.run([binary, subcommand, "--help"], capture_output=True, text=True, timeout=30)
         if not re.search(rf"(?m)^Usage: \S+ {subcommand}\b", res.stdout + res.stderr):

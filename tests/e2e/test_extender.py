@@ -35,7 +35,7 @@ import http.client
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from control_plane import (REPO_ROOT, ControlPlane, Process, find_etcd, find_k8s_bin, free_port,  # noqa: E402
-                           wait_until, write_kubeconfig)
+                           lab_binary, wait_until, write_kubeconfig)
 from allocation_checks import AllocationChecks  # noqa: E402
 from kube import ALLOCATION_ANNOTATION, GPU_MEMORY_MIB, GPUS_ANNOTATION, Kube, gpu_pod, keti_seed_pod  # noqa: E402
 import monitoring_check  # noqa: E402
@@ -302,14 +302,14 @@ class ExtenderE2E(AllocationChecks, unittest.TestCase):
 
     @classmethod
     def _train_interference_model(cls, binary):
-        """`gpusched interference train` on ../shared's measurements, for test_7; None when the data is absent."""
+        """`gpusched-lab interference train` on ../shared's measurements, for test_7; None when the data is absent."""
         data = os.path.join(REPO_ROOT, "..", "shared", "data", "interference")
         if not os.path.isdir(data):
             log(f"no co-location data at {data}: the interference test will be skipped")
             return None
         out = os.path.join(cls.cp.dir, "interference-model.json")
         t0 = time.monotonic()
-        subprocess.run([binary, "interference", "train", "--data", data, "--out", out], check=True,
+        subprocess.run([lab_binary(), "interference", "train", "--data", data, "--out", out], check=True,
                        stdout=subprocess.DEVNULL, timeout=300)
         log(f"interference model trained in {time.monotonic() - t0:.1f}s")
         return out

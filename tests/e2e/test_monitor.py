@@ -1,4 +1,4 @@
-"""End-to-end: `gpusched monitor` against a real kube-apiserver (control_plane.py, no kube-scheduler), with
+"""End-to-end: `gpusched-lab monitor` against a real kube-apiserver (control_plane.py, no kube-scheduler), with
 `gpusched scheduler` placing the pods, `gpusched agent --fake-gpus` exporting GPUs whose utilisation and memory are
 pinned (a different value per GPU), a real Prometheus (Debian) scraping the agent every second and a real InfluxDB
 (Debian) the agent writes to. This test plays the kubelet: a pod bound to the node is set Running, then Succeeded
@@ -8,7 +8,7 @@ Checks: the CSV holds the pinned values for exactly the pod's GPU; the charts ar
 there; every object the monitor created is gone after success, after a failed pod, after SIGINT mid-run and after
 --timeout (with the scheduler's reason); directory mode writes the summary; InfluxDB as the source gives the same
 values; set-up errors (a YAML that does not parse, Prometheus unreachable) exit 2 and create nothing.
-Environment: as test_extender.py (GPUSCHED_BIN, GPUSCHED_K8S_BIN, GPUSCHED_ETCD, GPUSCHED_E2E_KEEP).
+Environment: as test_extender.py (GPUSCHED_BIN, GPUSCHED_LAB_BIN, GPUSCHED_K8S_BIN, GPUSCHED_ETCD, GPUSCHED_E2E_KEEP).
 """
 import csv
 import http.client
@@ -25,7 +25,8 @@ import unittest
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from control_plane import (ControlPlane, Process, free_port, suite_skip_reason, wait_until)  # noqa: E402
+from control_plane import (ControlPlane, Process, free_port, lab_binary, suite_skip_reason,  # noqa: E402
+                           wait_until)
 from kube import ALLOCATION_ANNOTATION, GPUS_ANNOTATION, gpu_pod  # noqa: E402
 from test_scheduler import SCHEDULER_NAME, http_get, scheduler_config  # noqa: E402
 
@@ -287,7 +288,7 @@ class MonitorE2E(unittest.TestCase):
         return path
 
     def monitor_argv(self, files, *extra, source="prometheus", timeout="60s"):
-        argv = [os.environ["GPUSCHED_BIN"], "monitor", "--kubeconfig", self.cp.kubeconfig, "--interval", "1s",
+        argv = [lab_binary(), "monitor", "--kubeconfig", self.cp.kubeconfig, "--interval", "1s",
                 "--timeout", timeout, "--out", os.path.join(self.work, "out")]
         for f in files:
             argv += ["-f", f]

@@ -59,7 +59,7 @@ import urllib.parse
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from control_plane import (REPO_ROOT, ControlPlane, Process, find_etcd, find_k8s_bin, free_port,  # noqa: E402
-                           wait_until, write_kubeconfig)
+                           lab_binary, wait_until, write_kubeconfig)
 from allocation_checks import AllocationChecks  # noqa: E402
 from kube import (ALLOCATION_ANNOTATION, GPU_MEMORY_MIB, GPUS_ANNOTATION, Kube, KubeError, gpu_pod,  # noqa: E402
                   keti_seed_pod)
@@ -1565,7 +1565,7 @@ class SchedulerE2E(AllocationChecks, unittest.TestCase):
             self.skipTest(f"no co-location data at {data} to train the model")
         model = os.path.join(self.cp.dir, "interference-model.json")
         t0 = time.monotonic()
-        subprocess.run([os.environ["GPUSCHED_BIN"], "interference", "train", "--data", data, "--out", model],
+        subprocess.run([lab_binary(), "interference", "train", "--data", data, "--out", model],
                        check=True, stdout=subprocess.DEVNULL, timeout=300)
         log(f"interference model trained in {time.monotonic() - t0:.1f}s")
         name = "gpusched-colo"

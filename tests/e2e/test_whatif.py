@@ -1,4 +1,4 @@
-"""End-to-end: `gpusched simulate --from-cluster` and `gpusched status` (also as the kubectl plugin
+"""End-to-end: `gpusched-lab simulate --from-cluster` and `gpusched status` (also as the kubectl plugin
 kubectl-gpusched) against a real kube-apiserver (control_plane.py, no
 kube-scheduler), as a user bound to deploy/base/viewer's ClusterRole: get, list and watch on nodes and pods only.
 
@@ -12,7 +12,7 @@ resourceVersions), and that the same user cannot write (the RBAC is real). A fil
 output through a link named kubectl-gpusched. `why` as the same reader: a bound pod's node and GPUs; a pending pod
 of high priority asking 4 GPUs: its node classes, the closest node, and the lower-priority pod whose eviction would
 make room.
-Environment: as test_extender.py (GPUSCHED_BIN, GPUSCHED_K8S_BIN, GPUSCHED_ETCD, GPUSCHED_E2E_KEEP).
+Environment: as test_extender.py (GPUSCHED_BIN, GPUSCHED_LAB_BIN, GPUSCHED_K8S_BIN, GPUSCHED_ETCD, GPUSCHED_E2E_KEEP).
 """
 import json
 import os
@@ -25,7 +25,7 @@ import yaml  # python3-yaml (scripts/install-deps.sh)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rbac_audit  # noqa: E402
-from control_plane import ControlPlane, suite_skip_reason, write_kubeconfig  # noqa: E402
+from control_plane import ControlPlane, lab_binary, suite_skip_reason, write_kubeconfig  # noqa: E402
 from kube import ALLOCATION_ANNOTATION, Kube, KubeError, gpu_pod  # noqa: E402
 
 READER = "whatif-reader"
@@ -98,7 +98,7 @@ class WhatIfTest(unittest.TestCase):
             f.write(FILES)
 
     def whatif(self, *extra):
-        argv = [os.environ["GPUSCHED_BIN"], "simulate", "--from-cluster", "--kubeconfig", self.kubeconfig,
+        argv = [lab_binary(), "simulate", "--from-cluster", "--kubeconfig", self.kubeconfig,
                 "-f", self.files, *extra]
         log("$ " + " ".join(argv))
         r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
@@ -144,7 +144,7 @@ class WhatIfTest(unittest.TestCase):
         bad = os.path.join(self.cp.dir, "bad.yaml")
         with open(bad, "w") as f:
             f.write("apiVersion: v1\nkind: Pod\nmetadata: {name: x\n")
-        r = subprocess.run([os.environ["GPUSCHED_BIN"], "simulate", "--from-cluster", "--kubeconfig", self.kubeconfig,
+        r = subprocess.run([lab_binary(), "simulate", "--from-cluster", "--kubeconfig", self.kubeconfig,
                             "-f", bad], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("bad.yaml", r.stderr)

@@ -17,7 +17,7 @@ int RunColocationMode(const ColocationFlags& f, const std::vector<unsigned long 
   if (f.source == "gavel") {
     if (f.data.empty()) {
       std::fprintf(stderr,
-                   "gpusched simulate --colocation gavel: give --interference-data DIR, the folder of co-location "
+                   "gpusched-lab simulate --colocation gavel: give --interference-data DIR, the folder of co-location "
                    "measurements (docs/interference.md says how it is laid out and where to download Gavel's)\n");
       return 2;
     }
@@ -26,12 +26,12 @@ int RunColocationMode(const ColocationFlags& f, const std::vector<unsigned long 
     data = interference::LoadPairsCsv(f.source);
   }
   if (!data.ok()) {
-    std::fprintf(stderr, "gpusched simulate --colocation: %s\n", data.status().ToString().c_str());
+    std::fprintf(stderr, "gpusched-lab simulate --colocation: %s\n", data.status().ToString().c_str());
     return 2;
   }
   const interference::GpuTable* table = data->Find(f.gpu);
   if (table == nullptr) {
-    std::fprintf(stderr, "gpusched simulate --colocation: the data has no %s table\n", f.gpu.c_str());
+    std::fprintf(stderr, "gpusched-lab simulate --colocation: the data has no %s table\n", f.gpu.c_str());
     return 2;
   }
   const size_t ti = static_cast<size_t>(table - data->gpus.data());
@@ -48,7 +48,7 @@ int RunColocationMode(const ColocationFlags& f, const std::vector<unsigned long 
   const auto start = std::chrono::steady_clock::now();
   auto held_out = interference::LeaveOneOutPredictions(*data, ti, interference::ModelOptions{});
   if (!held_out.ok()) {
-    std::fprintf(stderr, "gpusched simulate --colocation: %s\n", held_out.status().ToString().c_str());
+    std::fprintf(stderr, "gpusched-lab simulate --colocation: %s\n", held_out.status().ToString().c_str());
     return 1;
   }
   const auto truth = interference::MeasuredSlowdown(*data);
@@ -68,7 +68,7 @@ int RunColocationMode(const ColocationFlags& f, const std::vector<unsigned long 
   const auto binpack = make("binpack", {});
   const auto random = make("random", {});
   if (!aware || !greedy || !binpack || !random) {
-    std::fprintf(stderr, "gpusched simulate --colocation: a policy could not be built\n");
+    std::fprintf(stderr, "gpusched-lab simulate --colocation: a policy could not be built\n");
     return 1;
   }
   std::vector<sim::ColocationEntrant> entrants = {
@@ -92,7 +92,7 @@ int RunColocationMode(const ColocationFlags& f, const std::vector<unsigned long 
   const std::vector<uint64_t> s64(seeds.begin(), seeds.end());
   auto summaries = sim::CompareColocation(spec, s64, *truth, entrants);
   if (!summaries.ok()) {
-    std::fprintf(stderr, "gpusched simulate --colocation: %s\n", summaries.status().ToString().c_str());
+    std::fprintf(stderr, "gpusched-lab simulate --colocation: %s\n", summaries.status().ToString().c_str());
     return summaries.status().code() == common::StatusCode::kInvalidArgument ? 2 : 1;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,6 +1,6 @@
 #pragma once
 
-// `gpusched simulate --colocation gavel`: the co-location workload mode (sim/colocation.h) on Gavel's measured
+// `gpusched-lab simulate --colocation gavel`: the co-location workload mode (sim/colocation.h) on Gavel's measured
 // pairs. Wiring only.
 
 #include <cstdint>

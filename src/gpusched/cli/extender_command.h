@@ -18,7 +18,7 @@ struct ExtenderFlags {
   std::string kubeconfig;  // overrides the config's kubeconfig
   std::string listen;      // overrides the config's listen
   std::string policy;      // overrides the config's policy
-  // The slowdown model file (`gpusched interference train`); given, it turns the config's interference.enabled on.
+  // The slowdown model file (`gpusched-lab interference train`); given, it turns the config's interference.enabled on.
   std::string interference_model;
   bool verbose = false;
   LogFlags log;

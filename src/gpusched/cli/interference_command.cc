@@ -44,7 +44,7 @@ void AddModelFlags(CLI::App* c, InterferenceFlags& f) {
 int RunEval(const InterferenceFlags& f) {
   auto data = interference::LoadDataDir(f.data);
   if (!data.ok()) {
-    std::fprintf(stderr, "gpusched interference eval: %s\n", data.status().ToString().c_str());
+    std::fprintf(stderr, "gpusched-lab interference eval: %s\n", data.status().ToString().c_str());
     return 2;
   }
   interference::EvalOptions eo;
@@ -56,7 +56,7 @@ int RunEval(const InterferenceFlags& f) {
   for (const interference::Dataset& d : *data) {
     auto r = interference::Evaluate(d, eo);
     if (!r.ok()) {
-      std::fprintf(stderr, "gpusched interference eval: %s\n", r.status().ToString().c_str());
+      std::fprintf(stderr, "gpusched-lab interference eval: %s\n", r.status().ToString().c_str());
       return 1;
     }
     rows.insert(rows.end(), r->begin(), r->end());
@@ -74,7 +74,7 @@ int RunEval(const InterferenceFlags& f) {
 int RunTrain(const InterferenceFlags& f) {
   auto data = interference::LoadDataDir(f.data);
   if (!data.ok()) {
-    std::fprintf(stderr, "gpusched interference train: %s\n", data.status().ToString().c_str());
+    std::fprintf(stderr, "gpusched-lab interference train: %s\n", data.status().ToString().c_str());
     return 2;
   }
   size_t apps = 0, tables = 0;
@@ -84,11 +84,11 @@ int RunTrain(const InterferenceFlags& f) {
   }
   auto model = interference::TrainedModel::Train(std::move(*data), Options(f));
   if (!model.ok()) {
-    std::fprintf(stderr, "gpusched interference train: %s\n", model.status().ToString().c_str());
+    std::fprintf(stderr, "gpusched-lab interference train: %s\n", model.status().ToString().c_str());
     return 1;
   }
   if (auto s = model->Save(f.model); !s.ok()) {
-    std::fprintf(stderr, "gpusched interference train: %s\n", s.ToString().c_str());
+    std::fprintf(stderr, "gpusched-lab interference train: %s\n", s.ToString().c_str());
     return 1;
   }
   std::printf("trained on %zu applications, %zu GPU tables; wrote %s\n", apps, tables, f.model.c_str());
@@ -98,12 +98,12 @@ int RunTrain(const InterferenceFlags& f) {
 int RunPredict(const InterferenceFlags& f) {
   auto model = interference::TrainedModel::Load(f.model);
   if (!model.ok()) {
-    std::fprintf(stderr, "gpusched interference predict: %s\n", model.status().ToString().c_str());
+    std::fprintf(stderr, "gpusched-lab interference predict: %s\n", model.status().ToString().c_str());
     return 2;
   }
   auto serve = model->Serve();
   if (!serve.ok()) {
-    std::fprintf(stderr, "gpusched interference predict: %s\n", serve.status().ToString().c_str());
+    std::fprintf(stderr, "gpusched-lab interference predict: %s\n", serve.status().ToString().c_str());
     return 1;
   }
   const interference::TableSlowdown& m = **serve;

@@ -1,6 +1,6 @@
 #pragma once
 
-// `gpusched interference train|eval|predict`: the slowdown model from co-location measurements. Wiring only
+// `gpusched-lab interference train|eval|predict`: the slowdown model from co-location measurements. Wiring only
 // (interference/ does the work).
 
 #include <string>

@@ -7,7 +7,7 @@
 #include "gpusched/adapters/influxdb/influx_source.h"
 #include "gpusched/adapters/prometheus/prometheus_source.h"
 #include "gpusched/common/log.h"
-#include "gpusched/interference/slowdown_models.h"
+#include "gpusched/interference/table_slowdown.h"
 
 namespace gpusched::cli {
 
@@ -91,8 +91,8 @@ policy::LoadAwareOptions LoadAwareOptionsOf(const daemon::LiveInputsConfig& conf
 
 SlowdownModelLoader TrainedModelLoader() {
   return [](const std::string& path) -> common::Result<std::shared_ptr<const ports::SlowdownModel>> {
-    GPUSCHED_ASSIGN_OR_RETURN(model, interference::TrainedModel::Load(path));
-    GPUSCHED_ASSIGN_OR_RETURN(served, model.Serve());
+    // The tables `interference train` wrote: the daemons never run the learner.
+    GPUSCHED_ASSIGN_OR_RETURN(served, interference::LoadServedModel(path));
     return std::shared_ptr<const ports::SlowdownModel>(std::move(served));
   };
 }
@@ -117,7 +117,7 @@ common::Result<std::shared_ptr<const ports::SlowdownModel>> LoadSlowdownModel(co
   }
   if (model_file.empty()) {
     return common::InvalidArgument(
-        "interference.enabled needs the model: --interference-model FILE (gpusched interference train)");
+        "interference.enabled needs the model: --interference-model FILE (gpusched-lab interference train)");
   }
   if (!load_model) {
     return common::InvalidArgument("--interference-model: this build has no slowdown model loader");

@@ -21,7 +21,7 @@ namespace gpusched::cli {
 using SlowdownModelLoader =
     std::function<common::Result<std::shared_ptr<const ports::SlowdownModel>>(const std::string& path)>;
 
-// The loader of `gpusched interference train`'s model files.
+// The loader of `gpusched-lab interference train`'s model files.
 [[nodiscard]] SlowdownModelLoader TrainedModelLoader();
 
 // The metrics cache over the config's sources, started; null when the config names none. A source whose address

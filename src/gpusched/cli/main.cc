@@ -1,44 +1,38 @@
-// gpusched: one binary, subcommands. Wiring only.
+// gpusched: the daemons (scheduler, extender, agent, webhook) and the cluster commands (status, top, why). Wiring
+// only. The lab tools (simulate, interference, monitor) are gpusched-lab (lab_main.cc), so this binary, the one the
+// image ships, links no plotting or ML library.
 
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
 #include <filesystem>
-#include <iostream>
 #include <string>
-#include <vector>
 
 #include "gpusched/cli/agent_command.h"
+#include "gpusched/cli/app_main.h"
 #include "gpusched/cli/extender_command.h"
-#include "gpusched/cli/interference_command.h"
-#include "gpusched/cli/monitor_command.h"
+#include "gpusched/cli/live_inputs.h"
 #include "gpusched/cli/scheduler_command.h"
-#include "gpusched/cli/simulate_command.h"
 #include "gpusched/cli/status_command.h"
 #include "gpusched/cli/top_command.h"
 #include "gpusched/cli/webhook_command.h"
 #include "gpusched/cli/why_command.h"
-#include "gpusched/common/nearest.h"
-#include "gpusched/interference/slowdown_models.h"
 #include "gpusched/policy/registry.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "gpusched: a Kubernetes GPU scheduler (scheduler, extender, agent, webhook, monitor, simulate, interference)"};
+      "gpusched: a Kubernetes GPU scheduler (scheduler, extender, agent, webhook; status, top, why). The lab tools "
+      "(simulate, interference, monitor) are gpusched-lab"};
   // Installed as kubectl-gpusched (a link to this binary), it answers `kubectl gpusched ...` as a kubectl plugin.
   const std::string self = argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "";
   if (self == "kubectl-gpusched") {
     app.name("kubectl gpusched");
     app.description(
-        "gpusched as a kubectl plugin: status of the cluster's GPUs, what-if placement (simulate "
-        "--from-cluster), and every other gpusched subcommand");
+        "gpusched as a kubectl plugin: status of the cluster's GPUs (status, top, why), and every other gpusched "
+        "subcommand; what-if placement is `gpusched-lab simulate --from-cluster`");
   }
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("gpusched ") + GPUSCHED_VERSION);
   int exit_code = 0;
-  gpusched::cli::SimulateFlags simulate;
-  gpusched::cli::AddSimulateCommand(app, simulate, exit_code);
-
   gpusched::cli::ExtenderFlags extender;
   std::string policies;
   for (const auto& n : gpusched::policy::PolicyNames()) {
@@ -56,16 +50,10 @@ int main(int argc, char** argv) {
   ext->add_option("--context", extender.context, "kubeconfig context to use (default: its current-context)");
   gpusched::cli::AddLogFlags(*ext, extender.log);
   ext->add_option("--interference-model", extender.interference_model,
-                  "Slowdown model file from `gpusched interference train` (for the interference-aware policy)");
+                  "Slowdown model file from `gpusched-lab interference train` (for the interference-aware policy)");
   ext->callback([&extender, &exit_code] {
     exit_code = gpusched::cli::RunExtender(extender, gpusched::cli::TrainedModelLoader());
   });
-
-  gpusched::cli::MonitorFlags monitor;
-  gpusched::cli::AddMonitorCommand(app, monitor, exit_code);
-
-  gpusched::cli::InterferenceFlags interference;
-  gpusched::cli::AddInterferenceCommand(app, interference, exit_code);
 
   gpusched::cli::AgentFlags agent;
   CLI::App* ag = app.add_subcommand(
@@ -150,25 +138,7 @@ int main(int argc, char** argv) {
   gpusched::cli::WhyFlags why;
   gpusched::cli::AddWhyCommand(app, why, exit_code);
 
-  // A first word that is no subcommand is named, with the nearest one, rather than "A subcommand is required".
-  if (argc > 1 && argv[1][0] != '-') {
-    const std::string word = argv[1];
-    std::vector<std::string> names;
-    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-      names.push_back(sub->get_name());
-    }
-    if (std::find(names.begin(), names.end(), word) == names.end()) {
-      std::cerr << (self == "kubectl-gpusched" ? "kubectl gpusched" : "gpusched") << ": unknown subcommand '" << word
-                << "'" << gpusched::common::NearestAndKnown(word, names) << "; --help says what each does\n";
-      return 2;
-    }
-  }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // --help and --version exit 0; any other parse error is a usage error: its message, then status 2.
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
-  return exit_code;
+  return gpusched::cli::ParseAndRun(
+      app, argc, argv, self == "kubectl-gpusched" ? "kubectl gpusched" : "gpusched",
+      {{"simulate", "gpusched-lab"}, {"interference", "gpusched-lab"}, {"monitor", "gpusched-lab"}}, exit_code);
 }

@@ -25,7 +25,7 @@ namespace {
 namespace k8s = adapters::k8s;
 
 int SetupError(const std::string& message) {
-  std::fprintf(stderr, "gpusched monitor: %s\n", message.c_str());
+  std::fprintf(stderr, "gpusched-lab monitor: %s\n", message.c_str());
   return 2;
 }
 
@@ -150,7 +150,7 @@ int RunMonitor(const MonitorFlags& flags) {
       const int sig = sigtimedwait(&signals, nullptr, &wait);
       if (sig > 0) {
         if (!interrupted.exchange(true)) {
-          std::fprintf(stderr, "\ngpusched monitor: %s: ending the run(s) and cleaning up\n", strsignal(sig));
+          std::fprintf(stderr, "\ngpusched-lab monitor: %s: ending the run(s) and cleaning up\n", strsignal(sig));
         }
       }
     }

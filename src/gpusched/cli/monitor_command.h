@@ -1,6 +1,6 @@
 #pragma once
 
-// `gpusched monitor`: run GPU workloads on the cluster, record their GPU metrics, plot them, clean up (monitor/).
+// `gpusched-lab monitor`: run GPU workloads on the cluster, record their GPU metrics, plot them, clean up (monitor/).
 // Wiring only: flags, set-up checks (files parse, the API server and the metrics source answer, every kind is
 // served) before anything is created, signals, one run per workload (in sequence, or --parallel N at a time), the
 // summary of several runs, and the exit status: 0 when every workload succeeded, 1 when one failed (timed out,

@@ -94,7 +94,7 @@ void AddSchedulerCommand(CLI::App& app, SchedulerFlags& flags, int& exit_code) {
   cmd->add_option("--context", flags.context, "kubeconfig context to use (default: its current-context)");
   AddLogFlags(*cmd, flags.log);
   cmd->add_option("--interference-model", flags.interference_model,
-                  "Slowdown model file from `gpusched interference train` (for the interference-aware policy)");
+                  "Slowdown model file from `gpusched-lab interference train` (for the interference-aware policy)");
   cmd->callback([&flags, &exit_code] { exit_code = RunScheduler(flags, TrainedModelLoader()); });
 }
 

@@ -28,7 +28,7 @@ struct SchedulerFlags {
   std::string kubeconfig;  // overrides the config's
   std::string listen;      // host:port, overrides the config's
   std::string policy;      // overrides the config's
-  // The slowdown model file (`gpusched interference train`); given, it turns the config's interference.enabled on.
+  // The slowdown model file (`gpusched-lab interference train`); given, it turns the config's interference.enabled on.
   std::string interference_model;
   bool verbose = false;
   LogFlags log;

@@ -12,7 +12,6 @@
 #include <optional>
 #include <sstream>
 
-#include "gpusched/cli/whatif_mode.h"
 #include "gpusched/common/nearest.h"
 #include "gpusched/policy/registry.h"
 #include "gpusched/sim/bound.h"
@@ -71,7 +70,7 @@ namespace {
 // each running its real lifetime (creation to deletion).
 int RunTenantMode(const SimulateFlags& f, unsigned long long seed) {
   if (f.trace_dir.empty()) {
-    std::cerr << "gpusched simulate: --tenants needs --trace-dir (pods with creation and deletion times)\n";
+    std::cerr << "gpusched-lab simulate: --tenants needs --trace-dir (pods with creation and deletion times)\n";
     return 2;
   }
   int min_size = 0, max_size = 0;  // of gangs (--gangs MIN-MAX)
@@ -79,13 +78,14 @@ int RunTenantMode(const SimulateFlags& f, unsigned long long seed) {
     char dash = 0;
     std::istringstream in(f.gangs);
     if (!(in >> min_size >> dash >> max_size) || dash != '-' || !in.eof() || min_size < 2 || max_size < min_size) {
-      std::cerr << "gpusched simulate: --gangs " << f.gangs << ": expected MIN-MAX with 2 <= MIN <= MAX, e.g. 2-16\n";
+      std::cerr << "gpusched-lab simulate: --gangs " << f.gangs
+                << ": expected MIN-MAX with 2 <= MIN <= MAX, e.g. 2-16\n";
       return 2;
     }
   }
   auto nodes = sim::ReadNodeList(f.trace_dir + "/" + f.node_list + ".csv");
   if (!nodes.ok()) {
-    std::cerr << "gpusched simulate: " << nodes.status().message() << "\n";
+    std::cerr << "gpusched-lab simulate: " << nodes.status().message() << "\n";
     return 1;
   }
   sim::Cluster cluster{.name = f.node_list};
@@ -97,14 +97,14 @@ int RunTenantMode(const SimulateFlags& f, unsigned long long seed) {
   const std::string stem = f.workloads.empty() ? "openb_pod_list_default" : f.workloads.front();
   auto pods = sim::ReadPodList(f.trace_dir + "/" + stem + ".csv");
   if (!pods.ok()) {
-    std::cerr << "gpusched simulate: " << pods.status().message() << "\n";
+    std::cerr << "gpusched-lab simulate: " << pods.status().message() << "\n";
     return 1;
   }
   sim::Workload w{.name = stem};
   std::vector<std::pair<int64_t, int64_t>> times;
   for (const auto& p : pods.value()) {
     if (p.creation_s < 0 || p.deletion_s < 0) {
-      std::cerr << "gpusched simulate: --tenants: pod " << p.name << " in " << stem
+      std::cerr << "gpusched-lab simulate: --tenants: pod " << p.name << " in " << stem
                 << " has no creation_time or deletion_time\n";
       return 1;
     }
@@ -130,7 +130,7 @@ int RunTenantMode(const SimulateFlags& f, unsigned long long seed) {
   const size_t gangs = f.gangs.empty() ? 0 : sim::GroupIntoGangs(streams, min_size, max_size, seed);
   auto outcome = sim::SimulateTenants(cluster, w, streams, spec);
   if (!outcome.ok()) {
-    std::cerr << "gpusched simulate: " << outcome.status().message() << "\n";
+    std::cerr << "gpusched-lab simulate: " << outcome.status().message() << "\n";
     return 1;
   }
   std::cout << "multi-tenant: cluster " << cluster.name << " (" << outcome->cluster_gpus << " GPUs), " << stem << " ("
@@ -152,7 +152,7 @@ int RunTenantMode(const SimulateFlags& f, unsigned long long seed) {
   std::cout << "\n";
   if (!f.out.empty()) {
     if (auto written = sim::WriteTenantReport(f.out, *outcome); !written.ok()) {
-      std::cerr << "gpusched simulate: " << written.message() << "\n";
+      std::cerr << "gpusched-lab simulate: " << written.message() << "\n";
       return 1;
     }
     std::cout << "wrote " << f.out << "/{shares.csv,shares.svg,shares.png}\n";
@@ -164,13 +164,13 @@ int RunTenantMode(const SimulateFlags& f, unsigned long long seed) {
 // --arrival-speedup) for its real lifetime; pods that do not fit wait.
 int RunReplayMode(const SimulateFlags& f, const std::vector<unsigned long long>& seeds) {
   if (f.trace_dir.empty()) {
-    std::cerr << "gpusched simulate: --replay time needs --trace-dir (pods with creation and deletion times)\n";
+    std::cerr << "gpusched-lab simulate: --replay time needs --trace-dir (pods with creation and deletion times)\n";
     return 2;
   }
   const double speedup = f.arrival_speedup > 0 ? f.arrival_speedup : 1;
   auto nodes = sim::ReadNodeList(f.trace_dir + "/" + f.node_list + ".csv");
   if (!nodes.ok()) {
-    std::cerr << "gpusched simulate: " << nodes.status().message() << "\n";
+    std::cerr << "gpusched-lab simulate: " << nodes.status().message() << "\n";
     return 1;
   }
   sim::Cluster cluster{.name = f.node_list};
@@ -189,13 +189,13 @@ int RunReplayMode(const SimulateFlags& f, const std::vector<unsigned long long>&
        f.workloads.empty() ? std::vector<std::string>{"openb_pod_list_default"} : f.workloads) {
     auto pods = sim::ReadPodList(f.trace_dir + "/" + stem + ".csv");
     if (!pods.ok()) {
-      std::cerr << "gpusched simulate: " << pods.status().message() << "\n";
+      std::cerr << "gpusched-lab simulate: " << pods.status().message() << "\n";
       return 1;
     }
     Loaded l{.workload = sim::Workload{.name = stem}};
     for (const auto& p : pods.value()) {
       if (p.creation_s < 0 || p.deletion_s < 0) {
-        std::cerr << "gpusched simulate: --replay time: pod " << p.name << " in " << stem
+        std::cerr << "gpusched-lab simulate: --replay time: pod " << p.name << " in " << stem
                   << " has no creation_time or deletion_time (the multigpu lists have none)\n";
         return 1;
       }
@@ -235,7 +235,7 @@ int RunReplayMode(const SimulateFlags& f, const std::vector<unsigned long long>&
   std::vector<sim::ReplayOutcome> runs;
   for (auto& r : results) {
     if (!r->ok()) {
-      std::cerr << "gpusched simulate: " << r->status().message() << "\n";
+      std::cerr << "gpusched-lab simulate: " << r->status().message() << "\n";
       return 1;
     }
     runs.push_back(std::move(r->value()));
@@ -248,7 +248,7 @@ int RunReplayMode(const SimulateFlags& f, const std::vector<unsigned long long>&
                "left; alloc: mean GPU compute allocated while the middle 80 % of the pods arrived\n";
   if (!f.out.empty()) {
     if (auto written = sim::WriteReplayReport(f.out, runs); !written.ok()) {
-      std::cerr << "gpusched simulate: " << written.message() << "\n";
+      std::cerr << "gpusched-lab simulate: " << written.message() << "\n";
       return 1;
     }
     std::cout << "wrote " << f.out
@@ -257,14 +257,20 @@ int RunReplayMode(const SimulateFlags& f, const std::vector<unsigned long long>&
   return 0;
 }
 
-int RunSimulate(const SimulateFlags& f) {
+int RunSimulate(const SimulateFlags& f, const SimulateModes& modes) {
   std::vector<unsigned long long> seeds;
   if (auto err = ParseSeeds(f.seeds, seeds); !err.empty()) {
-    std::cerr << "gpusched simulate: " << err << "\n";
+    std::cerr << "gpusched-lab simulate: " << err << "\n";
     return 2;
   }
   if (!f.colocation.source.empty()) {
-    return RunColocationMode(f.colocation, seeds);
+    if (!modes.colocation) {
+      std::cerr << "gpusched-lab simulate: --colocation needs the interference learner, which this build left out "
+                   "(configured with GPUSCHED_SIM_ONLY=ON, as `make demo` does); build gpusched-lab with "
+                   "`make build`\n";
+      return 2;
+    }
+    return modes.colocation(f.colocation, seeds);
   }
   if (f.tenants) {
     return RunTenantMode(f, seeds.front());
@@ -273,12 +279,12 @@ int RunSimulate(const SimulateFlags& f) {
   for (const auto& p : f.policies) {
     auto mix = sim::ParsePolicyMix(p);
     if (!mix.ok()) {
-      std::cerr << "gpusched simulate: --policies: " << mix.status().message() << "\n";
+      std::cerr << "gpusched-lab simulate: --policies: " << mix.status().message() << "\n";
       return 2;
     }
     for (const auto& [name, weight] : mix.value()) {
       if (std::find(known.begin(), known.end(), name) == known.end()) {
-        std::cerr << "gpusched simulate: --policies: unknown policy '" << name << "'"
+        std::cerr << "gpusched-lab simulate: --policies: unknown policy '" << name << "'"
                   << common::NearestAndKnown(name, known) << "\n";
         return 2;
       }
@@ -288,11 +294,17 @@ int RunSimulate(const SimulateFlags& f) {
     return RunReplayMode(f, seeds);
   }
   if (f.from_cluster) {
-    return RunWhatIfMode(WhatIfFlags{.kubeconfig = f.kubeconfig,
-                                     .context = f.context,
-                                     .files = f.files,
-                                     .policies = f.policies,
-                                     .seed = seeds.front()});
+    if (!modes.from_cluster) {
+      std::cerr << "gpusched-lab simulate: --from-cluster needs the Kubernetes client, which this build left out "
+                   "(configured with GPUSCHED_SIM_ONLY=ON, as `make demo` does); build gpusched-lab with "
+                   "`make build`\n";
+      return 2;
+    }
+    return modes.from_cluster(WhatIfFlags{.kubeconfig = f.kubeconfig,
+                                          .context = f.context,
+                                          .files = f.files,
+                                          .policies = f.policies,
+                                          .seed = seeds.front()});
   }
   std::vector<std::string> policies = f.policies.empty() ? policy::BenchmarkPolicyNames() : f.policies;
 
@@ -300,7 +312,7 @@ int RunSimulate(const SimulateFlags& f) {
   std::vector<sim::Workload> workloads;
   if (f.trace_dir.empty()) {
     if (!f.workloads.empty()) {
-      std::cerr << "gpusched simulate: --workloads needs --trace-dir (the folder with the openb CSV files)\n";
+      std::cerr << "gpusched-lab simulate: --workloads needs --trace-dir (the folder with the openb CSV files)\n";
       return 2;
     }
     cluster = sim::BuiltinCluster();
@@ -308,7 +320,7 @@ int RunSimulate(const SimulateFlags& f) {
   } else {
     auto nodes = sim::ReadNodeList(f.trace_dir + "/" + f.node_list + ".csv");
     if (!nodes.ok()) {
-      std::cerr << "gpusched simulate: " << nodes.status().message() << "\n";
+      std::cerr << "gpusched-lab simulate: " << nodes.status().message() << "\n";
       return 1;
     }
     cluster.name = f.node_list;
@@ -320,7 +332,7 @@ int RunSimulate(const SimulateFlags& f) {
     for (const auto& stem : stems) {
       auto pods = sim::ReadPodList(f.trace_dir + "/" + stem + ".csv");
       if (!pods.ok()) {
-        std::cerr << "gpusched simulate: " << pods.status().message() << "\n";
+        std::cerr << "gpusched-lab simulate: " << pods.status().message() << "\n";
         return 1;
       }
       sim::Workload w{.name = stem};
@@ -367,7 +379,7 @@ int RunSimulate(const SimulateFlags& f) {
     }
   });
   if (!runs.ok()) {
-    std::cerr << "gpusched simulate: " << runs.status().message() << "\n";
+    std::cerr << "gpusched-lab simulate: " << runs.status().message() << "\n";
     return 1;
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -416,7 +428,7 @@ int RunSimulate(const SimulateFlags& f) {
   if (!f.out.empty()) {
     common::Status written = sim::WriteReport(f.out, runs.value());
     if (!written.ok()) {
-      std::cerr << "gpusched simulate: " << written.message() << "\n";
+      std::cerr << "gpusched-lab simulate: " << written.message() << "\n";
       return 1;
     }
     std::cout << "wrote " << f.out
@@ -428,7 +440,7 @@ int RunSimulate(const SimulateFlags& f) {
 
 }  // namespace
 
-void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code) {
+void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code, SimulateModes modes) {
   CLI::App* cmd =
       app.add_subcommand("simulate",
                          "Replay a cluster trace through the scheduling code (FGD benchmark protocol); with no trace "
@@ -512,7 +524,7 @@ void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--max-duration", c.max_duration_s, "Co-location: longest isolated duration, s")
       ->capture_default_str();
-  cmd->callback([&flags, &exit_code] { exit_code = RunSimulate(flags); });
+  cmd->callback([&flags, &exit_code, modes = std::move(modes)] { exit_code = RunSimulate(flags, modes); });
 }
 
 }  // namespace gpusched::cli

@@ -1,11 +1,13 @@
 #pragma once
 
-// `gpusched simulate`: flags, loading the traces, running, reporting. Wiring only.
+// `gpusched-lab simulate`: flags, loading the traces, running, reporting. Wiring only.
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "gpusched/cli/colocation_command.h"
+#include "gpusched/cli/whatif_mode.h"
 
 namespace CLI {
 class App;
@@ -36,7 +38,15 @@ struct SimulateFlags {
   std::string gangs;  // the multi-tenant mode: "MIN-MAX" groups the multi-GPU pods into gangs of that size; empty: none
 };
 
-void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code);
+// The modes that need more than the simulator: --colocation (the interference learner) and --from-cluster (the
+// Kubernetes client). gpusched-lab passes both; a build configured with GPUSCHED_SIM_ONLY (`make demo`) has
+// neither, and the flags then say so.
+struct SimulateModes {
+  std::function<int(const ColocationFlags&, const std::vector<unsigned long long>&)> colocation;
+  std::function<int(const WhatIfFlags&)> from_cluster;
+};
+
+void AddSimulateCommand(CLI::App& app, SimulateFlags& flags, int& exit_code, SimulateModes modes);
 
 // "42-51" or "42,43,50" -> seeds; an InvalidArgument message on bad input (empty string on success).
 std::string ParseSeeds(const std::string& text, std::vector<unsigned long long>& out);

@@ -12,17 +12,19 @@
 #include <vector>
 
 #include "gpusched/cli/colocation_command.h"
+#include "gpusched/cli/live_cluster.h"
 #include "gpusched/cli/whatif_mode.h"
 
 namespace gpusched::cli {
 namespace {
 
-// `gpusched simulate ARGS`: the exit status it sets.
+// `gpusched-lab simulate ARGS`: the exit status it sets.
 int RunSimulateArgs(std::vector<std::string> args) {
   CLI::App app;
   SimulateFlags flags;
   int exit_code = -1;
-  AddSimulateCommand(app, flags, exit_code);
+  AddSimulateCommand(app, flags, exit_code,
+                     SimulateModes{.colocation = RunColocationMode, .from_cluster = RunWhatIfMode});
   args.insert(args.begin(), "simulate");
   std::reverse(args.begin(), args.end());  // CLI11 takes them last first
   app.parse(args);

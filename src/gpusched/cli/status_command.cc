@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpusched/cli/live_cluster.h"
 #include "gpusched/cli/structured_output.h"
 #include "gpusched/cli/text_table.h"
-#include "gpusched/cli/whatif_mode.h"
 
 namespace gpusched::cli {
 namespace {

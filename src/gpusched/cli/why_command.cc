@@ -12,7 +12,7 @@
 
 #include "gpusched/adapters/k8s/api_client.h"
 #include "gpusched/adapters/k8s/client_config.h"
-#include "gpusched/cli/whatif_mode.h"
+#include "gpusched/cli/live_cluster.h"
 #include "gpusched/core/gpu_queue.h"
 #include "gpusched/kube/annotations.h"
 #include "gpusched/kube/gpu_queue.h"

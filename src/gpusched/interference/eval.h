@@ -1,6 +1,6 @@
 #pragma once
 
-// The validation protocol of `gpusched interference eval` (docs/interference.md):
+// The validation protocol of `gpusched-lab interference eval` (docs/interference.md):
 //
 // Splits, per data set and GPU table:
 //   loao   leave one application out: train on the pairs among the other applications, predict every pair that

@@ -371,11 +371,55 @@ TEST(SlowdownModelTest, TrainedModelSavesLoadsAndServesMeasuredPairsFirst) {
   EXPECT_GT(p.incoming, 1.0);
   EXPECT_LT(p.incoming, 3.0);
   EXPECT_TRUE((*serve)->Knows(d.apps[9].name, "p100"));
+  // What the daemons load (no learner): the served tables give every pair exactly as Serve() does.
+  auto served = LoadServedModel(path);
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  for (size_t i = 0; i < 10; ++i) {
+    for (size_t j = 0; j < 10; ++j) {
+      const ports::PairSlowdown a = (*serve)->Pair(d.apps[i].name, d.apps[j].name, "p100");
+      const ports::PairSlowdown b = (*served)->Pair(d.apps[i].name, d.apps[j].name, "p100");
+      EXPECT_EQ(a.feasible, b.feasible) << i << " " << j;
+      EXPECT_DOUBLE_EQ(a.incoming, b.incoming) << i << " " << j;
+      EXPECT_DOUBLE_EQ(a.resident, b.resident) << i << " " << j;
+    }
+  }
+  EXPECT_EQ((*served)->Describe(), (*serve)->Describe());
   // Bad files are errors naming the file.
   EXPECT_FALSE(TrainedModel::Load(dir.File("x.json", "{}")).ok());
   auto missing = TrainedModel::Load(dir.path() + "/none.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("none.json"), std::string::npos);
+}
+
+TEST(SlowdownModelTest, ServedModelErrorsNameWhatIsWrong) {
+  auto message = [](std::string_view text) {
+    auto r = ParseServedModel(text, "m.json");
+    return r.ok() ? std::string("ok") : r.status().message();
+  };
+  EXPECT_NE(message("[]").find("m.json: not a JSON object"), std::string::npos);
+  EXPECT_NE(message(R"({"kind": "other", "format": 2})").find("not a gpusched-lab interference model"),
+            std::string::npos);
+  // A 0.1.0 model (format 1) holds no served tables: the message says to train again.
+  EXPECT_NE(message(R"({"kind": "gpusched-interference-model", "format": 1, "entries": []})").find("train it again"),
+            std::string::npos);
+  const std::string head = R"({"kind": "gpusched-interference-model", "format": 2, "served": )";
+  EXPECT_NE(message(head + R"({"apps": ["a"], "tables": []}})").find("served.tables missing or empty"),
+            std::string::npos);
+  EXPECT_NE(message(head + R"({"apps": ["a", "b"], "tables": [{"gpu": "p100", "incoming": [1, 1, 1],
+            "resident": [1, 1, 1, 1]}]}})")
+                .find("served.tables[0].incoming: want an array of 4 values"),
+            std::string::npos);
+  EXPECT_NE(message(head + R"({"apps": ["a"], "tables": [{"gpu": "p100", "incoming": [-2], "resident": [1]}]}})")
+                .find("-2 is not a slowdown"),
+            std::string::npos);
+  // A good one: null is unknown (the prior answers), 0 does not fit.
+  auto ok = ParseServedModel(head + R"({"apps": ["a", "b"], "tables": [{"gpu": "p100",
+      "incoming": [1.2, 0, null, 1.5], "resident": [1.2, 0, null, 1.5]}]}})",
+                             "m.json");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_FALSE((*ok)->Pair("a", "b", "p100").feasible);
+  EXPECT_DOUBLE_EQ((*ok)->Pair("b", "b", "Tesla-P100").incoming, 1.5);
+  EXPECT_TRUE((*ok)->Knows("a", "p100"));
 }
 
 TEST(SlowdownModelTest, HeldOutPredictionsCoverEveryPair) {

@@ -11,139 +11,6 @@
 #include "fmt/format.h"
 
 namespace gpusched::interference {
-namespace {
-
-constexpr int kModelFormat = 1;
-
-double Median(std::vector<double> v, double otherwise) {
-  if (v.empty()) return otherwise;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
-}  // namespace
-
-std::string NormalizeName(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (std::isalnum(static_cast<unsigned char>(c)) != 0) {
-      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
-  }
-  return out;
-}
-
-TableSlowdown::TableSlowdown(std::vector<std::string> apps, std::vector<Table> tables, std::string description,
-                             std::string default_gpu)
-    : apps_(std::move(apps)), tables_(std::move(tables)), description_(std::move(description)) {
-  for (size_t i = 0; i < apps_.size(); ++i) {
-    exact_.emplace(apps_[i], i);
-    normalized_.emplace(NormalizeName(apps_[i]), i);
-  }
-  for (size_t t = 0; t < tables_.size(); ++t) {
-    table_keys_.push_back(NormalizeName(tables_[t].gpu));
-    if (!default_gpu.empty() && tables_[t].gpu == default_gpu) default_table_ = t;
-  }
-  const size_t n = apps_.size();
-  for (const Table& t : tables_) {
-    Prior p;
-    std::vector<double> all;
-    p.hit_by.assign(n, std::nan(""));
-    p.hurt_by.assign(n, std::nan(""));
-    for (size_t j = 0; j < n; ++j) {
-      std::vector<double> col, row;
-      for (size_t i = 0; i < n; ++i) {
-        const double a = t.incoming[i * n + j];  // s(i | j)
-        const double b = t.incoming[j * n + i];  // s(j | i)
-        if (Dataset::Fits(a)) {
-          col.push_back(a);
-          all.push_back(a);
-        }
-        if (Dataset::Fits(b)) row.push_back(b);
-      }
-      p.hit_by[j] = Median(col, std::nan(""));
-      p.hurt_by[j] = Median(row, std::nan(""));
-    }
-    p.overall = Median(all, 1.5);
-    priors_.push_back(std::move(p));
-  }
-}
-
-std::optional<size_t> TableSlowdown::Index(std::string_view app) const {
-  if (auto it = exact_.find(std::string(app)); it != exact_.end()) return it->second;
-  if (auto it = normalized_.find(NormalizeName(app)); it != normalized_.end()) return it->second;
-  return std::nullopt;
-}
-
-const TableSlowdown::Table& TableSlowdown::TableFor(std::string_view gpu) const {
-  const std::string g = NormalizeName(gpu);
-  for (size_t t = 0; t < tables_.size(); ++t) {
-    if (table_keys_[t] == g) return tables_[t];
-  }
-  for (size_t t = 0; t < tables_.size(); ++t) {
-    if (!table_keys_[t].empty() && g.find(table_keys_[t]) != std::string::npos) return tables_[t];
-  }
-  return tables_[default_table_];
-}
-
-bool TableSlowdown::Knows(std::string_view app, std::string_view gpu) const {
-  if (tables_.empty()) return false;
-  const auto i = Index(app);
-  if (!i) return false;
-  const Table& t = TableFor(gpu);
-  const size_t n = apps_.size();
-  for (size_t j = 0; j < n; ++j) {
-    if (Dataset::Measured(t.incoming[*i * n + j])) return true;
-  }
-  return false;
-}
-
-ports::PairSlowdown TableSlowdown::Pair(std::string_view incoming, std::string_view resident,
-                                        std::string_view gpu) const {
-  ports::PairSlowdown out;
-  if (tables_.empty()) return out;
-  const Table& t = TableFor(gpu);
-  const Prior& p = priors_[static_cast<size_t>(&t - tables_.data())];
-  const size_t n = apps_.size();
-  const auto i = Index(incoming);
-  const auto j = Index(resident);
-  double a = std::nan(""), b = std::nan("");
-  if (i && j) {
-    a = t.incoming[*i * n + *j];
-    b = t.resident[*i * n + *j];
-    if ((Dataset::Measured(a) && !Dataset::Fits(a)) || (Dataset::Measured(b) && !Dataset::Fits(b))) {
-      out.feasible = false;
-      return out;
-    }
-  }
-  // Whatever is still unknown comes from the prior.
-  if (!Dataset::Fits(a)) a = j && !std::isnan(p.hit_by[*j]) ? p.hit_by[*j] : p.overall;
-  if (!Dataset::Fits(b)) b = j && !std::isnan(p.hurt_by[*j]) ? p.hurt_by[*j] : p.overall;
-  out.incoming = a;
-  out.resident = b;
-  return out;
-}
-
-std::unique_ptr<TableSlowdown> MeasuredSlowdown(const Dataset& data) {
-  const size_t n = data.size();
-  std::vector<TableSlowdown::Table> tables;
-  for (const GpuTable& g : data.gpus) {
-    TableSlowdown::Table t;
-    t.gpu = g.gpu;
-    t.incoming = g.slowdown;
-    t.resident.assign(n * n, std::nan(""));
-    for (size_t i = 0; i < n; ++i) {
-      for (size_t j = 0; j < n; ++j) t.resident[i * n + j] = g.slowdown[j * n + i];
-    }
-    tables.push_back(std::move(t));
-  }
-  std::vector<std::string> names;
-  for (const App& a : data.apps) names.push_back(a.name);
-  return std::make_unique<TableSlowdown>(std::move(names), std::move(tables),
-                                         fmt::format("measured {} ({} apps)", data.source, n));
-}
-
 std::unique_ptr<TableSlowdown> HeldOutSlowdown(const Dataset& data, size_t table,
                                                const HeldOutPredictions& predictions) {
   const size_t n = data.size();
@@ -185,7 +52,10 @@ common::Result<TrainedModel> TrainedModel::Train(std::vector<Dataset> data, cons
 common::Status TrainedModel::Save(const std::string& path) const {
   nlohmann::json j;
   j["format"] = kModelFormat;
-  j["kind"] = "gpusched-interference-model";
+  j["kind"] = kModelKind;
+  // What the daemons load (table_slowdown.h): the tables Serve() fills, so they never run the learner.
+  GPUSCHED_ASSIGN_OR_RETURN(served, Serve());
+  j["served"] = nlohmann::json::parse(ServedTablesJson(*served));
   j["entries"] = nlohmann::json::array();
   for (const Entry& e : entries) {
     nlohmann::json je;
@@ -227,10 +97,12 @@ common::Result<TrainedModel> TrainedModel::Load(const std::string& path) {
   ss << in.rdbuf();
   const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return common::InvalidArgument(path + ": not a JSON object");
-  if (j.value("kind", "") != "gpusched-interference-model" || j.value("format", 0) != kModelFormat) {
+  // Format 1 (0.1.0) holds the same learners without the served tables; both are read here.
+  const int format = j.value("format", 0);
+  if (j.value("kind", "") != kModelKind || (format != 1 && format != kModelFormat)) {
     return common::InvalidArgument(
-        fmt::format("{}: not a gpusched interference model of format {} (train one with "
-                    "`gpusched interference train`)",
+        fmt::format("{}: not a gpusched-lab interference model of format 1 or {} (train one with "
+                    "`gpusched-lab interference train`)",
                     path, kModelFormat));
   }
   try {

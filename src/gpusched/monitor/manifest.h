@@ -1,6 +1,6 @@
 #pragma once
 
-// The workloads `gpusched monitor` runs: Kubernetes objects read from YAML files (multi-document), one workload per
+// The workloads `gpusched-lab monitor` runs: Kubernetes objects read from YAML files (multi-document), one workload per
 // file, and what the monitor does to them before it creates them.
 //
 // Reading: each document of a file is one object (an empty document is skipped; a document that is a List has its

@@ -1,6 +1,6 @@
 #pragma once
 
-// Where `gpusched monitor` reads GPU metrics: a Prometheus server that scrapes the gpusched agent or dcgm-exporter
+// Where `gpusched-lab monitor` reads GPU metrics: a Prometheus server that scrapes the gpusched agent or dcgm-exporter
 // (DCGM_* series, UUID label), or an InfluxDB 1.x database the agent writes (measurement `gpu`, tag `uuid`).
 //
 //   Latest: each GPU's current value, for the live status line and as a fallback record.

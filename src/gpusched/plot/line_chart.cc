@@ -109,6 +109,13 @@ Status Validate(const LineChart& chart) {
       return common::InvalidArgument(what + ": series " + Quoted(SeriesLabel(s, i)) + " has " +
                                      std::to_string(s.xs.size()) + " xs but " + std::to_string(s.ys.size()) + " ys");
     }
+    if ((!s.band_lo.empty() || !s.band_hi.empty()) &&
+        (s.band_lo.size() != s.xs.size() || s.band_hi.size() != s.xs.size())) {
+      return common::InvalidArgument(what + ": series " + Quoted(SeriesLabel(s, i)) + " has " +
+                                     std::to_string(s.xs.size()) + " xs but a band of " +
+                                     std::to_string(s.band_lo.size()) + " lows and " +
+                                     std::to_string(s.band_hi.size()) + " highs");
+    }
     for (std::size_t j = 0; j < s.xs.size() && !any_finite; ++j) {
       any_finite = Finite(s.xs[j], s.ys[j]);
     }
@@ -279,6 +286,42 @@ struct Transform {
   double Y(double v) const { return plot.y1 - (v - y->lo) / (y->hi - y->lo) * (plot.y1 - plot.y0); }
 };
 
+// The series' band (min-max), as filled polygons over each run of points where both ends are finite. Ends far
+// outside the plot are pinned to the grown plot area (the same guard DrawSeries uses) before cairo sees them.
+void DrawBand(cairo_t* cr, const Series& s, std::size_t index, const Transform& tf) {
+  if (s.band_lo.empty()) {
+    return;
+  }
+  const double grow = std::max(tf.plot.x1 - tf.plot.x0, tf.plot.y1 - tf.plot.y0);
+  auto pin = [&](double v, double lo, double hi) { return std::clamp(v, lo - grow, hi + grow); };
+  const Rgb& c = kPalette[index % kPalette.size()];
+  cairo_set_source_rgba(cr, c.r, c.g, c.b, 0.18);
+  const std::size_t n = s.xs.size();
+  std::size_t i = 0;
+  while (i < n) {
+    while (i < n && !(Finite(s.xs[i], s.band_lo[i]) && std::isfinite(s.band_hi[i]))) {
+      ++i;
+    }
+    std::size_t j = i;
+    while (j < n && Finite(s.xs[j], s.band_lo[j]) && std::isfinite(s.band_hi[j])) {
+      ++j;
+    }
+    if (j > i) {
+      cairo_new_path(cr);
+      for (std::size_t k = i; k < j; ++k) {
+        cairo_line_to(cr, pin(tf.X(s.xs[k]), tf.plot.x0, tf.plot.x1), pin(tf.Y(s.band_hi[k]), tf.plot.y0, tf.plot.y1));
+      }
+      for (std::size_t k = j; k > i; --k) {
+        cairo_line_to(cr, pin(tf.X(s.xs[k - 1]), tf.plot.x0, tf.plot.x1),
+                      pin(tf.Y(s.band_lo[k - 1]), tf.plot.y0, tf.plot.y1));
+      }
+      cairo_close_path(cr);
+      cairo_fill(cr);
+    }
+    i = j;
+  }
+}
+
 // Points far outside the plot would overflow cairo's fixed-point coordinates, so segments are first clipped to the
 // plot area grown by its own size on every side; cairo's clip then trims exactly to the plot area.
 void DrawSeries(cairo_t* cr, const Series& s, std::size_t index, const Transform& tf) {
@@ -377,6 +420,11 @@ Status Draw(cairo_t* cr, const LineChart& chart) {
         y_lo = std::min(y_lo, s.ys[i]);
         y_hi = std::max(y_hi, s.ys[i]);
       }
+      // A band widens the y range so that it shows whole.
+      if (!s.band_lo.empty() && Finite(s.xs[i], s.band_lo[i]) && std::isfinite(s.band_hi[i])) {
+        y_lo = std::min({y_lo, s.band_lo[i], s.band_hi[i]});
+        y_hi = std::max({y_hi, s.band_lo[i], s.band_hi[i]});
+      }
     }
   }
   const bool no_data = x_lo > x_hi;  // only with an empty_note (Validate)
@@ -469,6 +517,9 @@ Status Draw(cairo_t* cr, const LineChart& chart) {
   cairo_save(cr);
   cairo_rectangle(cr, plot.x0, plot.y0, plot.x1 - plot.x0, plot.y1 - plot.y0);
   cairo_clip(cr);
+  for (std::size_t i = 0; i < chart.series.size(); ++i) {
+    DrawBand(cr, chart.series[i], i, tf);
+  }
   for (std::size_t i = 0; i < chart.series.size(); ++i) {
     DrawSeries(cr, chart.series[i], i, tf);
   }

@@ -39,6 +39,10 @@ struct Series {
   std::string name{};  // shown in the legend; an empty name shows as "series N" (N counting from 1)
   std::vector<double> xs{};
   std::vector<double> ys{};  // NaN = gap
+  // Optional band around the line (e.g. min and max over seeds): both empty, or both as long as xs. The band is
+  // filled in the series' colour, translucent, behind every line; a point where either end is not finite breaks it.
+  std::vector<double> band_lo{};
+  std::vector<double> band_hi{};
 };
 
 struct LineChart {

@@ -263,6 +263,60 @@ int CountBluePixels(const std::string& path) {
   return count;
 }
 
+// Pixels with any blue tint (the band's translucent fill counts; white, grey and black do not).
+int CountTintedPixels(const std::string& path) {
+  std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)> image(
+      cairo_image_surface_create_from_png(path.c_str()), &cairo_surface_destroy);
+  EXPECT_EQ(cairo_surface_status(image.get()), CAIRO_STATUS_SUCCESS);
+  const int w = cairo_image_surface_get_width(image.get());
+  const int h = cairo_image_surface_get_height(image.get());
+  const int stride = cairo_image_surface_get_stride(image.get());
+  const unsigned char* data = cairo_image_surface_get_data(image.get());
+  int count = 0;
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      std::uint32_t px = 0;
+      std::memcpy(&px, data + static_cast<std::ptrdiff_t>(y) * stride + x * 4, 4);
+      const int r = static_cast<int>((px >> 16) & 0xFF);
+      const int b = static_cast<int>(px & 0xFF);
+      count += b > r + 8 ? 1 : 0;
+    }
+  }
+  return count;
+}
+
+TEST(LineChartTest, BandIsFilledBehindTheLineAndWidensTheRange) {
+  // A flat line at 1 with a band from 0.5 to 1.5 over x in [0, 100]; y range from the data.
+  Series line{.name = "line"};
+  for (int x = 0; x <= 100; ++x) {
+    line.xs.push_back(x);
+    line.ys.push_back(1);
+  }
+  Series banded = line;
+  banded.band_lo.assign(banded.xs.size(), 0.5);
+  banded.band_hi.assign(banded.xs.size(), 1.5);
+  banded.band_lo[50] = kNan;  // breaks the band, not the line
+  const std::string plain_path = TempPath("plain.png");
+  const std::string band_path = TempPath("band.png");
+  ASSERT_TRUE(WritePng({.series = {line}}, plain_path).ok());
+  ASSERT_TRUE(WritePng({.series = {banded}}, band_path).ok());
+  const int plain = CountTintedPixels(plain_path);
+  const int band = CountTintedPixels(band_path);
+  // The band covers most of the plot area (the range is widened to hold it): many times the line's pixels.
+  EXPECT_GT(band, 10 * plain) << "plain " << plain << ", banded " << band;
+  std::filesystem::remove(plain_path);
+  std::filesystem::remove(band_path);
+  // A band of the wrong length is an error naming the series, and nothing is written.
+  Series bad = line;
+  bad.band_lo.assign(3, 0.5);
+  bad.band_hi.assign(3, 1.5);
+  const std::string bad_path = TempPath("bad-band.png");
+  const common::Status s = WritePng({.series = {bad}}, bad_path);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'line' has 101 xs but a band of 3 lows and 3 highs"), std::string::npos) << s.message();
+  EXPECT_FALSE(std::filesystem::exists(bad_path));
+}
+
 TEST(LineChartTest, NanBreaksTheLine) {
   // A flat line over x in [0, 100]; NaN for x in [30, 70) leaves about 40% of it undrawn.
   Series line{.name = "line"};

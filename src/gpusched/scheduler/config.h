@@ -4,7 +4,7 @@
 // range is an error naming the key (the scheduler does not start with a config it would misread).
 //
 //   schedulerNames: [gpusched]        pods whose spec.schedulerName is one of these are scheduled
-//   policy: binpack                   placement policy (gpusched simulate --help lists them)
+//   policy: binpack                   placement policy (gpusched-lab simulate --help lists them)
 //   listen: "0.0.0.0:10261"           /healthz, /readyz, /metrics (GET only; nothing there changes state)
 //   kubeconfig: ""                    default: $KUBECONFIG, in-cluster, ~/.kube/config
 //   bindWorkers: 16                   Bindings written at once

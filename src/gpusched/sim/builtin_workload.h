@@ -1,6 +1,6 @@
 #pragma once
 
-// The built-in cluster and workload that `gpusched simulate` uses when no trace is given (and `make demo` shows).
+// The built-in cluster and workload that `gpusched-lab simulate` uses when no trace is given (and `make demo` shows).
 // Nothing is read from disk: both are generated here from a fixed seed, shaped after the openb trace
 // (openb_pod_list_default on openb's GPU nodes) at one fifth of its size:
 //   cluster: 244 nodes, 1248 GPUs: openb's node kinds (G2x8, T4x2, P100x2, G3x8, V100 nodes of 1/4/8 GPUs, T4x4, A10)

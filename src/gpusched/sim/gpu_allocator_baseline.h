@@ -1,6 +1,6 @@
 #pragma once
 
-// Baselines for the GPU choice inside a node, for `gpusched simulate --topology`:
+// Baselines for the GPU choice inside a node, for `gpusched-lab simulate --topology`:
 //
 // go-gpuallocator (NVIDIA's library behind the NVIDIA device plugin's topology-aware allocation), written from its
 // documented algorithm: to hand out `size` GPUs, consider every way of dividing all available GPUs of the node

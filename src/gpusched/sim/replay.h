@@ -1,6 +1,6 @@
 #pragma once
 
-// Trace replay with departures (`gpusched simulate --replay time`): the trace's pods arrive at their creation
+// Trace replay with departures (`gpusched-lab simulate --replay time`): the trace's pods arrive at their creation
 // times (divided by arrival_speedup) and run for their real lifetimes (deletion − creation, at least 1 s) once
 // placed, through the production scheduler: the scheduling core of `gpusched scheduler` (sim/production_scheduler.h)
 // over in-memory ports and trace time.

@@ -138,23 +138,35 @@ common::Status WriteReport(const std::string& dir, const std::vector<RunOutcome>
   chart.x_max = kBuckets - 1;
   const bool many_workloads =
       std::any_of(runs.begin(), runs.end(), [&](const RunOutcome& r) { return r.workload != runs.front().workload; });
+  // Per series, the spread over seeds: unallocated % of the seed that allocated most and least (the zoom's band).
+  std::vector<std::vector<double>> lows, highs;
+  size_t most_seeds = 0;
   for (const auto& [key, group] : ByPolicy(runs)) {
     plot::Series s{.name = many_workloads ? group.front()->workload + " " + group.front()->spec.policy
                                           : group.front()->spec.policy};
+    std::vector<double> lo, hi;
+    most_seeds = std::max(most_seeds, group.size());
     for (int k = 0; k < kBuckets; ++k) {
       double sum = 0;
+      double least = kNaN, most = kNaN;
       int n = 0;
       for (const RunOutcome* r : group) {
         const double v = curves[static_cast<size_t>(r - runs.data())].alloc[static_cast<size_t>(k)];
         if (!std::isnan(v)) {
           sum += v;
+          least = n == 0 ? v : std::min(least, v);
+          most = n == 0 ? v : std::max(most, v);
           ++n;
         }
       }
       s.xs.push_back(k);
       s.ys.push_back(n > 0 ? 100.0 - sum / n : kNaN);
+      lo.push_back(n > 0 ? 100.0 - most : kNaN);
+      hi.push_back(n > 0 ? 100.0 - least : kNaN);
     }
     chart.series.push_back(std::move(s));
+    lows.push_back(std::move(lo));
+    highs.push_back(std::move(hi));
   }
   if (!chart.series.empty()) {
     GPUSCHED_RETURN_IF_ERROR(plot::WriteSvg(chart, dir + "/unallocated.svg"));
@@ -162,16 +174,25 @@ common::Status WriteReport(const std::string& dir, const std::vector<RunOutcome>
     // The region where the policies part ways (the FGD paper's Figure 9(a) view): arrived 80-130 %, the y axis
     // fitted to the curves there rather than to the straight line before it.
     plot::LineChart zoom = chart;
-    zoom.title = "Unallocated GPUs where the policies differ (80-130 % arrived, mean over seeds)";
+    // With several seeds, each line carries a band from the seed with the fewest unallocated GPUs to the one with
+    // the most.
+    const bool bands = most_seeds > 1;
+    zoom.title = bands ? "Unallocated GPUs where the policies differ (80-130 % arrived; mean, band: min-max over seeds)"
+                       : "Unallocated GPUs where the policies differ (80-130 % arrived)";
     zoom.x_min = kZoomFrom;
     zoom.x_max = kBuckets - 1;
     bool any = false;
-    for (plot::Series& s : zoom.series) {
+    for (size_t q = 0; q < zoom.series.size(); ++q) {
+      plot::Series& s = zoom.series[q];
       plot::Series cut{.name = s.name};
       for (size_t i = 0; i < s.xs.size(); ++i) {
         if (s.xs[i] >= kZoomFrom) {
           cut.xs.push_back(s.xs[i]);
           cut.ys.push_back(s.ys[i]);
+          if (bands) {
+            cut.band_lo.push_back(lows[q][i]);
+            cut.band_hi.push_back(highs[q][i]);
+          }
           any = any || !std::isnan(s.ys[i]);
         }
       }

@@ -56,6 +56,19 @@ TEST(ReportTest, ZoomedChartCoversEightyToOneThirtyPercent) {
   std::stringstream ss;
   ss << in.rdbuf();
   EXPECT_NE(ss.str().find("80-130 % arrived"), std::string::npos);
+  // One seed: no band, and the title does not claim one.
+  EXPECT_EQ(ss.str().find("min-max over seeds"), std::string::npos);
+  // Two seeds that part ways after 90 %: the zoom's title names the band.
+  RunOutcome other = r;
+  other.spec.seed = 43;
+  for (auto& e : other.events) e.allocated_milli = std::min<int64_t>(e.arrived_milli, 8000);
+  const std::string two = ::testing::TempDir() + "/gpusched-report-zoom-seeds";
+  std::filesystem::remove_all(two);
+  ASSERT_TRUE(WriteReport(two, {r, other}).ok());
+  std::ifstream in2(two + "/unallocated-zoom.svg");
+  std::stringstream ss2;
+  ss2 << in2.rdbuf();
+  EXPECT_NE(ss2.str().find("band: min-max over seeds"), std::string::npos);
 }
 
 TEST(ReportTest, WritesTheReferenceRowFormatAndPlots) {

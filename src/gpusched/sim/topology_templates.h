@@ -1,6 +1,6 @@
 #pragma once
 
-// GPU topology templates for the simulator's nodes, by GPU model and count (`gpusched simulate --topology`). The
+// GPU topology templates for the simulator's nodes, by GPU model and count (`gpusched-lab simulate --topology`). The
 // openb trace says nothing of links, so these are assumptions, stated here:
 //   8 GPUs, model G3:                 NVSwitch: every pair NVLink through the switch (12 links), as on HGX A100
 //                                     boards; GPUs 0-3 on NUMA node 0, 4-7 on NUMA node 1.

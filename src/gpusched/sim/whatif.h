@@ -1,6 +1,6 @@
 #pragma once
 
-// What-if on a live cluster (`gpusched simulate --from-cluster`): would these pods fit, where, and under which
+// What-if on a live cluster (`gpusched-lab simulate --from-cluster`): would these pods fit, where, and under which
 // policy would more of them fit. The cluster is what the scheduler's cache would build from the API server's nodes
 // and pods (sched::ClusterCache, every bound pod charged, allocations from their gpusched.io/allocation
 // annotations); nothing is written anywhere. For each policy the pods are placed one after another, in the order
