@@ -321,7 +321,9 @@ Status CertKeeper::PatchBundle(const std::string& resource, const std::string& k
     if (patched.ok()) {
       size_t count = 0;
       for (const json& op : ops) {
-        count += op["op"] == "test" ? 1 : 0;
+        if (op["op"] == "test") {
+          ++count;
+        }
       }
       report.patched.push_back(kind + " " + name + " (" + std::to_string(count) + " webhook" +
                                (count == 1 ? "" : "s") + ")");
