@@ -11,8 +11,8 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
-#include <filesystem>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -79,8 +79,8 @@ struct State {
   std::atomic<int> event_checks{0};
   std::atomic<uint64_t> events_unverified{0};
   std::atomic<bool> draining{false};
-  bool self_signed = false;                   // --self-signed-ca-secret
-  std::atomic<int64_t> cert_not_after_s{0};   // of the serving certificate it made
+  bool self_signed = false;                  // --self-signed-ca-secret
+  std::atomic<int64_t> cert_not_after_s{0};  // of the serving certificate it made
   std::atomic<uint64_t> cert_sync_failures{0};
   std::array<std::array<std::atomic<uint64_t>, webhook::kOutcomes>, 2> admissions{};  // [endpoint][outcome]
 
@@ -280,17 +280,17 @@ common::Status SyncCertificate(webhook::CertKeeper& keeper, State& state, const 
     Say(common::LogLevel::kInfo, "patched caBundle of " + p);
   }
   if (report->cert_issued) {
-    Say(common::LogLevel::kInfo, "issued a serving certificate for " + [&] {
-      std::string names;
-      for (const std::string& n : keeper.names()) {
-        names += (names.empty() ? "" : ", ") + n;
-      }
-      return names;
-    }() + ", valid until " + Rfc3339(report->cert_not_after));
+    Say(
+        common::LogLevel::kInfo, "issued a serving certificate for " + [&] {
+          std::string names;
+          for (const std::string& n : keeper.names()) {
+            names += (names.empty() ? "" : ", ") + n;
+          }
+          return names;
+        }() + ", valid until " + Rfc3339(report->cert_not_after));
   }
-  state.cert_not_after_s = std::chrono::duration_cast<std::chrono::seconds>(
-                               report->cert_not_after.time_since_epoch())
-                               .count();
+  state.cert_not_after_s =
+      std::chrono::duration_cast<std::chrono::seconds>(report->cert_not_after.time_since_epoch()).count();
   return common::Status::Ok();
 }
 
@@ -313,7 +313,8 @@ void AddWebhookCommand(CLI::App& app, WebhookFlags& flags, int& exit_code) {
   CLI::App* wh = app.add_subcommand(
       "webhook",
       "Admission webhook over HTTPS: refuses forged gpusched.io/allocation annotations and GPU requests that can "
-      "never be met, completes GPU requests with their device count (docs/webhook.md)");
+      "never be met, completes GPU requests with their device count (docs/webhook.md). TLS: its own certificate "
+      "(--self-signed-ca-secret, the default install) or one given (--tls-cert/--tls-key, e.g. cert-manager's)");
   wh->add_option("--listen", flags.listen, "host:port")->capture_default_str();
   wh->add_option("--self-signed-ca-secret", flags.self_signed_ca_secret,
                  "Make the serving certificate: a CA kept in this Secret (created when missing, rotated before it "
@@ -397,11 +398,11 @@ int RunWebhook(const WebhookFlags& given) {
         "certificate, or it serves the one given (cert-manager's; docs/webhook.md)");
   }
   if (!self_signed) {
-    for (const auto& [flag, set] :
-         {std::pair{"--namespace", !flags.namespace_.empty()}, {"--service", !flags.service.empty()},
-          {"--mutating-webhook-configuration", !flags.mutating_configuration.empty()},
-          {"--validating-webhook-configuration", !flags.validating_configuration.empty()},
-          {"--extra-san", !flags.extra_sans.empty()}}) {
+    for (const auto& [flag, set] : {std::pair{"--namespace", !flags.namespace_.empty()},
+                                    {"--service", !flags.service.empty()},
+                                    {"--mutating-webhook-configuration", !flags.mutating_configuration.empty()},
+                                    {"--validating-webhook-configuration", !flags.validating_configuration.empty()},
+                                    {"--extra-san", !flags.extra_sans.empty()}}) {
       if (set) {
         return Fail(std::string(flag) + " is for --self-signed-ca-secret");
       }
@@ -431,17 +432,17 @@ int RunWebhook(const WebhookFlags& given) {
   }
   webhook::CertKeeperOptions keeper_options;
   if (self_signed) {
-    keeper_options = webhook::CertKeeperOptions{
-        .namespace_ = flags.namespace_.empty() ? PodNamespace() : flags.namespace_,
-        .secret_name = flags.self_signed_ca_secret,
-        .service = flags.service,
-        .extra_names = flags.extra_sans,
-        .mutating_configuration = flags.mutating_configuration,
-        .validating_configuration = flags.validating_configuration,
-        .cert_file = flags.cert_dir + "/tls.crt",
-        .key_file = flags.cert_dir + "/tls.key",
-        .ca_validity = std::chrono::hours(24) * flags.ca_validity_days,
-        .cert_validity = std::chrono::hours(24) * flags.cert_validity_days};
+    keeper_options =
+        webhook::CertKeeperOptions{.namespace_ = flags.namespace_.empty() ? PodNamespace() : flags.namespace_,
+                                   .secret_name = flags.self_signed_ca_secret,
+                                   .service = flags.service,
+                                   .extra_names = flags.extra_sans,
+                                   .mutating_configuration = flags.mutating_configuration,
+                                   .validating_configuration = flags.validating_configuration,
+                                   .cert_file = flags.cert_dir + "/tls.crt",
+                                   .key_file = flags.cert_dir + "/tls.key",
+                                   .ca_validity = std::chrono::hours(24) * flags.ca_validity_days,
+                                   .cert_validity = std::chrono::hours(24) * flags.cert_validity_days};
     if (keeper_options.namespace_.empty()) {
       return Fail("--self-signed-ca-secret: give --namespace (outside a pod there is no " +
                   std::string(kPodNamespaceFile) + ")");
@@ -515,8 +516,8 @@ int RunWebhook(const WebhookFlags& given) {
   const std::string secret_ref = "Secret " + keeper_options.namespace_ + "/" + keeper_options.secret_name;
   state.self_signed = self_signed;
   if (self_signed) {
-    keeper = std::make_unique<webhook::CertKeeper>(*client, keeper_options,
-                                                   [] { return std::chrono::system_clock::now(); });
+    keeper =
+        std::make_unique<webhook::CertKeeper>(*client, keeper_options, [] { return std::chrono::system_clock::now(); });
     auto wait = std::chrono::seconds(1);
     for (;;) {
       const common::Status s = SyncCertificate(*keeper, state, secret_ref);
@@ -526,8 +527,8 @@ int RunWebhook(const WebhookFlags& given) {
       if (s.code() == common::StatusCode::kInvalidArgument) {
         return Fail("--self-signed-ca-secret: " + s.message());
       }
-      Say(common::LogLevel::kWarn, "no serving certificate yet (tried again in " + std::to_string(wait.count()) +
-                                       " s): " + s.message());
+      Say(common::LogLevel::kWarn,
+          "no serving certificate yet (tried again in " + std::to_string(wait.count()) + " s): " + s.message());
       const timespec delay{.tv_sec = static_cast<time_t>(wait.count()), .tv_nsec = 0};
       int got = -1;
       while ((got = sigtimedwait(&signals, nullptr, &delay)) < 0 && errno == EINTR) {

@@ -236,7 +236,9 @@ std::string Classify(const httplib::Request& req) {
       }
       if (seg[5] == "secrets") {
         return seg.size() == 6 ? (m == "POST" ? "create-secret" : "list-secrets")
-                               : (m == "PUT" ? "update-secret" : m == "GET" ? "get-secret" : "unknown");
+                               : (m == "PUT"   ? "update-secret"
+                                  : m == "GET" ? "get-secret"
+                                               : "unknown");
       }
     }
   }
@@ -900,9 +902,9 @@ class FakeApiServer::Handlers {
       WriteStatus(res, 400, "the name or namespace of the object does not match the request");
       return;
     }
-    if (body->contains("data") && (!(*body)["data"].is_object() ||
-                                   std::any_of((*body)["data"].begin(), (*body)["data"].end(),
-                                               [](const json& v) { return !v.is_string(); }))) {
+    if (body->contains("data") &&
+        (!(*body)["data"].is_object() ||
+         std::any_of((*body)["data"].begin(), (*body)["data"].end(), [](const json& v) { return !v.is_string(); }))) {
       WriteStatus(res, 400, "Secret data must map keys to base64 strings");
       return;
     }
@@ -949,7 +951,8 @@ class FakeApiServer::Handlers {
     }
     json patch = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (patch.is_discarded() || (json_patch ? !patch.is_array() : !patch.is_object())) {
-      WriteStatus(res, 400, json_patch ? "a JSON patch is a list of operations" : "the request body is not a JSON object");
+      WriteStatus(res, 400,
+                  json_patch ? "a JSON patch is a list of operations" : "the request body is not a JSON object");
       return;
     }
     std::lock_guard<std::mutex> lock(s_.mu_);
@@ -964,7 +967,8 @@ class FakeApiServer::Handlers {
       try {
         patched = it->second.patch(patch);
       } catch (const json::exception& e) {
-        WriteStatus(res, 422, std::string("the server rejected our request due to an error in our request: ") + e.what());
+        WriteStatus(res, 422,
+                    std::string("the server rejected our request due to an error in our request: ") + e.what());
         return;
       }
     } else {
@@ -1281,8 +1285,7 @@ json FakeApiServer::UpsertWebhookConfiguration(const std::string& resource, json
                                                                      : "ValidatingWebhookConfiguration");
 }
 
-std::optional<json> FakeApiServer::GetWebhookConfiguration(const std::string& resource,
-                                                           const std::string& name) const {
+std::optional<json> FakeApiServer::GetWebhookConfiguration(const std::string& resource, const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = webhook_configs_.find(resource + "/" + name);
   return it == webhook_configs_.end() ? std::nullopt : std::optional<json>(it->second);

@@ -33,8 +33,7 @@ Status CheckObjectName(const std::string& flag_name, const std::string& value) {
   if (value.empty()) {
     return Status::Ok();
   }
-  if (value.starts_with("*") || value.find_first_of(":") != std::string::npos ||
-      !CheckSubjectAltName(value).ok()) {
+  if (value.starts_with("*") || value.find_first_of(":") != std::string::npos || !CheckSubjectAltName(value).ok()) {
     return InvalidArgument(flag_name + " '" + value +
                            "' is not a Kubernetes object name (lower-case letters, digits, '-' and '.')");
   }
@@ -193,8 +192,9 @@ Status CheckCertKeeperOptions(const CertKeeperOptions& o) {
   }
   if (o.ca_validity < std::chrono::hours(24) || o.cert_validity < std::chrono::hours(1) ||
       o.cert_validity > o.ca_validity) {
-    return InvalidArgument("the CA must be valid for at least a day, the serving certificate for at least an hour "
-                           "and no longer than the CA");
+    return InvalidArgument(
+        "the CA must be valid for at least a day, the serving certificate for at least an hour "
+        "and no longer than the CA");
   }
   return Status::Ok();
 }
@@ -325,8 +325,8 @@ Status CertKeeper::PatchBundle(const std::string& resource, const std::string& k
           ++count;
         }
       }
-      report.patched.push_back(kind + " " + name + " (" + std::to_string(count) + " webhook" +
-                               (count == 1 ? "" : "s") + ")");
+      report.patched.push_back(kind + " " + name + " (" + std::to_string(count) + " webhook" + (count == 1 ? "" : "s") +
+                               ")");
       return Status::Ok();
     }
     if (attempt == 0 && patched.status().code() == StatusCode::kInvalidArgument) {

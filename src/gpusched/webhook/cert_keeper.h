@@ -45,9 +45,9 @@ class ApiClient;
 namespace gpusched::webhook {
 
 struct CertKeeperOptions {
-  std::string namespace_;    // of the Secret (and the Service)
-  std::string secret_name;   // the CA Secret
-  std::string service;       // the webhook's Service: its four DNS names go in the certificate ("" = none)
+  std::string namespace_;                // of the Secret (and the Service)
+  std::string secret_name;               // the CA Secret
+  std::string service;                   // the webhook's Service: its four DNS names go in the certificate ("" = none)
   std::vector<std::string> extra_names;  // more SANs (IP addresses or DNS names): tests, out-of-cluster use
   std::string mutating_configuration;    // caBundle patched in every webhook of these ("" = none)
   std::string validating_configuration;
@@ -58,9 +58,9 @@ struct CertKeeperOptions {
 
 // What one Sync did, for the log.
 struct SyncReport {
-  bool ca_created = false;  // this replica made the CA
-  bool ca_adopted = false;  // another replica's CA, created or rotated while this one tried (409)
-  bool ca_rotated = false;  // this replica rotated the CA
+  bool ca_created = false;           // this replica made the CA
+  bool ca_adopted = false;           // another replica's CA, created or rotated while this one tried (409)
+  bool ca_rotated = false;           // this replica rotated the CA
   std::vector<std::string> patched;  // "MutatingWebhookConfiguration gpusched-webhook (2 webhooks)"
   bool cert_issued = false;          // a new serving certificate was written
   WallTime cert_not_after{};         // of the certificate being served

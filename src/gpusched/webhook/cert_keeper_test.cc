@@ -42,11 +42,11 @@ std::string ReadAll(const std::string& path) {
 json Configuration(const std::string& name, const std::vector<std::string>& webhooks) {
   json list = json::array();
   for (const std::string& w : webhooks) {
-    list.push_back({{"name", w},
-                    {"admissionReviewVersions", {"v1"}},
-                    {"sideEffects", "None"},
-                    {"clientConfig",
-                     {{"service", {{"name", "gpusched-webhook"}, {"namespace", kNs}, {"path", "/validate"}}}}}});
+    list.push_back(
+        {{"name", w},
+         {"admissionReviewVersions", {"v1"}},
+         {"sideEffects", "None"},
+         {"clientConfig", {{"service", {{"name", "gpusched-webhook"}, {"namespace", kNs}, {"path", "/validate"}}}}}});
   }
   return {{"metadata", {{"name", name}}}, {"webhooks", list}};
 }
@@ -71,9 +71,8 @@ class CertKeeperTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    server_ = std::make_unique<FakeApiServer>(FakeApiServerOptions{.cert_file = pki_->server_cert_file,
-                                                                   .key_file = pki_->server_key_file,
-                                                                   .client_ca_file = pki_->ca_file});
+    server_ = std::make_unique<FakeApiServer>(FakeApiServerOptions{
+        .cert_file = pki_->server_cert_file, .key_file = pki_->server_key_file, .client_ca_file = pki_->ca_file});
     ASSERT_TRUE(server_->Start().ok());
     auto client = ApiClient::Create(ClientConfig{.server = server_->url(),
                                                  .ca_pem = pki_->ca_pem,
@@ -160,8 +159,9 @@ TEST_F(CertKeeperTest, FirstSyncMakesTheCaFillsCaBundleAndWritesTheServingPair) 
   EXPECT_TRUE(report->ca_created);
   EXPECT_FALSE(report->ca_adopted);
   EXPECT_TRUE(report->cert_issued);
-  EXPECT_EQ(report->patched, (std::vector<std::string>{"MutatingWebhookConfiguration gpusched-webhook (1 webhook)",
-                                                       "ValidatingWebhookConfiguration gpusched-webhook (2 webhooks)"}));
+  EXPECT_EQ(report->patched,
+            (std::vector<std::string>{"MutatingWebhookConfiguration gpusched-webhook (1 webhook)",
+                                      "ValidatingWebhookConfiguration gpusched-webhook (2 webhooks)"}));
 
   const std::string ca = SecretField("ca.crt");
   ASSERT_FALSE(ca.empty());
@@ -290,8 +290,7 @@ TEST_F(CertKeeperTest, ARotationThatLosesTheRaceChangesNothingAndIsRetried) {
   auto report = a->Sync();
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().code(), common::StatusCode::kAborted);
-  EXPECT_NE(report.status().message().find("Secret kube-system/gpusched-webhook-ca: changed while"),
-            std::string::npos)
+  EXPECT_NE(report.status().message().find("Secret kube-system/gpusched-webhook-ca: changed while"), std::string::npos)
       << report.status();
   EXPECT_EQ(server_->GetSecret(kNs, kSecret), before);
   EXPECT_EQ(Bundles(kMutating, "gpusched-webhook")[0], bundle);
@@ -301,9 +300,9 @@ TEST_F(CertKeeperTest, ARotationThatLosesTheRaceChangesNothingAndIsRetried) {
 }
 
 TEST_F(CertKeeperTest, BadPemInTheSecretIsNamedAndChangesNothing) {
-  server_->UpsertSecret({{"metadata", {{"name", kSecret}, {"namespace", kNs}}},
-                         {"data", {{"ca.crt", kube::EncodeBase64("not a certificate")},
-                                   {"ca.key", kube::EncodeBase64("not a key")}}}});
+  server_->UpsertSecret(
+      {{"metadata", {{"name", kSecret}, {"namespace", kNs}}},
+       {"data", {{"ca.crt", kube::EncodeBase64("not a certificate")}, {"ca.key", kube::EncodeBase64("not a key")}}}});
   const auto before = server_->GetSecret(kNs, kSecret);
   auto report = Keeper()->Sync();
   ASSERT_FALSE(report.ok());

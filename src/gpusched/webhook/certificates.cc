@@ -51,9 +51,7 @@ std::string OpenSslError(const std::string& what) {
 
 Status Failed(const std::string& what) { return common::Internal(OpenSslError(what)); }
 
-Bio MemBio(std::string_view text) {
-  return Bio(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
-}
+Bio MemBio(std::string_view text) { return Bio(BIO_new_mem_buf(text.data(), static_cast<int>(text.size()))); }
 
 std::string BioText(BIO* bio) {
   char* data = nullptr;
@@ -139,8 +137,8 @@ Result<X509Ptr> NewCert(EVP_PKEY* key, std::string_view cn, X509* issuer, WallTi
   }
   X509_NAME* subject = X509_get_subject_name(cert.get());
   const std::string name(cn);
-  if (X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(name.c_str()),
-                                 -1, -1, 0) != 1 ||
+  if (X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(name.c_str()), -1,
+                                 -1, 0) != 1 ||
       X509_set_issuer_name(cert.get(), issuer != nullptr ? X509_get_subject_name(issuer) : subject) != 1) {
     return Failed("cannot set the certificate's names");
   }
@@ -267,7 +265,8 @@ Result<CertInfo> ParseCertificate(std::string_view pem) {
   if (info.not_before == WallTime{} || info.not_after == WallTime{}) {
     return InvalidArgument("the certificate's validity does not parse");
   }
-  Constraints bc(static_cast<BASIC_CONSTRAINTS*>(X509_get_ext_d2i(cert.get(), NID_basic_constraints, nullptr, nullptr)));
+  Constraints bc(
+      static_cast<BASIC_CONSTRAINTS*>(X509_get_ext_d2i(cert.get(), NID_basic_constraints, nullptr, nullptr)));
   info.is_ca = bc != nullptr && bc->ca != 0;
   char cn[256];
   if (X509_NAME_get_text_by_NID(X509_get_subject_name(cert.get()), NID_commonName, cn, sizeof(cn)) > 0) {

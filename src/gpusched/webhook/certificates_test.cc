@@ -138,9 +138,13 @@ TEST(ServingCertTest, BadInputIsNamed) {
       {.name = "upper case", .ca = ca, .names = {"Webhook.svc"}, .want = "'Webhook.svc' holds 'W'"},
       {.name = "empty label", .ca = ca, .names = {"a..svc"}, .want = "'a..svc' is neither an IP address"},
       {.name = "comma (would inject a SAN)", .ca = ca, .names = {"a.svc,IP:1.2.3.4"}, .want = "holds ','"},
-      {.name = "CA not PEM", .ca = {.cert_pem = "junk", .key_pem = ca.key_pem}, .names = {"a"},
+      {.name = "CA not PEM",
+       .ca = {.cert_pem = "junk", .key_pem = ca.key_pem},
+       .names = {"a"},
        .want = "the CA certificate holds no PEM certificate"},
-      {.name = "key of another CA", .ca = {.cert_pem = ca.cert_pem, .key_pem = other.key_pem}, .names = {"a"},
+      {.name = "key of another CA",
+       .ca = {.cert_pem = ca.cert_pem, .key_pem = other.key_pem},
+       .names = {"a"},
        .want = "the CA key does not belong to the CA certificate"},
   };
   for (const Case& c : cases) {
@@ -195,8 +199,8 @@ TEST(CaSecretTest, RoundTripsAndBundlesThePreviousCaUntilItExpires) {
   EXPECT_EQ(decoded->ca.key_pem, secret.ca.key_pem);
   EXPECT_EQ(decoded->previous_cert_pem, old_ca.cert_pem);
   EXPECT_EQ(decoded->resource_version, "7");
-  EXPECT_EQ(CaBundle(*decoded, kNow), secret.ca.cert_pem + old_ca.cert_pem);      // both during the overlap
-  EXPECT_EQ(CaBundle(*decoded, kNow + kDay * 101), secret.ca.cert_pem);           // the old one gone once expired
+  EXPECT_EQ(CaBundle(*decoded, kNow), secret.ca.cert_pem + old_ca.cert_pem);  // both during the overlap
+  EXPECT_EQ(CaBundle(*decoded, kNow + kDay * 101), secret.ca.cert_pem);       // the old one gone once expired
 }
 
 TEST(CaSecretTest, BadContentsNameTheSecretAndTheKey) {
@@ -214,13 +218,15 @@ TEST(CaSecretTest, BadContentsNameTheSecretAndTheKey) {
       {.name = "no data", .secret = {{"metadata", {{"name", "ca"}}}}, .want = "Secret ns/ca: data has no ca.crt"},
       {.name = "no key", .secret = SecretWith({{"ca.crt", ca.cert_pem}}), .want = "Secret ns/ca: data has no ca.key"},
       {.name = "key not base64", .secret = not_base64, .want = "Secret ns/ca: data.ca.key is not base64"},
-      {.name = "bad PEM", .secret = SecretWith({{"ca.crt", "hello"}, {"ca.key", ca.key_pem}}),
+      {.name = "bad PEM",
+       .secret = SecretWith({{"ca.crt", "hello"}, {"ca.key", ca.key_pem}}),
        .want = "Secret ns/ca: data.ca.crt and data.ca.key: the certificate holds no PEM certificate (delete the "
                "Secret to have a new CA made)"},
       {.name = "truncated PEM",
        .secret = SecretWith({{"ca.crt", ca.cert_pem.substr(0, 100)}, {"ca.key", ca.key_pem}}),
        .want = "Secret ns/ca: data.ca.crt and data.ca.key: the certificate is not a valid PEM certificate"},
-      {.name = "key of another certificate", .secret = SecretWith({{"ca.crt", ca.cert_pem}, {"ca.key", leaf->key_pem}}),
+      {.name = "key of another certificate",
+       .secret = SecretWith({{"ca.crt", ca.cert_pem}, {"ca.key", leaf->key_pem}}),
        .want = "the key does not belong to the certificate"},
       {.name = "a serving certificate, not a CA",
        .secret = SecretWith({{"ca.crt", leaf->cert_pem}, {"ca.key", leaf->key_pem}}),
@@ -259,14 +265,20 @@ TEST(CaSecretTest, OptionsAreChecked) {
     change(o);
     cases.push_back({.name = std::move(name), .options = o, .want = std::move(want)});
   };
-  with("no namespace", [](auto& o) { o.namespace_.clear(); }, "give --namespace");
-  with("bad Secret name", [](auto& o) { o.secret_name = "Bad_Name"; },
-       "--self-signed-ca-secret 'Bad_Name' is not a Kubernetes object name");
-  with("no names", [](auto& o) { o.service.clear(), o.extra_names.clear(); }, "give --service");
-  with("bad extra SAN", [](auto& o) { o.extra_names = {"a b"}; }, "--extra-san: certificate name 'a b'");
-  with("no configuration", [](auto& o) { o.mutating_configuration.clear(), o.validating_configuration.clear(); },
-       "give --mutating-webhook-configuration and/or --validating-webhook-configuration");
-  with("service with a dot", [](auto& o) { o.service = "a.b"; }, "single DNS labels");
+  with(
+      "no namespace", [](auto& o) { o.namespace_.clear(); }, "give --namespace");
+  with(
+      "bad Secret name", [](auto& o) { o.secret_name = "Bad_Name"; },
+      "--self-signed-ca-secret 'Bad_Name' is not a Kubernetes object name");
+  with(
+      "no names", [](auto& o) { o.service.clear(), o.extra_names.clear(); }, "give --service");
+  with(
+      "bad extra SAN", [](auto& o) { o.extra_names = {"a b"}; }, "--extra-san: certificate name 'a b'");
+  with(
+      "no configuration", [](auto& o) { o.mutating_configuration.clear(), o.validating_configuration.clear(); },
+      "give --mutating-webhook-configuration and/or --validating-webhook-configuration");
+  with(
+      "service with a dot", [](auto& o) { o.service = "a.b"; }, "single DNS labels");
   for (const Case& c : cases) {
     const common::Status s = CheckCertKeeperOptions(c.options);
     EXPECT_EQ(s.code(), common::StatusCode::kInvalidArgument) << c.name;
