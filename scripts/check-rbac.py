@@ -5,7 +5,13 @@ Every Role and ClusterRole defined there must grant:
   * no wildcard ("*") apiGroup, resource, verb or non-resource URL, and no "*/subresource";
   * no `update` on pods or their subresources (gpusched patches the annotations it owns; an update replaces the
     whole object and races every other writer);
-  * no `escalate`, `bind` or `impersonate` (each lets the holder exceed its own role).
+  * no `escalate`, `bind` or `impersonate` (each lets the holder exceed its own role);
+  * no `create` in a rule with resourceNames (the name of an object being created is not known when the request is
+    authorised, so such a rule never matches: the create is refused); `create` goes in a rule of its own;
+  * Secrets only in a Role (never cluster-wide), and every verb on them but `create` limited by resourceNames (no
+    list or watch: those read every Secret of the namespace);
+  * mutating- and validatingwebhookconfigurations only with resourceNames, and only get and patch (a role that may
+    change any webhook configuration may intercept every write to the cluster).
 Every workload there (Deployment, DaemonSet, StatefulSet, ReplicaSet, Job, CronJob, Pod) whose pods get an API
 token must name a ServiceAccount defined there (not `default`) that a RoleBinding or ClusterRoleBinding there binds
 to a Role or ClusterRole defined there. A workload with automountServiceAccountToken: false (on its pod spec, or on
@@ -31,6 +37,7 @@ import yaml
 
 WORKLOAD_KINDS = {"Deployment", "DaemonSet", "StatefulSet", "ReplicaSet", "Job", "CronJob", "Pod"}
 FORBIDDEN_VERBS = {"escalate", "bind", "impersonate"}
+WEBHOOK_CONFIGURATIONS = {"mutatingwebhookconfigurations", "validatingwebhookconfigurations"}
 # Built-in roles a kube-scheduler needs (kube-apiserver keeps their rules in step with its version): what upstream's
 # guide to a second scheduler binds. Nothing else built in may be bound.
 BUILTIN_SCHEDULER_ROLES = {("ClusterRole", None, "system:kube-scheduler"),
@@ -83,10 +90,36 @@ def check_rule(rule: dict) -> list[str]:
         problems.append("a rule without verbs")
     for v in sorted(set(verbs) & FORBIDDEN_VERBS):
         problems.append(f"verb {v!r} lets the holder exceed its own role")
+    names = rule.get("resourceNames") or []
+    if names and "create" in verbs:
+        problems.append("'create' with resourceNames never matches (a create is authorised before the object has a "
+                        "name): grant create in a rule without resourceNames")
+    for r in resources:
+        if r in WEBHOOK_CONFIGURATIONS:
+            if not names:
+                problems.append(f"{r} without resourceNames: name the configurations the code patches")
+            for v in sorted(set(verbs) - {"get", "patch"}):
+                problems.append(f"{v!r} on {r}: only get and patch of the named configurations")
     if "update" in verbs:
         for r in resources:
             if r == "pods" or (isinstance(r, str) and r.startswith("pods/")):
                 problems.append(f"'update' on {r}: patch what gpusched owns instead of replacing the whole object")
+    return problems
+
+
+def check_secret_rule(kind: str, rule: dict) -> list[str]:
+    """Secrets: in a Role only; every verb but create limited to named Secrets; never list or watch."""
+    if "secrets" not in (rule.get("resources") or []) or "" not in (rule.get("apiGroups") or []):
+        return []
+    if kind != "Role":
+        return ["secrets in a ClusterRole: grant them in a Role of the namespace the code uses"]
+    problems = []
+    verbs = set(rule.get("verbs") or [])
+    for v in sorted(verbs & {"list", "watch", "deletecollection"}):
+        problems.append(f"{v!r} on secrets reads or removes every Secret of the namespace")
+    if not rule.get("resourceNames") and verbs - {"create"}:
+        problems.append(f"{', '.join(sorted(verbs - {'create'}))} on secrets without resourceNames: name the "
+                        "Secrets the code uses")
     return problems
 
 
@@ -116,7 +149,8 @@ def check(manifests: dict[str, str]) -> tuple[list[str], int, int]:
         if kind in ("Role", "ClusterRole"):
             roles.add((kind, ns_of(obj) if kind == "Role" else None, name_of(obj)))
             for n, rule in enumerate(obj.get("rules") or [], start=1):
-                problems += [f"{file}: {kind} {name_of(obj)}: rule {n}: {p}" for p in check_rule(rule)]
+                problems += [f"{file}: {kind} {name_of(obj)}: rule {n}: {p}"
+                             for p in check_rule(rule) + check_secret_rule(kind, rule)]
         elif kind == "ServiceAccount":
             service_accounts[(ns_of(obj), name_of(obj))] = obj
     for file, obj in objects:

@@ -4,6 +4,10 @@
 # the Secret <namespace>/gpusched-webhook-tls, and patches the CA into caBundle of every webhook of the
 # MutatingWebhookConfiguration and ValidatingWebhookConfiguration gpusched-webhook.
 #
+# Not needed with the default install: there the webhook makes its own certificate (--self-signed-ca-secret) and
+# would put its own CA back into caBundle. Use this only with the Deployment switched to --tls-cert/--tls-key
+# (the component deploy/components/webhook-cert-manager, less its Issuer and Certificate; docs/install.md).
+#
 # Run it after `kubectl apply -f deploy/base/webhook/webhook.yaml`, and again before the certificate expires. With --dir the CA is
 # kept there and reused on the next run, so a renewal changes only the serving certificate (the running webhook
 # picks it up within 30 s) and caBundle stays valid throughout; without --dir every run makes a new CA, and for the

@@ -24,6 +24,7 @@ What cannot be checked here, and how it is handled:
 Environment: as test_extender.py (GPUSCHED_BIN, GPUSCHED_K8S_BIN, GPUSCHED_ETCD, GPUSCHED_E2E_KEEP); KUBECTL (default
 `kubectl` on PATH, >= 1.22: kustomize 4.1+ for the overlays' `labels` and directory resources).
 """
+import importlib.util
 import json
 import os
 import re
@@ -183,6 +184,51 @@ class ManifestsE2E(unittest.TestCase):
         # A dry run stores nothing.
         self.assertEqual([d["metadata"]["name"] for d in self._list("/apis/apps/v1/namespaces/kube-system/deployments")],
                          [])
+
+    def test_1b_the_webhook_certificate_by_default_or_by_cert_manager(self):
+        """deploy/scheduler's webhook makes its own certificate; with deploy/components/webhook-cert-manager it serves
+        cert-manager's, and the roles it needed for its own are gone (rendered only: cert-manager's kinds are not
+        served here)."""
+        def webhook_parts(objs):
+            by = {(o["kind"], o["metadata"]["name"]): o for o in objs}
+            pod = by[("Deployment", "gpusched-webhook")]["spec"]["template"]["spec"]
+            return by, pod["containers"][0]["args"], {v["name"]: v for v in pod["volumes"]}
+
+        _, objs = self.rendered("scheduler")
+        by, args, volumes = webhook_parts(objs)
+        self.assertIn("--self-signed-ca-secret", args)
+        self.assertNotIn("--tls-cert", args)
+        self.assertIn("emptyDir", volumes["certs"])
+        for kind in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"):
+            self.assertIn((kind, "gpusched-webhook-certs"), by)
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            self.assertNotIn("cert-manager.io/inject-ca-from",
+                             by[(kind, "gpusched-webhook")]["metadata"].get("annotations") or {})
+
+        overlay = tempfile.mkdtemp(dir=self.cp.dir)
+        with open(os.path.join(overlay, "kustomization.yaml"), "w") as f:
+            rel = os.path.relpath(os.path.join(REPO_ROOT, "deploy"), overlay)
+            f.write(f"resources:\n- {rel}/scheduler\ncomponents:\n- {rel}/components/webhook-cert-manager\n")
+        text = self.kubectl("kustomize", overlay).stdout
+        objs = [d for d in yaml.safe_load_all(text) if d]
+        by, args, volumes = webhook_parts(objs)
+        self.assertNotIn("--self-signed-ca-secret", args)
+        self.assertEqual(args[args.index("--tls-cert") + 1], "/etc/gpusched/tls/tls.crt")
+        self.assertEqual(volumes["tls"]["secret"]["secretName"], "gpusched-webhook-tls")
+        self.assertNotIn("certs", volumes)
+        self.assertEqual(by[("Certificate", "gpusched-webhook")]["spec"]["secretName"], "gpusched-webhook-tls")
+        self.assertIn(("Issuer", "gpusched-webhook"), by)
+        for kind in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"):
+            self.assertNotIn((kind, "gpusched-webhook-certs"), by)
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            self.assertEqual(by[(kind, "gpusched-webhook")]["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+                             "kube-system/gpusched-webhook")
+        # The rendered variant passes the static least-privilege check too.
+        spec = importlib.util.spec_from_file_location("check_rbac", os.path.join(REPO_ROOT, "scripts", "check-rbac.py"))
+        check_rbac = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(check_rbac)
+        problems, _, _ = check_rbac.check({"rendered": text})
+        self.assertEqual(problems, [])
 
     def test_2_quickstart_as_a_user_types_it(self):
         # A node as its kubelet registers it (no kubelet here), then the quickstart's commands.

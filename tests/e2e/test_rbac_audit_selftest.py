@@ -102,6 +102,32 @@ def extender_run():
     ]
 
 
+WEBHOOK = rbac_audit.WEBHOOK.user
+
+
+def webhook_run():
+    """What `gpusched webhook --self-signed-ca-secret --events --queues` does in its suite: the CA Secret read (404),
+    created, read again at the restart; both configurations read and patched; Events; the live pod; GpuQueues."""
+    adm = dict(group="admissionregistration.k8s.io", name="gpusched-webhook")
+    return [
+        event(WEBHOOK, "get", "secrets", ns="kube-system", name="gpusched-webhook-ca", code=404),
+        event(WEBHOOK, "create", "secrets", ns="kube-system", code=201),
+        event(WEBHOOK, "get", "secrets", ns="kube-system", name="gpusched-webhook-ca"),
+        event(WEBHOOK, "get", "mutatingwebhookconfigurations", **adm,
+              uri="/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/gpusched-webhook"),
+        event(WEBHOOK, "patch", "mutatingwebhookconfigurations", **adm,
+              uri="/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/gpusched-webhook"),
+        event(WEBHOOK, "get", "validatingwebhookconfigurations", **adm,
+              uri="/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/gpusched-webhook"),
+        event(WEBHOOK, "patch", "validatingwebhookconfigurations", **adm,
+              uri="/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/gpusched-webhook"),
+        event(WEBHOOK, "create", "events", ns="team-a", code=201),
+        event(WEBHOOK, "patch", "events", ns="team-a", name="p.e1"),
+        event(WEBHOOK, "get", "pods", ns="team-a", name="p"),
+        event(WEBHOOK, "list", "gpuqueues", group="gpusched.io", uri="/apis/gpusched.io/v1alpha1/gpuqueues?limit=500"),
+    ]
+
+
 def scheduler_run():
     """What `gpusched scheduler` does in its suite: informers on pods, nodes, namespaces, PodDisruptionBudgets,
     GpuQueues and PodGroups, a bind, the Unschedulable condition on a pod's status, an eviction, a queue's status, events, its
@@ -191,10 +217,22 @@ class CompareTest(unittest.TestCase):
         self.assertEqual(roles_from(deploy_docs("agent.yaml"), rbac_audit.EXTENDER), [])
         webhook = roles_from(deploy_docs("webhook.yaml"), rbac_audit.WEBHOOK)
         self.assertEqual([r["source"] for r in webhook],
-                         ["ClusterRole gpusched-webhook (bound by ClusterRoleBinding gpusched-webhook)"])
+                         ["ClusterRole gpusched-webhook (bound by ClusterRoleBinding gpusched-webhook)",
+                          "Role gpusched-webhook-certs (bound by RoleBinding kube-system/gpusched-webhook-certs)",
+                          "ClusterRole gpusched-webhook-certs (bound by ClusterRoleBinding gpusched-webhook-certs)"])
         self.assertEqual([(r["resources"], r["verbs"]) for r in webhook[0]["rules"]],
                          [(["events"], ["create", "patch"]), (["pods"], ["get"]), (["gpuqueues"], ["list"])],
                          "the webhook writes Events, reads the pod a denial is about and lists GpuQueues, nothing else")
+        # Its own certificate: create Secrets in kube-system, read and update only its CA Secret, read and patch
+        # only its two webhook configurations.
+        self.assertEqual(webhook[1]["namespace"], "kube-system")
+        self.assertEqual([(r["resources"], r.get("resourceNames"), r["verbs"]) for r in webhook[1]["rules"]],
+                         [(["secrets"], None, ["create"]), (["secrets"], ["gpusched-webhook-ca"], ["get", "update"])])
+        self.assertEqual([(r["apiGroups"], r["resources"], r.get("resourceNames"), r["verbs"])
+                          for r in webhook[2]["rules"]],
+                         [(["admissionregistration.k8s.io"],
+                           ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"], ["gpusched-webhook"],
+                           ["get", "patch"])])
 
     def test_allow_list_names_grants_of_deploy(self):
         grants = {}
@@ -217,6 +255,22 @@ class CompareTest(unittest.TestCase):
                                      ("coordination.k8s.io", "leases", "update")})
         text = rbac_audit.summary(rbac_audit.EXTENDER, used, notes)
         self.assertIn("pods/binding: create x1", text)
+
+    def test_the_webhook_run_matches_deploy_webhook(self):
+        roles = roles_from(deploy_docs("webhook.yaml"), rbac_audit.WEBHOOK)
+        problems, notes, used = self.compare(webhook_run(), roles, rbac_audit.WEBHOOK)
+        self.assertEqual(problems, [])
+        self.assertEqual(len(used), 10)
+        self.assertTrue(any("unused, allowed: update secrets" in n for n in notes), notes)
+        # Another Secret, another namespace's, another configuration: not its own role's.
+        for bad in (event(WEBHOOK, "get", "secrets", ns="kube-system", name="other-secret"),
+                    event(WEBHOOK, "create", "secrets", ns="default", code=201),
+                    event(WEBHOOK, "patch", "validatingwebhookconfigurations", group="admissionregistration.k8s.io",
+                          name="someone-elses",
+                          uri="/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/someone-elses")):
+            problems, _, _ = self.compare(webhook_run() + [bad], roles, rbac_audit.WEBHOOK)
+            self.assertEqual(len(problems), 1, problems)
+            self.assertIn("not granted by its own role", problems[0])
 
     def test_the_scheduler_run_matches_deploy_scheduler(self):
         roles = roles_from(deploy_docs("scheduler.yaml"), rbac_audit.SCHEDULER)
@@ -380,6 +434,24 @@ rules:
 - apiGroups: [""]
   resources: ["users"]
   verbs: ["impersonate"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+- apiGroups: ["admissionregistration.k8s.io"]
+  resources: ["mutatingwebhookconfigurations"]
+  verbs: ["get", "update"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: nosy, namespace: ns}
+rules:
+- apiGroups: [""]
+  resources: ["secrets"]
+  resourceNames: ["mine"]
+  verbs: ["create", "get"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["list", "update"]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -429,11 +501,17 @@ class CheckRbacTest(unittest.TestCase):
                          "rule 1: wildcard verbs entry '*'", "rule 2: 'update' on pods:",
                          "rule 2: 'update' on pods/status", "rule 3: verb 'bind'", "rule 3: verb 'escalate'",
                          "rule 4: verb 'impersonate'",
+                         "ClusterRole greedy: rule 5: secrets in a ClusterRole",
+                         "ClusterRole greedy: rule 6: mutatingwebhookconfigurations without resourceNames",
+                         "ClusterRole greedy: rule 6: 'update' on mutatingwebhookconfigurations",
+                         "Role nosy: rule 1: 'create' with resourceNames never matches",
+                         "Role nosy: rule 2: 'list' on secrets reads or removes every Secret",
+                         "Role nosy: rule 2: list, update on secrets without resourceNames",
                          "ClusterRoleBinding admin: binds ClusterRole cluster-admin, which is not defined",
                          "Deployment lonely: ServiceAccount ns/lonely gets an API token but no binding",
                          "CronJob anon: runs as ServiceAccount ns/default, which is not defined"):
             self.assertIn(expected, text)
-        self.assertEqual(len(problems), 11, text)
+        self.assertEqual(len(problems), 17, text)
         self.assertTrue(all(p.startswith("deploy/bad.yaml: ") for p in problems))
 
     def test_unreadable_yaml_is_a_problem(self):

@@ -1,9 +1,11 @@
 """End-to-end: `gpusched webhook` behind a real kube-apiserver (control_plane.py; admission webhooks are on by
-default since 1.9). The webhook runs on 127.0.0.1 with a serving certificate from the test PKI (IP SAN 127.0.0.1);
-the test registers deploy/base/webhook/webhook.yaml's MutatingWebhookConfiguration and ValidatingWebhookConfiguration changed
-only as that file documents for Kubernetes < 1.28 (matchConditions removed, failurePolicy Ignore) and pointed at
-that URL with the test CA as caBundle. Then, in namespace team-a (config: GPU pods there get schedulerName
-gpusched, so kube-scheduler leaves them alone):
+default since 1.9). The test registers deploy/base/webhook/webhook.yaml's MutatingWebhookConfiguration and
+ValidatingWebhookConfiguration changed only as that file documents for Kubernetes < 1.28 (matchConditions removed,
+failurePolicy Ignore) and pointed at a URL on 127.0.0.1, with no caBundle. The webhook runs there as in the install
+(--self-signed-ca-secret, as its ServiceAccount with the file's roles), with --extra-san 127.0.0.1 since the API
+server reaches it by URL: it makes its CA Secret kube-system/gpusched-webhook-ca, patches the CA into caBundle of
+every webhook of both configurations, and serves a certificate from it, with no other step. A restart keeps the CA.
+Then, in namespace team-a (config: GPU pods there get schedulerName gpusched, so kube-scheduler leaves them alone):
   - alice (client certificate CN=alice, edit's verbs on pods in team-a) cannot create a pod with a forged
     gpusched.io/allocation, nor change or remove it on an existing pod by PATCH; the reason names the annotation
     and the user;
@@ -43,6 +45,7 @@ DEPLOY = os.path.join(REPO_ROOT, "deploy", "base", "webhook", "webhook.yaml")
 QUEUES = "/apis/gpusched.io/v1alpha1/gpuqueues"
 ALLOCATION = json.dumps({"node": "wh-node-1", "id": 1, "containers": [{"name": "main", "gpus": [
     {"index": 0, "uuid": "GPU-wh-node-1-0", "milli": 300, "memory_mib": 20000, "exclusive": False}]}]})
+CA_SECRET = "gpusched-webhook-ca"
 SHARE = {"gpusched.io/gpu": 1, "gpusched.io/gpu-core": 30, "gpusched.io/gpu-memory": 20000}
 
 
@@ -55,13 +58,31 @@ SKIP_REASON = suite_skip_reason("webhook")
 
 
 def deploy_documents():
-    """deploy/base/webhook/webhook.yaml's documents by kind."""
+    """deploy/base/webhook/webhook.yaml's documents as (kind, text), in file order."""
     with open(DEPLOY) as f:
         docs = [d for d in re.split(r"(?m)^---\s*$", f.read()) if re.search(r"(?m)^kind:", d)]
-    return {re.search(r"(?m)^kind:\s*(\S+)", d).group(1): d for d in docs}
+    return [(re.search(r"(?m)^kind:\s*(\S+)", d).group(1), d) for d in docs]
 
 
-def pre_128_variant(doc, url, ca_bundle):
+def deploy_document(kind):
+    """The one document of deploy/base/webhook/webhook.yaml of that kind."""
+    docs = [d for k, d in deploy_documents() if k == kind]
+    if len(docs) != 1:
+        raise AssertionError(f"deploy/base/webhook/webhook.yaml: {len(docs)} documents of kind {kind}, expected 1")
+    return docs[0]
+
+
+def webhook_args(port, cert_dir, config, kubeconfig):
+    """`gpusched webhook` as the Deployment runs it (its own certificate), on 127.0.0.1:port."""
+    return [os.environ["GPUSCHED_BIN"], "webhook", "--listen", f"127.0.0.1:{port}",
+            "--self-signed-ca-secret", CA_SECRET, "--namespace", "kube-system", "--service", "gpusched-webhook",
+            "--mutating-webhook-configuration", "gpusched-webhook",
+            "--validating-webhook-configuration", "gpusched-webhook",
+            "--extra-san", "127.0.0.1", "--cert-dir", cert_dir,
+            "--config", config, "--events", "--queues", "--kubeconfig", kubeconfig]
+
+
+def pre_128_variant(doc, url, ca_bundle=None):
     """A webhook configuration of deploy/base/webhook/webhook.yaml as its header tells clusters < 1.28 to change it (no
     matchConditions, failurePolicy Ignore), served at `url` instead of the Service."""
     webhooks = len(re.findall(r"(?m)^- name: ", doc))
@@ -69,8 +90,8 @@ def pre_128_variant(doc, url, ca_bundle):
     conditioned = len(re.findall(r"(?m)^  matchConditions:$", doc))
     subs = [(r"(?m)^  matchConditions:\n(?:(?:  - | {4,}).*\n?)*", "", conditioned),
             (r"(?m)^(  failurePolicy:) Fail$", r"\g<1> Ignore", conditioned),
-            (r"(?m)^(    )service: \{[^}\n]*path: (/\w+)[^}\n]*\}$", rf"\g<1>url: {url}\g<2>\n\g<1>caBundle: {ca_bundle}",
-             webhooks)]
+            (r"(?m)^(    )service: \{[^}\n]*path: (/\w+)[^}\n]*\}$",
+             rf"\g<1>url: {url}\g<2>" + (rf"\n\g<1>caBundle: {ca_bundle}" if ca_bundle else ""), webhooks)]
     for pattern, repl, want in subs:
         doc, n = re.subn(pattern, repl, doc)
         if n != want:
@@ -110,7 +131,6 @@ class WebhookE2E(unittest.TestCase):
                    what="alice's RoleBinding to take effect")
 
         # The webhook: default allowedUsers; GPU pods of team-a get gpusched's scheduler.
-        crt, key = cp.pki.server_cert("gpusched-webhook", ips=["127.0.0.1"])
         config = os.path.join(cp.dir, "webhook.yaml")
         with open(config, "w") as f:
             f.write(f"schedulerName: gpusched\nnamespaces: [{NS}]\n")
@@ -129,21 +149,22 @@ class WebhookE2E(unittest.TestCase):
         cls.admin.call("POST", QUEUES, {"apiVersion": "gpusched.io/v1alpha1", "kind": "GpuQueue",
                                         "metadata": {"name": "wh-team-b"}, "spec": {"namespaces": ["wh-team-b"]}})
         cls.port = free_port()
-        cls.webhook = Process("gpusched-webhook",
-                              [os.environ["GPUSCHED_BIN"], "webhook", "--listen", f"127.0.0.1:{cls.port}",
-                               "--tls-cert", crt, "--tls-key", key, "--config", config,
-                               "--events", "--queues", "--kubeconfig", kubeconfig],
-                              os.path.join(cp.dir, "webhook.log"))
-        cls.addClassCleanup(cls.webhook.stop)
-        cls.tls = ssl.create_default_context(cafile=cp.pki.ca_crt)
-        wait_until(lambda: cls.https_get("/healthz")[0] == 200, 30, what="webhook /healthz", alive=[cls.webhook])
-
-        # deploy/base/webhook/webhook.yaml's configurations, as documented for clusters < 1.28, at the webhook's URL.
-        with open(cp.pki.ca_crt, "rb") as f:
-            ca_bundle = base64.b64encode(f.read()).decode()
-        docs = deploy_documents()
+        # deploy/base/webhook/webhook.yaml's configurations, as documented for clusters < 1.28, at the webhook's URL,
+        # with no caBundle: the webhook fills it.
         for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-            cls.admin.apply_yaml(pre_128_variant(docs[kind], f"https://127.0.0.1:{cls.port}", ca_bundle))
+            cls.admin.apply_yaml(pre_128_variant(deploy_document(kind), f"https://127.0.0.1:{cls.port}"))
+        cls.webhook_argv = lambda cert_dir: webhook_args(cls.port, cert_dir, config, kubeconfig)
+        cls.webhook = Process("gpusched-webhook", cls.webhook_argv(os.path.join(cp.dir, "webhook-certs")),
+                              os.path.join(cp.dir, "webhook.log"))
+        cls.addClassCleanup(lambda: cls.webhook.stop())
+        # It serves only once its certificate is made and caBundle patched.
+        cls.ca_pem = wait_until(lambda: cls.secret_ca(), 30, what=f"Secret kube-system/{CA_SECRET}",
+                                alive=[cls.webhook])
+        cls.ca_file = os.path.join(cp.dir, "webhook-ca.crt")
+        with open(cls.ca_file, "w") as f:
+            f.write(cls.ca_pem)
+        cls.tls = ssl.create_default_context(cafile=cls.ca_file)
+        wait_until(lambda: cls.https_get("/healthz")[0] == 200, 30, what="webhook /healthz", alive=[cls.webhook])
 
         # The API server picks configurations up from its informer: wait until a dry run is refused.
         def refused():
@@ -151,6 +172,32 @@ class WebhookE2E(unittest.TestCase):
                                          gpu_pod("probe", {"gpusched.io/gpu-core": 150}))
             return status == 422 and "gpu-core 150" in json.dumps(body)
         wait_until(refused, 30, what="the API server to call the webhook", alive=[cls.webhook])
+
+    @classmethod
+    def secret_ca(cls):
+        """ca.crt of the webhook's CA Secret, or None while there is none."""
+        status, secret = cls.admin.raw("GET", f"/api/v1/namespaces/kube-system/secrets/{CA_SECRET}")
+        if status != 200:
+            return None
+        return base64.b64decode(secret["data"]["ca.crt"]).decode()
+
+    @classmethod
+    def served_certificate(cls):
+        """The certificate the webhook serves (PEM), verified against its CA for 127.0.0.1."""
+        conn = http.client.HTTPSConnection("127.0.0.1", cls.port, timeout=5, context=cls.tls)
+        try:
+            conn.connect()
+            return ssl.DER_cert_to_PEM_cert(conn.sock.getpeercert(binary_form=True))
+        finally:
+            conn.close()
+
+    def assertCaBundles(self, ca_pem):
+        """Every webhook of both configurations trusts exactly `ca_pem`."""
+        for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+            config = self.admin.call("GET", f"/apis/admissionregistration.k8s.io/v1/{kind}/gpusched-webhook")
+            self.assertGreater(len(config["webhooks"]), 0)
+            for w in config["webhooks"]:
+                self.assertEqual(base64.b64decode(w["clientConfig"]["caBundle"]).decode(), ca_pem, (kind, w["name"]))
 
     @classmethod
     def https_get(cls, path):
@@ -191,12 +238,31 @@ class WebhookE2E(unittest.TestCase):
             raise
 
     def test_1_deploy_file_passes_validation(self):
-        for kind, doc in deploy_documents().items():
+        for kind, doc in deploy_documents():
             if kind == "PodDisruptionBudget" and self.cp.version < (1, 21):
                 continue  # policy/v1 came in 1.21
-            # The configurations the test registered carry the same names.
-            doc = re.sub(r"(?m)^  name: gpusched-webhook$", "  name: gpusched-webhook-dry-run", doc)
+            # The configurations and roles the test created carry the same names.
+            doc = re.sub(r"(?m)^  name: (gpusched-webhook(?:-certs)?)$", r"  name: \g<1>-dry-run", doc)
             self.admin.apply_yaml(doc, dry_run=True)
+
+    def test_1b_the_webhook_made_its_own_certificate(self):
+        secret = self.admin.call("GET", f"/api/v1/namespaces/kube-system/secrets/{CA_SECRET}")
+        self.assertEqual(secret["metadata"]["labels"]["app.kubernetes.io/managed-by"], "gpusched-webhook")
+        self.assertEqual(sorted(secret["data"]), ["ca.crt", "ca.key"])
+        self.assertCaBundles(self.ca_pem)
+        # The serving certificate chains to that CA (served_certificate verifies it) and names the Service.
+        served = self.served_certificate()
+        self.assertNotEqual(served, self.ca_pem)
+        log_text = self.webhook.tail(200)
+        self.assertIn(f"made a new CA in Secret kube-system/{CA_SECRET}", log_text)
+        self.assertIn("issued a serving certificate for gpusched-webhook, gpusched-webhook.kube-system, "
+                      "gpusched-webhook.kube-system.svc, gpusched-webhook.kube-system.svc.cluster.local, 127.0.0.1",
+                      log_text)
+        status, metrics = self.https_get("/metrics")
+        self.assertEqual(status, 200)
+        expiry = re.search(r"(?m)^gpusched_webhook_certificate_expiry_timestamp_seconds (\d+)$", metrics)
+        self.assertIsNotNone(expiry, metrics)
+        self.assertGreater(int(expiry.group(1)), time.time() + 300 * 86400)  # a year, less the backdating
 
     def test_2_forged_allocation_is_refused(self):
         for name, limits in (("forged-gpu", SHARE), ("forged-cpu", {"cpu": "100m"})):
@@ -400,6 +466,29 @@ class WebhookE2E(unittest.TestCase):
         self.assertFalse(answer["response"]["allowed"], answer)
         self.assertEqual(unverified(), before + 1)  # counted before the answer went out
         self.assertEqual(self.admin.events_for("victim", namespace=NS, reason="AdmissionDenied"), [])
+
+    def test_8e_a_restart_keeps_the_ca(self):
+        before = self.admin.call("GET", f"/api/v1/namespaces/kube-system/secrets/{CA_SECRET}")
+        first_served = self.served_certificate()
+        self.webhook.stop()
+        self.assertEqual(self.webhook.proc.returncode, 0, self.webhook.tail(20))
+        # A fresh emptyDir, as a new pod would have.
+        cls = type(self)
+        cls.webhook = Process("gpusched-webhook", cls.webhook_argv(os.path.join(self.cp.dir, "webhook-certs-2")),
+                              os.path.join(self.cp.dir, "webhook-2.log"))
+        wait_until(lambda: self.https_get("/healthz")[0] == 200, 30, what="webhook /healthz after the restart",
+                   alive=[cls.webhook])
+        after = self.admin.call("GET", f"/api/v1/namespaces/kube-system/secrets/{CA_SECRET}")
+        self.assertEqual(after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"])
+        self.assertEqual(self.secret_ca(), self.ca_pem)
+        self.assertCaBundles(self.ca_pem)
+        self.assertNotEqual(self.served_certificate(), first_served)  # its own certificate, from the same CA
+        self.assertNotIn("made a new CA", self.webhook.tail(200))
+        self.assertNotIn("patched caBundle", self.webhook.tail(200))
+        # And the API server still reaches it: a memory-only pod gets its device count.
+        self.alice.create("pods", gpu_pod("after-restart", {"aliyun.com/gpu-mem": 8}), namespace=NS)
+        limits = self.pod("after-restart")["spec"]["containers"][0]["resources"]["limits"]
+        self.assertEqual(limits.get("gpusched.io/gpu"), "1")
 
     def test_9_an_outage_does_not_block_pods_without_gpus(self):
         self.webhook.stop()

@@ -1,6 +1,7 @@
 #include "gpusched/cli/webhook_command.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -11,6 +12,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -30,6 +32,7 @@
 #include "gpusched/daemon/tls_reloader.h"
 #include "gpusched/kube/gpu_queue.h"
 #include "gpusched/net/http_server.h"
+#include "gpusched/webhook/cert_keeper.h"
 #include "gpusched/webhook/handler.h"
 #include "gpusched/webhook/queue_membership.h"
 #include "gpusched/webhook/webhook_config.h"
@@ -42,6 +45,11 @@ using webhook::Outcome;
 
 constexpr auto kCertificateCheckInterval = std::chrono::seconds(30);
 constexpr auto kQueueRefreshInterval = std::chrono::seconds(30);
+// --self-signed-ca-secret: how often the CA Secret and caBundle are checked and the certificate's expiry; after a
+// failure, sooner.
+constexpr auto kCertSyncInterval = std::chrono::minutes(5);
+constexpr auto kCertRetryInterval = std::chrono::seconds(30);
+constexpr const char* kPodNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 // More GpuQueues than this are not read (a cluster has tens).
 constexpr size_t kMaxQueues = 10000;
 // Live-pod checks (a GET each) of denials at once; a denial past it writes no Event (they are best effort).
@@ -71,6 +79,9 @@ struct State {
   std::atomic<int> event_checks{0};
   std::atomic<uint64_t> events_unverified{0};
   std::atomic<bool> draining{false};
+  bool self_signed = false;                  // --self-signed-ca-secret
+  std::atomic<int64_t> cert_not_after_s{0};  // of the serving certificate it made
+  std::atomic<uint64_t> cert_sync_failures{0};
   std::array<std::array<std::atomic<uint64_t>, webhook::kOutcomes>, 2> admissions{};  // [endpoint][outcome]
 
   // A denial's Event, when the review is verifiably real (webhook::TellIfReal).
@@ -126,6 +137,20 @@ struct State {
           "# TYPE gpusched_webhook_queues gauge\n"
           "gpusched_webhook_queues " +
           std::to_string(queues.Get()->size()) + "\n";
+    }
+    if (self_signed) {
+      out +=
+          "# HELP gpusched_webhook_certificate_expiry_timestamp_seconds When the serving certificate the webhook "
+          "made expires (it is re-issued with a third of its lifetime left).\n"
+          "# TYPE gpusched_webhook_certificate_expiry_timestamp_seconds gauge\n"
+          "gpusched_webhook_certificate_expiry_timestamp_seconds " +
+          std::to_string(cert_not_after_s.load()) +
+          "\n"
+          "# HELP gpusched_webhook_certificate_sync_failures_total Checks of the CA Secret, caBundle and serving "
+          "certificate that failed (each is retried).\n"
+          "# TYPE gpusched_webhook_certificate_sync_failures_total counter\n"
+          "gpusched_webhook_certificate_sync_failures_total " +
+          std::to_string(cert_sync_failures.load()) + "\n";
     }
     return out + net::RenderStats(server.stats(), "gpusched_webhook");
   }
@@ -226,15 +251,104 @@ void RefreshQueues(adapters::k8s::ApiClient& client, webhook::QueueDirectory& di
   }
 }
 
+std::string Rfc3339(webhook::WallTime t) {
+  const std::time_t tt = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// One CertKeeper::Sync, its changes logged. True when it succeeded.
+common::Status SyncCertificate(webhook::CertKeeper& keeper, State& state, const std::string& secret_ref) {
+  auto report = keeper.Sync();
+  if (!report.ok()) {
+    state.cert_sync_failures.fetch_add(1);
+    return report.status();
+  }
+  if (report->ca_created) {
+    Say(common::LogLevel::kInfo, "made a new CA in " + secret_ref);
+  }
+  if (report->ca_adopted) {
+    Say(common::LogLevel::kInfo, "using the CA another replica wrote to " + secret_ref);
+  }
+  if (report->ca_rotated) {
+    Say(common::LogLevel::kInfo, "rotated the CA in " + secret_ref + " (the old one stays trusted until it expires)");
+  }
+  for (const std::string& p : report->patched) {
+    Say(common::LogLevel::kInfo, "patched caBundle of " + p);
+  }
+  if (report->cert_issued) {
+    Say(
+        common::LogLevel::kInfo, "issued a serving certificate for " + [&] {
+          std::string names;
+          for (const std::string& n : keeper.names()) {
+            names += (names.empty() ? "" : ", ") + n;
+          }
+          return names;
+        }() + ", valid until " + Rfc3339(report->cert_not_after));
+  }
+  state.cert_not_after_s =
+      std::chrono::duration_cast<std::chrono::seconds>(report->cert_not_after.time_since_epoch()).count();
+  return common::Status::Ok();
+}
+
+// The pod's own namespace (its ServiceAccount's namespace file), "" outside a pod.
+std::string PodNamespace() {
+  auto text = ReadFile(kPodNamespaceFile);
+  if (!text) {
+    return "";
+  }
+  std::string ns = *text;
+  while (!ns.empty() && (ns.back() == '\n' || ns.back() == ' ')) {
+    ns.pop_back();
+  }
+  return ns;
+}
+
 }  // namespace
 
 void AddWebhookCommand(CLI::App& app, WebhookFlags& flags, int& exit_code) {
   CLI::App* wh = app.add_subcommand(
       "webhook",
       "Admission webhook over HTTPS: refuses forged gpusched.io/allocation annotations and GPU requests that can "
-      "never be met, completes GPU requests with their device count (docs/webhook.md)");
+      "never be met, completes GPU requests with their device count (docs/webhook.md). TLS: its own certificate "
+      "(--self-signed-ca-secret, the default install) or one given (--tls-cert/--tls-key, e.g. cert-manager's)");
   wh->add_option("--listen", flags.listen, "host:port")->capture_default_str();
-  wh->add_option("--tls-cert", flags.tls_cert, "PEM serving certificate (chain); re-read when it changes")
+  wh->add_option("--self-signed-ca-secret", flags.self_signed_ca_secret,
+                 "Make the serving certificate: a CA kept in this Secret (created when missing, rotated before it "
+                 "expires), a certificate from it for --service, and the CA patched into caBundle of the webhook "
+                 "configurations named below. The default install (deploy/base/webhook). Needs Secrets create, get "
+                 "and update of this name, and get and patch of the configurations. Not with --tls-cert/--tls-key");
+  wh->add_option("--namespace", flags.namespace_,
+                 "With --self-signed-ca-secret: the namespace of the Secret and the Service (default: the pod's own)");
+  wh->add_option("--service", flags.service,
+                 "With --self-signed-ca-secret: the webhook's Service; its names <svc>, <svc>.<ns>, <svc>.<ns>.svc "
+                 "and <svc>.<ns>.svc.cluster.local go in the certificate");
+  wh->add_option("--mutating-webhook-configuration", flags.mutating_configuration,
+                 "With --self-signed-ca-secret: the MutatingWebhookConfiguration whose webhooks get the caBundle");
+  wh->add_option("--validating-webhook-configuration", flags.validating_configuration,
+                 "With --self-signed-ca-secret: the ValidatingWebhookConfiguration whose webhooks get the caBundle");
+  wh->add_option("--extra-san", flags.extra_sans,
+                 "With --self-signed-ca-secret: more names for the certificate (IP addresses or DNS names, "
+                 "comma-separated), for tests and out-of-cluster use (a webhook reached by URL)")
+      ->delimiter(',');
+  wh->add_option("--cert-dir", flags.cert_dir,
+                 "With --self-signed-ca-secret: where the serving certificate and key are written (tls.crt, tls.key; "
+                 "an emptyDir in the pod)")
+      ->capture_default_str();
+  wh->add_option("--ca-validity-days", flags.ca_validity_days,
+                 "With --self-signed-ca-secret: a new CA's lifetime; rotated with a third of it left")
+      ->check(CLI::Range(1, 36500))
+      ->capture_default_str();
+  wh->add_option("--cert-validity-days", flags.cert_validity_days,
+                 "With --self-signed-ca-secret: a serving certificate's lifetime; re-issued with a third of it left")
+      ->check(CLI::Range(1, 36500))
+      ->capture_default_str();
+  wh->add_option("--tls-cert", flags.tls_cert,
+                 "PEM serving certificate (chain), e.g. cert-manager's Secret mounted; re-read when it changes. Not "
+                 "with --self-signed-ca-secret")
       ->check(CLI::ExistingFile);
   wh->add_option("--tls-key", flags.tls_key, "PEM private key")->check(CLI::ExistingFile);
   wh->add_option("--config", flags.config,
@@ -263,16 +377,37 @@ void AddWebhookCommand(CLI::App& app, WebhookFlags& flags, int& exit_code) {
                  "With --client-ca: the names (subject CN, DNS or URI SAN) a caller's certificate must carry")
       ->delimiter(',');
   wh->add_option("--kubeconfig", flags.kubeconfig,
-                 "With --events or --queues: kubeconfig (default $KUBECONFIG, in-cluster, ~/.kube/config)");
+                 "With --events, --queues or --self-signed-ca-secret: kubeconfig (default $KUBECONFIG, in-cluster, "
+                 "~/.kube/config)");
   wh->add_option("--context", flags.context,
-                 "With --events or --queues: kubeconfig context (default: its current-context)");
+                 "With --events, --queues or --self-signed-ca-secret: kubeconfig context (default: its "
+                 "current-context)");
   wh->add_flag("-v,--verbose", flags.verbose, "Debug logging, every patch (--v=4)");
   AddLogFlags(*wh, flags.log);
   wh->callback([&flags, &exit_code] { exit_code = RunWebhook(flags); });
 }
 
-int RunWebhook(const WebhookFlags& flags) {
-  SetUpLogging(flags.log, flags.verbose, "webhook");
+int RunWebhook(const WebhookFlags& given) {
+  SetUpLogging(given.log, given.verbose, "webhook");
+  // In self-signed mode the files the webhook writes stand where --tls-cert/--tls-key would.
+  WebhookFlags flags = given;
+  const bool self_signed = !flags.self_signed_ca_secret.empty();
+  if (self_signed && (!flags.tls_cert.empty() || !flags.tls_key.empty())) {
+    return Fail(
+        "--self-signed-ca-secret and --tls-cert/--tls-key are exclusive: either the webhook makes its own "
+        "certificate, or it serves the one given (cert-manager's; docs/webhook.md)");
+  }
+  if (!self_signed) {
+    for (const auto& [flag, set] : {std::pair{"--namespace", !flags.namespace_.empty()},
+                                    {"--service", !flags.service.empty()},
+                                    {"--mutating-webhook-configuration", !flags.mutating_configuration.empty()},
+                                    {"--validating-webhook-configuration", !flags.validating_configuration.empty()},
+                                    {"--extra-san", !flags.extra_sans.empty()}}) {
+      if (set) {
+        return Fail(std::string(flag) + " is for --self-signed-ca-secret");
+      }
+    }
+  }
   std::string host;
   int port = 0;
   if (auto s = daemon::ParseListen(flags.listen, host, port); !s.ok()) {
@@ -281,7 +416,7 @@ int RunWebhook(const WebhookFlags& flags) {
   if (flags.tls_cert.empty() != flags.tls_key.empty()) {
     return Fail("--tls-cert and --tls-key go together");
   }
-  const bool tls = !flags.tls_cert.empty();
+  const bool tls = !flags.tls_cert.empty() || self_signed;
   if (!tls && !net::IsLoopbackHost(host)) {
     return Fail("refusing to serve plain HTTP on " + flags.listen +
                 ": give --tls-cert and --tls-key (kube-apiserver calls webhooks over HTTPS only), or listen on a "
@@ -293,7 +428,36 @@ int RunWebhook(const WebhookFlags& flags) {
         "signed, a cluster CA signs every node's and many users')");
   }
   if (!flags.client_ca.empty() && !tls) {
-    return Fail("--client-ca needs --tls-cert and --tls-key");
+    return Fail("--client-ca needs TLS: --self-signed-ca-secret, or --tls-cert and --tls-key");
+  }
+  webhook::CertKeeperOptions keeper_options;
+  if (self_signed) {
+    keeper_options =
+        webhook::CertKeeperOptions{.namespace_ = flags.namespace_.empty() ? PodNamespace() : flags.namespace_,
+                                   .secret_name = flags.self_signed_ca_secret,
+                                   .service = flags.service,
+                                   .extra_names = flags.extra_sans,
+                                   .mutating_configuration = flags.mutating_configuration,
+                                   .validating_configuration = flags.validating_configuration,
+                                   .cert_file = flags.cert_dir + "/tls.crt",
+                                   .key_file = flags.cert_dir + "/tls.key",
+                                   .ca_validity = std::chrono::hours(24) * flags.ca_validity_days,
+                                   .cert_validity = std::chrono::hours(24) * flags.cert_validity_days};
+    if (keeper_options.namespace_.empty()) {
+      return Fail("--self-signed-ca-secret: give --namespace (outside a pod there is no " +
+                  std::string(kPodNamespaceFile) + ")");
+    }
+    if (auto s = webhook::CheckCertKeeperOptions(keeper_options); !s.ok()) {
+      return Fail(s.message());
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(flags.cert_dir, ec);
+    if (ec || ::access(flags.cert_dir.c_str(), W_OK) != 0) {
+      return Fail("--cert-dir: cannot write to " + flags.cert_dir + (ec ? ": " + ec.message() : std::string()) +
+                  " (in a pod, mount an emptyDir there)");
+    }
+    flags.tls_cert = keeper_options.cert_file;
+    flags.tls_key = keeper_options.key_file;
   }
   if (!(flags.shutdown_delay_s >= 0 && flags.shutdown_delay_s <= 300)) {
     return Fail("--shutdown-delay must be between 0 and 300 seconds");
@@ -321,8 +485,8 @@ int RunWebhook(const WebhookFlags& flags) {
   std::unique_ptr<adapters::k8s::ApiClient> client;
   std::unique_ptr<adapters::k8s::EventWriter> events;
   state.verify_callers = !flags.client_ca.empty();
-  if (flags.events || flags.queues) {
-    const std::string which = flags.events ? "--events" : "--queues";
+  if (flags.events || flags.queues || self_signed) {
+    const std::string which = self_signed ? "--self-signed-ca-secret" : flags.events ? "--events" : "--queues";
     auto config = adapters::k8s::ResolveClientConfig(flags.kubeconfig, flags.context);
     if (!config.ok()) {
       return Fail(which + ": " + config.status().message());
@@ -334,7 +498,7 @@ int RunWebhook(const WebhookFlags& flags) {
     client = std::move(made_client).value();
     state.client = client.get();
   } else if (!flags.kubeconfig.empty() || !flags.context.empty()) {
-    return Fail("--kubeconfig and --context are for --events and --queues");
+    return Fail("--kubeconfig and --context are for --events, --queues and --self-signed-ca-secret");
   }
   if (flags.events) {
     events = std::make_unique<adapters::k8s::EventWriter>(*client, "gpusched-webhook");
@@ -343,6 +507,38 @@ int RunWebhook(const WebhookFlags& flags) {
   state.queues_enabled = flags.queues;
   if (flags.queues) {
     RefreshQueues(*client, state.queues, /*first=*/true);
+  }
+
+  // Self-signed: the CA, caBundle and a first certificate before anything is served (so /readyz answers only then).
+  // Bad contents of the Secret or a flag the API refuses stop here; anything else (the API server unreachable, the
+  // configurations not applied yet, RBAC not there yet) is retried until it works or a signal comes.
+  std::unique_ptr<webhook::CertKeeper> keeper;
+  const std::string secret_ref = "Secret " + keeper_options.namespace_ + "/" + keeper_options.secret_name;
+  state.self_signed = self_signed;
+  if (self_signed) {
+    keeper =
+        std::make_unique<webhook::CertKeeper>(*client, keeper_options, [] { return std::chrono::system_clock::now(); });
+    auto wait = std::chrono::seconds(1);
+    for (;;) {
+      const common::Status s = SyncCertificate(*keeper, state, secret_ref);
+      if (s.ok()) {
+        break;
+      }
+      if (s.code() == common::StatusCode::kInvalidArgument) {
+        return Fail("--self-signed-ca-secret: " + s.message());
+      }
+      Say(common::LogLevel::kWarn,
+          "no serving certificate yet (tried again in " + std::to_string(wait.count()) + " s): " + s.message());
+      const timespec delay{.tv_sec = static_cast<time_t>(wait.count()), .tv_nsec = 0};
+      int got = -1;
+      while ((got = sigtimedwait(&signals, nullptr, &delay)) < 0 && errno == EINTR) {
+      }
+      if (got > 0) {
+        Say(common::LogLevel::kInfo, std::string("stopping on ") + strsignal(got) + " before serving");
+        return 0;
+      }
+      wait = std::min(wait * 2, std::chrono::seconds(30));
+    }
   }
 
   // Certificate renewal: the pair the first server loads, read before it is built so that a renewal in between is
@@ -399,6 +595,25 @@ int RunWebhook(const WebhookFlags& flags) {
     }
   }
 
+  // Self-signed: renewal, a CA another replica rotated, a caBundle someone reset (kubectl apply of an older file).
+  std::thread cert_syncer;
+  if (self_signed) {
+    cert_syncer = std::thread([&] {
+      std::unique_lock lock(mu);
+      auto interval = std::chrono::duration_cast<std::chrono::seconds>(kCertSyncInterval);
+      while (!cv.wait_for(lock, interval, [&] { return stopping; })) {
+        lock.unlock();
+        const common::Status s = SyncCertificate(*keeper, state, secret_ref);
+        if (!s.ok()) {
+          Say(common::LogLevel::kWarn, "certificate check failed (tried again in " +
+                                           std::to_string(kCertRetryInterval.count()) + " s): " + s.message());
+        }
+        interval = s.ok() ? std::chrono::duration_cast<std::chrono::seconds>(kCertSyncInterval) : kCertRetryInterval;
+        lock.lock();
+      }
+    });
+  }
+
   std::thread refresher;
   if (flags.queues) {
     refresher = std::thread([&] {
@@ -435,6 +650,9 @@ int RunWebhook(const WebhookFlags& flags) {
   reloader.Stop();  // before the server goes: the reloader may be replacing it
   if (refresher.joinable()) {
     refresher.join();
+  }
+  if (cert_syncer.joinable()) {
+    cert_syncer.join();
   }
   server->Stop();
   if (events != nullptr) {

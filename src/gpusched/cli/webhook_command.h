@@ -13,8 +13,14 @@
 // At most 2 reviews over 64 KiB decode at once (webhook::DecodeLimiter); more get 429 with Retry-After. Bodies are
 // at most 4 MiB, at most 32 connections are open.
 //
-// TLS is required (kube-apiserver calls webhooks over HTTPS only) unless --listen is a loopback address. The
-// certificate and key are read again every 30 s; when they change (cert-manager renewed the Secret) the listener is
+// TLS is required (kube-apiserver calls webhooks over HTTPS only) unless --listen is a loopback address. Either
+//   * --self-signed-ca-secret NAME (the default install): the webhook makes its own serving certificate
+//     (webhook/cert_keeper.h): a CA kept in that Secret, a certificate from it for --service's DNS names (plus
+//     --extra-san), written to --cert-dir, and the caBundle of --mutating-webhook-configuration and
+//     --validating-webhook-configuration patched to trust it. It serves (and /readyz answers) only once that is
+//     done; then every 5 minutes it checks again (renewal, a CA another replica rotated, a caBundle reset); or
+//   * --tls-cert and --tls-key (cert-manager, or files made by hand).
+// Either way the certificate and key are read again every 30 s; when they change (renewed) the listener is
 // re-created with them on the same port, so a renewal never needs a restart. SIGINT or SIGTERM: /readyz turns 503,
 // requests are served for --shutdown-delay seconds more (a second signal cuts it short), then the server stops
 // and the process exits 0.
@@ -35,6 +41,16 @@ struct WebhookFlags {
   std::string tls_cert;  // PEM certificate chain
   std::string tls_key;   // PEM private key
   std::string config;    // YAML (webhook/webhook_config.h); optional
+  // --self-signed-ca-secret: the webhook's own certificate (exclusive with --tls-cert/--tls-key). The namespace
+  // defaults to the pod's own (the ServiceAccount's namespace file).
+  std::string self_signed_ca_secret;
+  std::string namespace_;
+  std::string service;
+  std::string mutating_configuration, validating_configuration;
+  std::vector<std::string> extra_sans;  // IP addresses or DNS names: tests, out-of-cluster use
+  std::string cert_dir = "/run/gpusched-webhook";
+  int ca_validity_days = 3650;
+  int cert_validity_days = 365;
   double shutdown_delay_s = 0;
   // Connections open at once from one IP address, of the 256 the webhook holds (net::HttpLimits): the API server
   // (or the proxy it reaches webhooks through) is one or a few peers.

@@ -234,7 +234,17 @@ std::string Classify(const httplib::Request& req) {
       if (seg[5] == "events") {
         return m == "POST" ? "create-event" : "list-events";
       }
+      if (seg[5] == "secrets") {
+        return seg.size() == 6 ? (m == "POST" ? "create-secret" : "list-secrets")
+                               : (m == "PUT"   ? "update-secret"
+                                  : m == "GET" ? "get-secret"
+                                               : "unknown");
+      }
     }
+  }
+  if (seg.size() == 6 && seg[1] == "apis" && seg[2] == "admissionregistration.k8s.io" &&
+      (seg[4] == "mutatingwebhookconfigurations" || seg[4] == "validatingwebhookconfigurations")) {
+    return m == "GET" ? "get-webhookconfiguration" : m == "PATCH" ? "patch-webhookconfiguration" : "unknown";
   }
   if (seg.size() >= 7 && seg[1] == "apis" && seg[2] == "coordination.k8s.io" && seg[6] == "leases") {
     if (seg.size() == 7) {
@@ -356,6 +366,22 @@ class FakeApiServer::Handlers {
             Wrap([this](const auto& req, auto& res) { GetLease(res, req.matches[1], req.matches[2]); }));
     svr.Put(leases + "/([^/]+)",
             Wrap([this](const auto& req, auto& res) { PutLease(req, res, req.matches[1], req.matches[2], false); }));
+    const std::string secrets = R"(/api/v1/namespaces/([^/]+)/secrets)";
+    svr.Post(secrets, Wrap([this](const auto& req, auto& res) { PutSecret(req, res, req.matches[1], "", true); }));
+    svr.Get(secrets + "/([^/]+)", Wrap([this](const auto& req, auto& res) {
+              GetStored(res, s_.secrets_, std::string(req.matches[1]) + "/" + std::string(req.matches[2]), "secrets");
+            }));
+    svr.Put(secrets + "/([^/]+)",
+            Wrap([this](const auto& req, auto& res) { PutSecret(req, res, req.matches[1], req.matches[2], false); }));
+    const std::string configs =
+        R"(/apis/admissionregistration.k8s.io/v1/((?:mutating|validating)webhookconfigurations)/([^/]+))";
+    svr.Get(configs, Wrap([this](const auto& req, auto& res) {
+              const std::string resource = req.matches[1];
+              GetStored(res, s_.webhook_configs_, resource + "/" + std::string(req.matches[2]),
+                        resource + ".admissionregistration.k8s.io");
+            }));
+    svr.Patch(configs,
+              Wrap([this](const auto& req, auto& res) { PatchConfig(req, res, req.matches[1], req.matches[2]); }));
   }
 
  private:
@@ -849,6 +875,124 @@ class FakeApiServer::Handlers {
     WriteJson(res, create ? 201 : 200, *body);
   }
 
+  void GetStored(httplib::Response& res, const std::map<std::string, json>& objects, const std::string& key,
+                 const std::string& resource) {
+    std::lock_guard<std::mutex> lock(s_.mu_);
+    const auto it = objects.find(key);
+    if (it == objects.end()) {
+      WriteStatus(res, 404, resource + " \"" + key.substr(key.rfind('/') + 1) + "\" not found");
+      return;
+    }
+    WriteJson(res, 200, it->second);
+  }
+
+  // POST (create) or PUT (update) of a Secret.
+  void PutSecret(const httplib::Request& req, httplib::Response& res, const std::string& ns,
+                 const std::string& path_name, bool create) {
+    auto body = Parse(req, res);
+    if (!body.has_value()) {
+      return;
+    }
+    const std::string name = Meta(*body, "name");
+    if (name.empty()) {
+      WriteStatus(res, 422, "Secret \"\" is invalid: metadata.name: Required value");
+      return;
+    }
+    if ((!create && name != path_name) || (!Meta(*body, "namespace").empty() && Meta(*body, "namespace") != ns)) {
+      WriteStatus(res, 400, "the name or namespace of the object does not match the request");
+      return;
+    }
+    if (body->contains("data") &&
+        (!(*body)["data"].is_object() ||
+         std::any_of((*body)["data"].begin(), (*body)["data"].end(), [](const json& v) { return !v.is_string(); }))) {
+      WriteStatus(res, 400, "Secret data must map keys to base64 strings");
+      return;
+    }
+    std::lock_guard<std::mutex> lock(s_.mu_);
+    const std::string key = ns + "/" + name;
+    const auto it = s_.secrets_.find(key);
+    if (create && it != s_.secrets_.end()) {
+      WriteStatus(res, 409, "secrets \"" + name + "\" already exists", "AlreadyExists");
+      return;
+    }
+    if (!create) {
+      if (it == s_.secrets_.end()) {
+        WriteStatus(res, 404, "secrets \"" + name + "\" not found");
+        return;
+      }
+      const std::string want_rv = Meta(*body, "resourceVersion");
+      if (!want_rv.empty() && want_rv != Meta(it->second, "resourceVersion")) {
+        WriteStatus(res, 409,
+                    "Operation cannot be fulfilled on secrets \"" + name +
+                        "\": the object has been modified; please apply your changes to the latest version and try "
+                        "again");
+        return;
+      }
+    }
+    (*body)["metadata"]["namespace"] = ns;
+    std::optional<json> old;
+    if (it != s_.secrets_.end()) {
+      old = it->second;
+    }
+    s_.secrets_[key] = s_.StampLocked(std::move(*body), old, "v1", "Secret");
+    WriteJson(res, create ? 201 : 200, s_.secrets_[key]);
+  }
+
+  void PatchConfig(const httplib::Request& req, httplib::Response& res, const std::string& resource,
+                   const std::string& name) {
+    const std::string type = req.get_header_value("Content-Type");
+    const bool json_patch = type.rfind("application/json-patch+json", 0) == 0;
+    if (!json_patch && type.rfind("application/merge-patch+json", 0) != 0 &&
+        type.rfind("application/strategic-merge-patch+json", 0) != 0) {
+      WriteStatus(res, 415,
+                  "the body of the request was in an unknown format - accepted media types include: "
+                  "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json");
+      return;
+    }
+    json patch = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (patch.is_discarded() || (json_patch ? !patch.is_array() : !patch.is_object())) {
+      WriteStatus(res, 400,
+                  json_patch ? "a JSON patch is a list of operations" : "the request body is not a JSON object");
+      return;
+    }
+    std::lock_guard<std::mutex> lock(s_.mu_);
+    const std::string key = resource + "/" + name;
+    const auto it = s_.webhook_configs_.find(key);
+    if (it == s_.webhook_configs_.end()) {
+      WriteStatus(res, 404, resource + ".admissionregistration.k8s.io \"" + name + "\" not found");
+      return;
+    }
+    json patched;
+    if (json_patch) {
+      try {
+        patched = it->second.patch(patch);
+      } catch (const json::exception& e) {
+        WriteStatus(res, 422,
+                    std::string("the server rejected our request due to an error in our request: ") + e.what());
+        return;
+      }
+    } else {
+      const std::string want_rv = Meta(patch, "resourceVersion");
+      if (!want_rv.empty() && want_rv != Meta(it->second, "resourceVersion")) {
+        WriteStatus(res, 409,
+                    "Operation cannot be fulfilled on " + resource + ".admissionregistration.k8s.io \"" + name +
+                        "\": the object has been modified; please apply your changes to the latest version and try "
+                        "again");
+        return;
+      }
+      patched = it->second;
+      patched.merge_patch(patch);
+    }
+    if (Meta(patched, "name") != name) {
+      WriteStatus(res, 422, "metadata.name may not change");
+      return;
+    }
+    it->second = s_.StampLocked(std::move(patched), it->second, "admissionregistration.k8s.io/v1",
+                                resource == "mutatingwebhookconfigurations" ? "MutatingWebhookConfiguration"
+                                                                            : "ValidatingWebhookConfiguration");
+    WriteJson(res, 200, it->second);
+  }
+
   FakeApiServer& s_;
 };
 
@@ -1091,6 +1235,60 @@ int FakeApiServer::RequestCount(const std::string& method, const std::string& ki
 std::map<std::pair<std::string, std::string>, int> FakeApiServer::RequestCounts() const {
   std::lock_guard<std::mutex> lock(mu_);
   return counts_;
+}
+
+json FakeApiServer::StampLocked(json object, const std::optional<json>& old, const char* api_version,
+                                const char* kind) {
+  json& meta = object["metadata"];
+  if (old.has_value()) {
+    meta["uid"] = (*old)["metadata"].value("uid", "");
+    meta["creationTimestamp"] = (*old)["metadata"].value("creationTimestamp", "");
+  } else {
+    meta["uid"] = std::string(kind) + "-uid-" + std::to_string(++uid_counter_);
+    meta["creationTimestamp"] = Now();
+  }
+  meta["resourceVersion"] = std::to_string(NextRvLocked());
+  object["apiVersion"] = api_version;
+  object["kind"] = kind;
+  return object;
+}
+
+json FakeApiServer::UpsertSecret(json secret) {
+  if (Meta(secret, "namespace").empty()) {
+    secret["metadata"]["namespace"] = "default";
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string key = Meta(secret, "namespace") + "/" + Meta(secret, "name");
+  std::optional<json> old;
+  if (const auto it = secrets_.find(key); it != secrets_.end()) {
+    old = it->second;
+  }
+  return secrets_[key] = StampLocked(std::move(secret), old, "v1", "Secret");
+}
+
+std::optional<json> FakeApiServer::GetSecret(const std::string& ns, const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = secrets_.find(ns + "/" + name);
+  return it == secrets_.end() ? std::nullopt : std::optional<json>(it->second);
+}
+
+json FakeApiServer::UpsertWebhookConfiguration(const std::string& resource, json configuration) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string key = resource + "/" + Meta(configuration, "name");
+  std::optional<json> old;
+  if (const auto it = webhook_configs_.find(key); it != webhook_configs_.end()) {
+    old = it->second;
+  }
+  return webhook_configs_[key] =
+             StampLocked(std::move(configuration), old, "admissionregistration.k8s.io/v1",
+                         resource == "mutatingwebhookconfigurations" ? "MutatingWebhookConfiguration"
+                                                                     : "ValidatingWebhookConfiguration");
+}
+
+std::optional<json> FakeApiServer::GetWebhookConfiguration(const std::string& resource, const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = webhook_configs_.find(resource + "/" + name);
+  return it == webhook_configs_.end() ? std::nullopt : std::optional<json>(it->second);
 }
 
 }  // namespace gpusched::testing

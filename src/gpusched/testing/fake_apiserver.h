@@ -22,6 +22,11 @@
 //   DELETE /api/v1/namespaces/{ns}/pods/{name} (emits DELETED)
 //   GET/POST /api/v1/namespaces/{ns}/events; GET/POST /apis/coordination.k8s.io/v1/namespaces/{ns}/leases,
 //          GET/PUT .../leases/{name} (PUT with a stale metadata.resourceVersion: 409)
+//   GET/POST /api/v1/namespaces/{ns}/secrets, GET/PUT .../secrets/{name} (POST of an existing name: 409
+//          AlreadyExists; PUT with a stale metadata.resourceVersion: 409 Conflict; unknown name: 404)
+//   GET/PATCH /apis/admissionregistration.k8s.io/v1/{mutating,validating}webhookconfigurations/{name}: JSON patch
+//          (RFC 6902; a failed "test" or a bad path is 422) or merge patch (strategic-merge-patch treated as one,
+//          so a patch of `webhooks` replaces the list); metadata.resourceVersion in a merge patch is a precondition
 // Errors are metav1.Status JSON. Every object change takes the next value of one global resourceVersion counter.
 //
 // Threading: every public method is thread-safe. Stop() ends open watch streams within about 50 ms.
@@ -81,6 +86,13 @@ class FakeApiServer {
   [[nodiscard]] std::vector<nlohmann::json> Pods() const;
   [[nodiscard]] std::vector<nlohmann::json> Events() const;
   [[nodiscard]] std::optional<nlohmann::json> GetLease(const std::string& ns, const std::string& name) const;
+  // Secrets, and webhook configurations (`resource` "mutatingwebhookconfigurations" or
+  // "validatingwebhookconfigurations"), as stored; the upserts take a new resourceVersion (no watch events).
+  nlohmann::json UpsertSecret(nlohmann::json secret);  // metadata.namespace defaults to "default"
+  [[nodiscard]] std::optional<nlohmann::json> GetSecret(const std::string& ns, const std::string& name) const;
+  nlohmann::json UpsertWebhookConfiguration(const std::string& resource, nlohmann::json configuration);
+  [[nodiscard]] std::optional<nlohmann::json> GetWebhookConfiguration(const std::string& resource,
+                                                                      const std::string& name) const;
   [[nodiscard]] uint64_t resource_version() const;
 
   // Drops the watch history: a watch from an older resourceVersion (including open ones that are behind, and
@@ -106,7 +118,8 @@ class FakeApiServer {
 
   // Requests seen per (method, kind); kinds: list-nodes, watch-nodes, get-node, patch-node, list-pods,
   // watch-pods, get-pod, create-pod, patch-pod, delete-pod, binding, list-events, create-event, get-lease,
-  // list-leases, create-lease, update-lease, unknown. Counted before failure injection and auth.
+  // list-leases, create-lease, update-lease, get-secret, create-secret, update-secret, get-webhookconfiguration,
+  // patch-webhookconfiguration, unknown. Counted before failure injection and auth.
   [[nodiscard]] int RequestCount(const std::string& method, const std::string& kind) const;
   [[nodiscard]] std::map<std::pair<std::string, std::string>, int> RequestCounts() const;
 
@@ -131,6 +144,8 @@ class FakeApiServer {
   nlohmann::json StoreLocked(const std::string& resource, const std::string& key, nlohmann::json object);
   bool RemoveLocked(const std::string& resource, const std::string& key);
   uint64_t NextRvLocked();
+  nlohmann::json StampLocked(nlohmann::json object, const std::optional<nlohmann::json>& old, const char* api_version,
+                             const char* kind);
 
   const FakeApiServerOptions options_;
   std::unique_ptr<Handlers> handlers_;
@@ -143,6 +158,8 @@ class FakeApiServer {
   std::map<std::string, nlohmann::json> nodes_;                // GUARDED_BY(mu_) by name
   std::map<std::string, nlohmann::json> pods_;                 // GUARDED_BY(mu_) by ns/name
   std::map<std::string, nlohmann::json> leases_;               // GUARDED_BY(mu_) by ns/name
+  std::map<std::string, nlohmann::json> secrets_;              // GUARDED_BY(mu_) by ns/name
+  std::map<std::string, nlohmann::json> webhook_configs_;      // GUARDED_BY(mu_) by resource/name
   std::vector<nlohmann::json> events_;                         // GUARDED_BY(mu_)
   std::deque<Change> history_;                                 // GUARDED_BY(mu_) changes with rv > compacted_rv_
   uint64_t rv_ = 1;                                            // GUARDED_BY(mu_)
