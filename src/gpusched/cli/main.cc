@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpusched/cli/agent_command.h"
+#include "gpusched/cli/doctor_command.h"
 #include "gpusched/cli/extender_command.h"
 #include "gpusched/cli/interference_command.h"
 #include "gpusched/cli/monitor_command.h"
@@ -149,6 +150,9 @@ int main(int argc, char** argv) {
 
   gpusched::cli::WhyFlags why;
   gpusched::cli::AddWhyCommand(app, why, exit_code);
+
+  gpusched::cli::DoctorFlags doctor;
+  gpusched::cli::AddDoctorCommand(app, doctor, exit_code);
 
   // A first word that is no subcommand is named, with the nearest one, rather than "A subcommand is required".
   if (argc > 1 && argv[1][0] != '-') {
