@@ -116,9 +116,9 @@ Finding CheckApiServer(std::string_view url, const Fetched& version) {
   if (cause.rfind("GET /version: ", 0) == 0) {
     cause = cause.substr(14);
   }
-  const bool transport = (s.code() == common::StatusCode::kUnavailable ||
-                          s.code() == common::StatusCode::kDeadlineExceeded) &&
-                         cause.rfind("HTTP ", 0) != 0;
+  const bool transport =
+      (s.code() == common::StatusCode::kUnavailable || s.code() == common::StatusCode::kDeadlineExceeded) &&
+      cause.rfind("HTTP ", 0) != 0;
   if (transport) {
     return Fail(check, "cannot reach the API server at " + where + ": " + cause,
                 "check the server URL of the kubeconfig (--kubeconfig, --context), that kube-apiserver runs, and "
@@ -156,8 +156,10 @@ Finding CheckCrd(const ObjectRef& crd, const Fetched& object, std::string_view m
     return Fail(check,
                 crd.name + " present but not Established: " + Str(c, "reason") +
                     (Str(c, "message").empty() ? "" : ": " + Str(c, "message")),
-                "kubectl describe crd " + crd.name + " says why (a NamesAccepted=False condition names a conflict); "
-                "then reapply " + crd.file);
+                "kubectl describe crd " + crd.name +
+                    " says why (a NamesAccepted=False condition names a conflict); "
+                    "then reapply " +
+                    crd.file);
   }
   return Fail(check, crd.name + " present but not Established (no Established condition yet)",
               "wait a few seconds and run doctor again; if it stays, kubectl describe crd " + crd.name + " says why");
@@ -168,7 +170,8 @@ std::vector<Finding> CheckWebhookConfiguration(const ObjectRef& config, const Fe
   const std::string what = config.kind + " " + config.name;
   if (!object.ok()) {
     if (object.status().code() == common::StatusCode::kNotFound) {
-      return {Fail(std::string(kCheckWebhookConfig), what + " not found: the API server calls no gpusched webhook for it",
+      return {Fail(std::string(kCheckWebhookConfig),
+                   what + " not found: the API server calls no gpusched webhook for it",
                    Reapply(mode, config.file) + ", then give it the webhook's CA as caBundle (docs/webhook.md)")};
     }
     return {CouldNotCheck(kCheckWebhookConfig, what, object.status())};
@@ -178,7 +181,19 @@ std::vector<Finding> CheckWebhookConfiguration(const ObjectRef& config, const Fe
     return {Fail(std::string(kCheckWebhookConfig), what + " has no webhooks", Reapply(mode, config.file))};
   }
   std::string listed;
-  std::vector<std::string> no_ca, problems, soon;
+  std::vector<std::string> no_ca;
+  // What was found, each with the webhooks it was found in: the configurations' webhooks usually share one bundle.
+  std::vector<std::pair<std::string, std::vector<std::string>>> problems, soon;
+  auto note = [](std::vector<std::pair<std::string, std::vector<std::string>>>& list, std::string text,
+                 const std::string& hook) {
+    for (auto& [t, hook_names] : list) {
+      if (t == text) {
+        hook_names.push_back(hook);
+        return;
+      }
+    }
+    list.push_back({std::move(text), {hook}});
+  };
   size_t certs = 0;
   std::optional<Clock::time_point> earliest;
   for (const json& h : hooks) {
@@ -192,33 +207,46 @@ std::vector<Finding> CheckWebhookConfiguration(const ObjectRef& config, const Fe
     }
     auto pem = kube::DecodeBase64(bundle);
     if (!pem.ok()) {
-      problems.push_back("the caBundle of " + name + " is not base64: " + pem.status().message());
+      note(problems, "is not base64: " + pem.status().message(), name);
       continue;
     }
     auto parsed = ParsePemCertificates(*pem);
     if (!parsed.ok()) {
-      problems.push_back("the caBundle of " + name + " holds no usable certificate: " + parsed.status().message());
+      note(problems, "holds no usable certificate: " + parsed.status().message(), name);
       continue;
     }
     for (const CertificateInfo& c : *parsed) {
       ++certs;
       if (c.not_after <= now) {
-        problems.push_back("the caBundle of " + name + " has certificate " + c.subject + " that expired " +
-                           FormatUtc(c.not_after) + " (" + FormatAge(now - c.not_after) + " ago)");
+        note(problems,
+             "has certificate " + c.subject + " that expired " + FormatUtc(c.not_after) + " (" +
+                 FormatAge(now - c.not_after) + " ago)",
+             name);
       } else if (c.not_before > now) {
-        problems.push_back("the caBundle of " + name + " has certificate " + c.subject + " that is not valid before " +
-                           FormatUtc(c.not_before) + " (check the clocks here and on the control plane)");
+        note(problems,
+             "has certificate " + c.subject + " that is not valid before " + FormatUtc(c.not_before) +
+                 " (check the clocks here and on the control plane)",
+             name);
       } else {
         if (c.not_after - now < kCertificateWarnBefore) {
-          soon.push_back(c.subject + " (caBundle of " + name + ") expires " + FormatUtc(c.not_after) + ", in " +
-                         FormatAge(c.not_after - now));
+          note(soon,
+               "has certificate " + c.subject + " that expires " + FormatUtc(c.not_after) + ", in " +
+                   FormatAge(c.not_after - now),
+               name);
         }
         earliest = earliest ? std::min(*earliest, c.not_after) : c.not_after;
       }
     }
   }
-  std::vector<Finding> out{Ok(std::string(kCheckWebhookConfig),
-                              what + " present with " + Plural(hooks.size(), "webhook") + ": " + listed)};
+  auto joined = [](const std::vector<std::pair<std::string, std::vector<std::string>>>& list) {
+    std::string text;
+    for (const auto& [found, hook_names] : list) {
+      text += (text.empty() ? "" : ", and ") + ("the caBundle of " + Names(hook_names) + " " + found);
+    }
+    return text;
+  };
+  std::vector<Finding> out{
+      Ok(std::string(kCheckWebhookConfig), what + " present with " + Plural(hooks.size(), "webhook") + ": " + listed)};
   const std::string renew =
       "renew the webhook's CA and serving certificate and put the CA in caBundle: scripts/webhook-certs.sh again, or "
       "let cert-manager renew them (docs/webhook.md)";
@@ -227,17 +255,9 @@ std::vector<Finding> CheckWebhookConfiguration(const ObjectRef& config, const Fe
                        "put the CA of the webhook's serving certificate in caBundle: cert-manager's CA injector "
                        "(annotation cert-manager.io/inject-ca-from) or scripts/webhook-certs.sh (docs/webhook.md)"));
   } else if (!problems.empty()) {
-    std::string joined;
-    for (const auto& p : problems) {
-      joined += (joined.empty() ? "" : ", and ") + p;
-    }
-    out.push_back(Fail(std::string(kCheckWebhookCa), what + ": " + joined, renew));
+    out.push_back(Fail(std::string(kCheckWebhookCa), what + ": " + joined(problems), renew));
   } else if (!soon.empty()) {
-    std::string joined;
-    for (const auto& p : soon) {
-      joined += (joined.empty() ? "" : ", ") + p;
-    }
-    out.push_back(Warn(std::string(kCheckWebhookCa), what + ": " + joined, renew + " before then"));
+    out.push_back(Warn(std::string(kCheckWebhookCa), what + ": " + joined(soon), renew + " before then"));
   } else {
     out.push_back(Ok(std::string(kCheckWebhookCa), what + ": caBundle set in " + Plural(hooks.size(), "webhook") +
                                                        ", " + Plural(certs, "certificate") + " valid until " +
@@ -247,19 +267,21 @@ std::vector<Finding> CheckWebhookConfiguration(const ObjectRef& config, const Fe
 }
 
 json DryRunPod(std::string_view ns) {
-  return {{"apiVersion", "v1"},
-          {"kind", "Pod"},
-          {"metadata",
-           {{"name", "gpusched-doctor-probe"},
-            {"namespace", std::string(ns)},
-            {"labels", {{"app.kubernetes.io/name", "gpusched-doctor"}}}}},
-          {"spec",
-           {{"restartPolicy", "Never"},
-            {"containers",
-             json::array({{{"name", "probe"},
-                           {"image", "gpusched-doctor-probe"},
-                           {"resources",
-                            {{"limits", {{std::string(kube::kResGpuMemory), std::to_string(kProbeGpuMemoryMib)}}}}}}})}}}};
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       {{"generateName", "gpusched-doctor-probe-"},  // never clashes with a pod of that name
+        {"namespace", std::string(ns)},
+        {"labels", {{"app.kubernetes.io/name", "gpusched-doctor"}}}}},
+      {"spec",
+       {{"restartPolicy", "Never"},
+        {"automountServiceAccountToken", false},  // never runs: it needs no token
+        {"containers",
+         json::array({{{"name", "probe"},
+                       {"image", "gpusched-doctor-probe"},
+                       {"resources",
+                        {{"limits", {{std::string(kube::kResGpuMemory), std::to_string(kProbeGpuMemoryMib)}}}}}}})}}}};
 }
 
 Finding CheckDryRun(std::string_view ns, const Fetched& created) {
@@ -277,8 +299,9 @@ Finding CheckDryRun(std::string_view ns, const Fetched& created) {
                       : "check that the webhook runs and its Service has endpoints (" + pods + ") and its log");
     }
     if (m.find("admission webhook") != std::string::npos && m.find("denied") != std::string::npos) {
-      return Fail(check, "a webhook refused a dry-run GPU pod (" + std::to_string(kProbeGpuMemoryMib) +
-                             " MiB of GPU memory) in " + where + ": " + m,
+      return Fail(check,
+                  "a webhook refused a dry-run GPU pod (" + std::to_string(kProbeGpuMemoryMib) +
+                      " MiB of GPU memory) in " + where + ": " + m,
                   "such a pod should be admitted: check the webhook's configuration and log (docs/webhook.md)");
     }
     if (s.code() == common::StatusCode::kPermissionDenied) {
@@ -305,8 +328,7 @@ Finding CheckDryRun(std::string_view ns, const Fetched& created) {
     return Fail(check,
                 "a dry-run GPU pod in " + where + " was admitted without " + kGpuRes +
                     ": the mutating webhook was not called, or failed under failurePolicy Ignore",
-                "check that the webhook runs (" + pods +
-                    ") and that its namespaceSelector selects " + std::string(ns) +
+                "check that the webhook runs (" + pods + ") and that its namespaceSelector selects " + std::string(ns) +
                     "; with failurePolicy Ignore the API server hides the error (its log has it)");
   }
   return Ok(check, "a dry-run GPU pod in " + where + " passed admission, and the mutating webhook added " + kGpuRes);
@@ -361,13 +383,12 @@ std::vector<Finding> CheckNodes(const Fetched& nodes) {
       "the agent writes it: check the gpusched-agent pods on those nodes and their logs (kubectl -n kube-system get "
       "pods -l app.kubernetes.io/name=gpusched-agent -o wide)";
   if (gpu_nodes == 0) {
-    out.push_back(Warn(check, "no node carries " + kInventory + " and none looks like a GPU node (of " +
-                                  Plural(others, "node") + ")",
-                       "label the GPU nodes (Node Feature Discovery, GPU Feature Discovery, or gpusched.io/gpu-node=true) "
-                       "so that the agent's DaemonSet runs there"));
+    out.push_back(Warn(
+        check, "no node carries " + kInventory + " and none looks like a GPU node (of " + Plural(others, "node") + ")",
+        "label the GPU nodes (Node Feature Discovery, GPU Feature Discovery, or gpusched.io/gpu-node=true) "
+        "so that the agent's DaemonSet runs there"));
   } else if (!without.empty() || !bad.empty()) {
-    std::string finding =
-        std::to_string(with.size()) + " of " + Plural(gpu_nodes, "GPU node") + " carry " + kInventory;
+    std::string finding = std::to_string(with.size()) + " of " + Plural(gpu_nodes, "GPU node") + " carry " + kInventory;
     if (!without.empty()) {
       finding += "; without: " + Names(without);
     }
@@ -406,12 +427,14 @@ std::vector<Finding> CheckNodes(const Fetched& nodes) {
 Finding CheckAgentReadiness(const AgentRef& agent, const Fetched& may_proxy, const Fetched& pods,
                             const std::map<std::string, common::Result<adapters::k8s::RawResponse>>& readyz) {
   const std::string check(kCheckAgentReadiness);
-  const std::string direct = "curl http://<node>:" + std::to_string(agent.port) + agent.readiness_path + " on each node";
+  const std::string direct =
+      "curl http://<node>:" + std::to_string(agent.port) + agent.readiness_path + " on each node";
   if (!may_proxy.ok()) {
-    return Warn(check, "could not check the agents' " + agent.readiness_path + " (MPS daemon state): " +
-                           may_proxy.status().message(),
-                "run gpusched doctor as a user who may create selfsubjectaccessreviews and get pods/proxy in " +
-                    agent.namespace_ + ", or " + direct);
+    return Warn(
+        check,
+        "could not check the agents' " + agent.readiness_path + " (MPS daemon state): " + may_proxy.status().message(),
+        "run gpusched doctor as a user who may create selfsubjectaccessreviews and get pods/proxy in " +
+            agent.namespace_ + ", or " + direct);
   }
   if (!At(*may_proxy, {"status", "allowed"}).is_boolean() || !At(*may_proxy, {"status", "allowed"}).get<bool>()) {
     return Warn(check,
@@ -486,8 +509,10 @@ Finding CheckLease(const LeaseRef& lease, const Fetched& object, Clock::time_poi
   const std::string check(kCheckLeaderLease);
   const std::string what = "Lease " + lease.namespace_ + "/" + lease.name;
   const std::string fix = "check the gpusched-scheduler pods in " + lease.namespace_ + " and their log (kubectl -n " +
-                          lease.namespace_ + " logs deploy/gpusched-scheduler); a replica takes the lease when it "
-                          "runs out, unless none runs or its Role (" + lease.file + ") is missing";
+                          lease.namespace_ +
+                          " logs deploy/gpusched-scheduler); a replica takes the lease when it "
+                          "runs out, unless none runs or its Role (" +
+                          lease.file + ") is missing";
   if (!object.ok()) {
     if (object.status().code() == common::StatusCode::kNotFound) {
       return Fail(check, what + " not found: no gpusched scheduler replica has led", fix);
@@ -571,11 +596,11 @@ Finding CheckRbac(const ServiceAccountGrants& sa, const std::vector<Fetched>& re
     for (const auto& r : roles) {
       role_list += (role_list.empty() ? "" : ", ") + r;
     }
-    return Fail(check,
-                user + ": " + std::to_string(refused.size()) + " of " + Plural(sa.grants.size(), "grant") +
-                    " refused: " + list,
-                "reapply its roles and bindings (" + role_list + "): kubectl apply -k deploy/" + std::string(mode) +
-                    " (they are in " + sa.file + ")");
+    return Fail(
+        check,
+        user + ": " + std::to_string(refused.size()) + " of " + Plural(sa.grants.size(), "grant") + " refused: " + list,
+        "reapply its roles and bindings (" + role_list + "): kubectl apply -k deploy/" + std::string(mode) +
+            " (they are in " + sa.file + ")");
   }
   return Ok(check, user + ": all " + Plural(sa.grants.size(), "grant") + " of " + sa.file + " allowed");
 }

@@ -74,8 +74,9 @@ inline constexpr std::chrono::hours kCertificateWarnBefore{24 * 30};
 // namespace (its status.allowed); `pods`: the pod list there by the DaemonSet's selector; `readyz`: the answer of
 // each running pod's /readyz through the API server's pod proxy, by pod name. /readyz says "ok", or 503 and what
 // keeps the node from handing out GPUs (the MPS control daemon not answering, among others): that is the finding.
-[[nodiscard]] Finding CheckAgentReadiness(const AgentRef& agent, const Fetched& may_proxy, const Fetched& pods,
-                                          const std::map<std::string, common::Result<adapters::k8s::RawResponse>>& readyz);
+[[nodiscard]] Finding CheckAgentReadiness(
+    const AgentRef& agent, const Fetched& may_proxy, const Fetched& pods,
+    const std::map<std::string, common::Result<adapters::k8s::RawResponse>>& readyz);
 
 // GET of the scheduler's Lease: held (holderIdentity set) and renewed within its leaseDurationSeconds of `now`.
 [[nodiscard]] Finding CheckLease(const LeaseRef& lease, const Fetched& object, Clock::time_point now);

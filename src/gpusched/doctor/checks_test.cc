@@ -21,29 +21,32 @@ std::string Line(const Finding& f) { return FormatLine(f); }
 TEST(CheckApiServerTest, VersionOrTheCauseWithTheUrl) {
   EXPECT_EQ(Line(CheckApiServer("https://k:6443", json{{"gitVersion", "v1.20.2"}})),
             "ok    api-server: reachable at https://k:6443, Kubernetes v1.20.2");
-  EXPECT_EQ(Line(CheckApiServer("https://127.0.0.1:9",
-                                common::Unavailable("GET /version: Couldn't connect to server"))),
-            "FAIL  api-server: cannot reach the API server at https://127.0.0.1:9: Couldn't connect to server; fix: "
-            "check the server URL of the kubeconfig (--kubeconfig, --context), that kube-apiserver runs, and that "
-            "this machine can reach it");
+  EXPECT_EQ(
+      Line(CheckApiServer("https://127.0.0.1:9", common::Unavailable("GET /version: Couldn't connect to server"))),
+      "FAIL  api-server: cannot reach the API server at https://127.0.0.1:9: Couldn't connect to server; fix: "
+      "check the server URL of the kubeconfig (--kubeconfig, --context), that kube-apiserver runs, and that "
+      "this machine can reach it");
   EXPECT_THAT(Line(CheckApiServer("https://k", common::DeadlineExceeded("GET /version: Timeout was reached"))),
               StartsWith("FAIL  api-server: cannot reach the API server at https://k: Timeout was reached;"));
   EXPECT_THAT(Line(CheckApiServer("https://k", common::Unauthenticated("GET /version: HTTP 401 Unauthorized"))),
               StartsWith("FAIL  api-server: the API server at https://k refused the credentials: HTTP 401"));
-  EXPECT_THAT(Line(CheckApiServer("https://k", common::Unavailable("GET /version: HTTP 503 Service Unavailable"))),
-              StartsWith("FAIL  api-server: the API server at https://k answered GET /version with an error: HTTP 503"));
+  EXPECT_THAT(
+      Line(CheckApiServer("https://k", common::Unavailable("GET /version: HTTP 503 Service Unavailable"))),
+      StartsWith("FAIL  api-server: the API server at https://k answered GET /version with an error: HTTP 503"));
 }
 
-const ObjectRef kCrd{.kind = "CustomResourceDefinition", .name = "gpuqueues.gpusched.io",
+const ObjectRef kCrd{.kind = "CustomResourceDefinition",
+                     .name = "gpuqueues.gpusched.io",
                      .file = "deploy/base/scheduler/gpuqueue-crd.yaml"};
 
 json Crd(const std::string& established) {
   return {{"spec", {{"versions", json::array({{{"name", "v1alpha1"}, {"served", true}}})}}},
-          {"status", {{"conditions", json::array({{{"type", "NamesAccepted"}, {"status", "True"}},
-                                                  {{"type", "Established"},
-                                                   {"status", established},
-                                                   {"reason", "Installing"},
-                                                   {"message", "the initial names have not been accepted"}}})}}}};
+          {"status",
+           {{"conditions", json::array({{{"type", "NamesAccepted"}, {"status", "True"}},
+                                        {{"type", "Established"},
+                                         {"status", established},
+                                         {"reason", "Installing"},
+                                         {"message", "the initial names have not been accepted"}}})}}}};
 }
 
 TEST(CheckCrdTest, Findings) {
@@ -61,8 +64,8 @@ TEST(CheckCrdTest, Findings) {
   EXPECT_THAT(Line(denied), StartsWith("warn  crd: could not check gpuqueues.gpusched.io: GET ...: HTTP 403"));
 }
 
-const ObjectRef kMutating{.kind = "MutatingWebhookConfiguration", .name = "gpusched-webhook",
-                          .file = "deploy/base/webhook/webhook.yaml"};
+const ObjectRef kMutating{
+    .kind = "MutatingWebhookConfiguration", .name = "gpusched-webhook", .file = "deploy/base/webhook/webhook.yaml"};
 
 json WebhookConfig(const std::vector<std::string>& bundles) {
   json hooks = json::array();
@@ -72,9 +75,8 @@ json WebhookConfig(const std::vector<std::string>& bundles) {
     if (!b.empty()) {
       client["caBundle"] = b;
     }
-    hooks.push_back({{"name", "w" + std::to_string(i++) + ".gpusched.io"},
-                     {"failurePolicy", "Fail"},
-                     {"clientConfig", client}});
+    hooks.push_back(
+        {{"name", "w" + std::to_string(i++) + ".gpusched.io"}, {"failurePolicy", "Fail"}, {"clientConfig", client}});
   }
   return {{"webhooks", hooks}};
 }
@@ -84,8 +86,8 @@ std::string Bundle(Clock::time_point nb, Clock::time_point na) {
 }
 
 TEST(CheckWebhookConfigurationTest, PresentWithAValidCaBundle) {
-  const auto f = CheckWebhookConfiguration(
-      kMutating, WebhookConfig({Bundle(kNow - hours(1), kNow + hours(24 * 365))}), kNow, "scheduler");
+  const auto f = CheckWebhookConfiguration(kMutating, WebhookConfig({Bundle(kNow - hours(1), kNow + hours(24 * 365))}),
+                                           kNow, "scheduler");
   ASSERT_EQ(f.size(), 2u);
   EXPECT_EQ(Line(f[0]),
             "ok    webhook-config: MutatingWebhookConfiguration gpusched-webhook present with 1 webhook: "
@@ -113,8 +115,11 @@ TEST(CheckWebhookConfigurationTest, MissingExpiredNotYetValidAndSoon) {
       {"not yet valid", WebhookConfig({Bundle(kNow + hours(2), kNow + hours(48))}), Severity::kOk, Severity::kFail,
        "that is not valid before 2025-06-15T17:06:40Z"},
       {"expires in 10 days", WebhookConfig({Bundle(kNow - hours(1), kNow + hours(240))}), Severity::kOk,
-       Severity::kWarn, "expires 2025-06-25T15:06:40Z, in 10d; fix: renew"},
-      {"not base64", WebhookConfig({"%%%"}), Severity::kOk, Severity::kFail, "the caBundle of w0.gpusched.io is not base64"},
+       Severity::kWarn,
+       "the caBundle of w0.gpusched.io has certificate CN=gpusched-ca that expires 2025-06-25T15:06:40Z, in 10d; fix: "
+       "renew"},
+      {"not base64", WebhookConfig({"%%%"}), Severity::kOk, Severity::kFail,
+       "the caBundle of w0.gpusched.io is not base64"},
       {"not a certificate", WebhookConfig({testutil::Base64("hello")}), Severity::kOk, Severity::kFail,
        "holds no usable certificate: no PEM certificate in it"},
   };
@@ -128,13 +133,23 @@ TEST(CheckWebhookConfigurationTest, MissingExpiredNotYetValidAndSoon) {
   }
 }
 
+TEST(CheckWebhookConfigurationTest, OneBundleInSeveralWebhooksIsNamedOnce) {
+  const std::string expired = Bundle(kNow - hours(24 * 400), kNow - hours(48));
+  const auto f = CheckWebhookConfiguration(kMutating, WebhookConfig({expired, expired}), kNow, "scheduler");
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_THAT(Line(f[1]), StartsWith("FAIL  webhook-ca: MutatingWebhookConfiguration gpusched-webhook: the caBundle "
+                                     "of w0.gpusched.io, w1.gpusched.io has certificate CN=gpusched-ca that expired "
+                                     "2025-06-13T15:06:40Z (2d ago); fix: "));
+}
+
 TEST(CheckWebhookConfigurationTest, NotFound) {
   const auto f = CheckWebhookConfiguration(kMutating, common::NotFound("404"), kNow, "extender");
   ASSERT_EQ(f.size(), 1u);
-  EXPECT_EQ(Line(f[0]),
-            "FAIL  webhook-config: MutatingWebhookConfiguration gpusched-webhook not found: the API server calls no "
-            "gpusched webhook for it; fix: kubectl apply -k deploy/extender (it is in deploy/base/webhook/webhook.yaml), "
-            "then give it the webhook's CA as caBundle (docs/webhook.md)");
+  EXPECT_EQ(
+      Line(f[0]),
+      "FAIL  webhook-config: MutatingWebhookConfiguration gpusched-webhook not found: the API server calls no "
+      "gpusched webhook for it; fix: kubectl apply -k deploy/extender (it is in deploy/base/webhook/webhook.yaml), "
+      "then give it the webhook's CA as caBundle (docs/webhook.md)");
 }
 
 TEST(CheckDryRunTest, Findings) {
@@ -158,15 +173,18 @@ TEST(CheckDryRunTest, Findings) {
       "connection refused";
   EXPECT_EQ(Line(CheckDryRun("default", common::Internal(refused))),
             "FAIL  webhook-dry-run: the API server could not call the webhook for a dry-run GPU pod in namespace "
-            "default: " + refused + "; fix: check that the webhook runs and its Service has endpoints (kubectl -n "
-            "kube-system get pods,endpoints -l app.kubernetes.io/name=gpusched-webhook) and its log");
+            "default: " +
+                refused +
+                "; fix: check that the webhook runs and its Service has endpoints (kubectl -n "
+                "kube-system get pods,endpoints -l app.kubernetes.io/name=gpusched-webhook) and its log");
   EXPECT_THAT(Line(CheckDryRun("default", common::Internal("failed calling webhook \"x\": x509: certificate signed by "
                                                            "unknown authority"))),
               HasSubstr("fix: caBundle does not match the webhook's serving certificate"));
   EXPECT_THAT(Line(CheckDryRun("default", common::PermissionDenied("admission webhook \"requests.gpu.gpusched.io\" "
                                                                    "denied the request: no"))),
               StartsWith("FAIL  webhook-dry-run: a webhook refused a dry-run GPU pod (1024 MiB of GPU memory)"));
-  const Finding rbac = CheckDryRun("default", common::PermissionDenied("pods is forbidden: User \"bob\" cannot create"));
+  const Finding rbac =
+      CheckDryRun("default", common::PermissionDenied("pods is forbidden: User \"bob\" cannot create"));
   EXPECT_EQ(rbac.severity, Severity::kWarn);
   EXPECT_THAT(rbac.fix, HasSubstr("give --namespace one where you may"));
   EXPECT_EQ(CheckDryRun("nope", common::NotFound("namespaces \"nope\" not found")).severity, Severity::kWarn);
@@ -175,7 +193,8 @@ TEST(CheckDryRunTest, Findings) {
 json Node(const std::string& name, bool inventory, json allocatable, json labels = json::object()) {
   json annotations = json::object();
   if (inventory) {
-    annotations["gpusched.io/gpus"] = R"([{"uuid":"GPU-)" + name + R"(-0","index":0,"model":"A100","memory_mib":81920}])";
+    annotations["gpusched.io/gpus"] =
+        R"([{"uuid":"GPU-)" + name + R"(-0","index":0,"model":"A100","memory_mib":81920}])";
   }
   return {{"metadata", {{"name", name}, {"labels", labels}, {"annotations", annotations}}},
           {"status", {{"allocatable", allocatable}}}};
@@ -219,11 +238,15 @@ TEST(CheckNodesTest, NoGpuNodesOrNoAccess) {
   EXPECT_EQ(none[1].severity, Severity::kWarn);
   const auto denied = CheckNodes(common::PermissionDenied("nodes is forbidden"));
   ASSERT_EQ(denied.size(), 1u);
-  EXPECT_THAT(Line(denied[0]), StartsWith("warn  node-inventory: could not check the nodes: nodes is forbidden; fix: "));
+  EXPECT_THAT(Line(denied[0]),
+              StartsWith("warn  node-inventory: could not check the nodes: nodes is forbidden; fix: "));
 }
 
-const AgentRef kAgent{.namespace_ = "kube-system", .label_selector = "app.kubernetes.io/name=gpusched-agent",
-                      .readiness_path = "/readyz", .port = 9400, .file = "deploy/base/agent/agent.yaml"};
+const AgentRef kAgent{.namespace_ = "kube-system",
+                      .label_selector = "app.kubernetes.io/name=gpusched-agent",
+                      .readiness_path = "/readyz",
+                      .port = 9400,
+                      .file = "deploy/base/agent/agent.yaml"};
 
 json AgentPod(const std::string& name, const std::string& node, const std::string& phase = "Running") {
   return {{"metadata", {{"name", name}}}, {"spec", {{"nodeName", node}}}, {"status", {{"phase", phase}}}};
@@ -235,9 +258,10 @@ TEST(CheckAgentReadinessTest, Findings) {
   using Readyz = std::map<std::string, common::Result<adapters::k8s::RawResponse>>;
   const json pods = {{"items", json::array({AgentPod("a1", "g1"), AgentPod("a2", "g2")})}};
   Readyz ok{{"a1", adapters::k8s::RawResponse{200, "ok\n"}}, {"a2", adapters::k8s::RawResponse{200, "ok\n"}}};
-  EXPECT_EQ(Line(CheckAgentReadiness(kAgent, kAllowed, pods, ok)),
-            "ok    agent-readiness: 2 of 2 agents ready (/readyz ok: GPUs sampled, device plugin registered, MPS daemon "
-            "answering where used)");
+  EXPECT_EQ(
+      Line(CheckAgentReadiness(kAgent, kAllowed, pods, ok)),
+      "ok    agent-readiness: 2 of 2 agents ready (/readyz ok: GPUs sampled, device plugin registered, MPS daemon "
+      "answering where used)");
 
   Readyz mps = ok;
   mps.insert_or_assign("a2", adapters::k8s::RawResponse{503, "MPS control daemon not answering: no pipe\n"});
@@ -255,8 +279,8 @@ TEST(CheckAgentReadinessTest, Findings) {
               HasSubstr("1 of 2 agents not ready: a3 on g3 is Pending"));
 
   Readyz proxy = ok;
-  proxy.insert_or_assign("a2", adapters::k8s::RawResponse{
-                                   503, R"({"kind":"Status","message":"error trying to reach service: refused"})"});
+  proxy.insert_or_assign(
+      "a2", adapters::k8s::RawResponse{503, R"({"kind":"Status","message":"error trying to reach service: refused"})"});
   const Finding unreachable = CheckAgentReadiness(kAgent, kAllowed, pods, proxy);
   EXPECT_EQ(unreachable.severity, Severity::kWarn);
   EXPECT_THAT(unreachable.finding, HasSubstr("a2 on g2: error trying to reach service: refused"));
@@ -269,7 +293,9 @@ TEST(CheckAgentReadinessTest, Findings) {
   EXPECT_EQ(CheckAgentReadiness(kAgent, kAllowed, json{{"items", json::array()}}, {}).severity, Severity::kWarn);
 }
 
-const LeaseRef kLease{.namespace_ = "kube-system", .name = "gpusched-scheduler", .duration_seconds = 15,
+const LeaseRef kLease{.namespace_ = "kube-system",
+                      .name = "gpusched-scheduler",
+                      .duration_seconds = 15,
                       .file = "deploy/base/scheduler/scheduler.yaml"};
 
 json Lease(const std::string& holder, const std::string& renew) {
@@ -291,14 +317,18 @@ TEST(CheckLeaseTest, Findings) {
 }
 
 ServiceAccountGrants Sa() {
-  return {.namespace_ = "kube-system",
-          .name = "gpusched-scheduler",
-          .file = "deploy/base/scheduler/scheduler.yaml",
-          .grants = {{.verb = "create", .resource = "pods", .subresource = "eviction",
-                      .role = "ClusterRole gpusched-scheduler"},
-                     {.verb = "get", .group = "coordination.k8s.io", .resource = "leases",
-                      .name = "gpusched-scheduler", .namespace_ = "kube-system",
-                      .role = "Role kube-system/gpusched-scheduler-leader"}}};
+  return {
+      .namespace_ = "kube-system",
+      .name = "gpusched-scheduler",
+      .file = "deploy/base/scheduler/scheduler.yaml",
+      .grants = {
+          {.verb = "create", .resource = "pods", .subresource = "eviction", .role = "ClusterRole gpusched-scheduler"},
+          {.verb = "get",
+           .group = "coordination.k8s.io",
+           .resource = "leases",
+           .name = "gpusched-scheduler",
+           .namespace_ = "kube-system",
+           .role = "Role kube-system/gpusched-scheduler-leader"}}};
 }
 
 TEST(CheckRbacTest, SubjectAccessReviewNamesUserGroupsAndAttributes) {
@@ -306,9 +336,11 @@ TEST(CheckRbacTest, SubjectAccessReviewNamesUserGroupsAndAttributes) {
   EXPECT_EQ(r["kind"], "SubjectAccessReview");
   EXPECT_EQ(r["spec"]["user"], "system:serviceaccount:kube-system:gpusched-scheduler");
   EXPECT_EQ(r["spec"]["groups"][1], "system:serviceaccounts:kube-system");
-  EXPECT_EQ(r["spec"]["resourceAttributes"],
-            (json{{"verb", "get"}, {"group", "coordination.k8s.io"}, {"resource", "leases"},
-                  {"name", "gpusched-scheduler"}, {"namespace", "kube-system"}}));
+  EXPECT_EQ(r["spec"]["resourceAttributes"], (json{{"verb", "get"},
+                                                   {"group", "coordination.k8s.io"},
+                                                   {"resource", "leases"},
+                                                   {"name", "gpusched-scheduler"},
+                                                   {"namespace", "kube-system"}}));
   EXPECT_EQ(SubjectAccessReviewFor(Sa(), Sa().grants[0])["spec"]["resourceAttributes"]["subresource"], "eviction");
 }
 

@@ -33,6 +33,26 @@ Fetched ListAsJson(ApiClient& client, const std::string& path, const std::string
   return json{{"items", std::move(items)}};
 }
 
+// The port of the pod's readiness probe, as its own spec says (a port number, or the name of a container port);
+// else the DaemonSet's of deploy/.
+int ReadinessPort(const json& pod, const AgentRef& agent) {
+  for (const json& c : pod.value(json::json_pointer("/spec/containers"), json::array())) {
+    const json port = c.value(json::json_pointer("/readinessProbe/httpGet/port"), json());
+    if (port.is_number_integer()) {
+      return port.get<int>();
+    }
+    if (!port.is_string()) {
+      continue;
+    }
+    for (const json& p : c.value("ports", json::array())) {
+      if (p.value("name", "") == port.get<std::string>() && p.value("containerPort", json()).is_number_integer()) {
+        return p["containerPort"].get<int>();
+      }
+    }
+  }
+  return agent.port;
+}
+
 Finding Agents(ApiClient& client, const AgentRef& agent) {
   const json review = {
       {"apiVersion", "authorization.k8s.io/v1"},
@@ -52,9 +72,9 @@ Finding Agents(ApiClient& client, const AgentRef& agent) {
             p.value(json::json_pointer("/status/podIP"), "").empty()) {
           continue;
         }
-        readyz.emplace(name, client.GetRaw("/api/v1/namespaces/" + UrlEncode(agent.namespace_) + "/pods/" +
-                                           UrlEncode(name) + ":" + std::to_string(agent.port) + "/proxy" +
-                                           agent.readiness_path));
+        readyz.emplace(
+            name, client.GetRaw("/api/v1/namespaces/" + UrlEncode(agent.namespace_) + "/pods/" + UrlEncode(name) + ":" +
+                                std::to_string(ReadinessPort(p, agent)) + "/proxy" + agent.readiness_path));
       }
     }
   }
@@ -73,18 +93,17 @@ Report RunDoctor(ApiClient& client, const ExpectedSetup& setup, const DoctorOpti
   }
   for (const ObjectRef& crd : setup.crds) {
     report.Add(CheckCrd(
-        crd, client.Get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + UrlEncode(crd.name)),
-        setup.mode));
+        crd, client.Get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + UrlEncode(crd.name)), setup.mode));
   }
   for (const ObjectRef& config : setup.webhook_configurations) {
     Fetched object = client.Get(WebhookPath(config));
     report.Add(CheckWebhookConfiguration(config, object, Clock::now(), setup.mode));
   }
   if (!setup.webhook_configurations.empty()) {
-    report.Add(CheckDryRun(options.namespace_,
-                           client.Request("POST", "/api/v1/namespaces/" + UrlEncode(options.namespace_) +
-                                                      "/pods?dryRun=All",
-                                          DryRunPod(options.namespace_).dump())));
+    report.Add(
+        CheckDryRun(options.namespace_,
+                    client.Request("POST", "/api/v1/namespaces/" + UrlEncode(options.namespace_) + "/pods?dryRun=All",
+                                   DryRunPod(options.namespace_).dump())));
   }
   if (setup.agent) {
     report.Add(CheckNodes(ListAsJson(client, "/api/v1/nodes")));

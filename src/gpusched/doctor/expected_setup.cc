@@ -169,8 +169,8 @@ common::Result<ExpectedSetup> Build(std::string_view mode, const std::vector<Doc
       try {
         config = YAML::Load(text);
       } catch (const YAML::Exception& e) {
-        return common::InvalidArgument(d.file + ": ConfigMap " + name + " " + std::string(kSchedulerConfigKey) +
-                                       ": " + e.what());
+        return common::InvalidArgument(d.file + ": ConfigMap " + name + " " + std::string(kSchedulerConfigKey) + ": " +
+                                       e.what());
       }
       const YAML::Node le = config["leaderElection"];
       if (le && le["enabled"] && le["enabled"].as<bool>(false)) {

@@ -41,9 +41,8 @@ TEST(ExpectedSetupTest, SchedulerModeIsWhatDeploySchedulerInstalls) {
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_THAT(Names(s->crds), ElementsAre("CustomResourceDefinition gpuqueues.gpusched.io"));
   EXPECT_EQ(s->crds[0].file, "deploy/base/scheduler/gpuqueue-crd.yaml");
-  EXPECT_THAT(Names(s->webhook_configurations),
-              ElementsAre("MutatingWebhookConfiguration gpusched-webhook",
-                          "ValidatingWebhookConfiguration gpusched-webhook"));
+  EXPECT_THAT(Names(s->webhook_configurations), ElementsAre("MutatingWebhookConfiguration gpusched-webhook",
+                                                            "ValidatingWebhookConfiguration gpusched-webhook"));
   ASSERT_TRUE(s->lease.has_value());
   EXPECT_EQ(s->lease->namespace_, "kube-system");
   EXPECT_EQ(s->lease->name, "gpusched-scheduler");
@@ -59,9 +58,10 @@ TEST(ExpectedSetupTest, SchedulerModeIsWhatDeploySchedulerInstalls) {
   EXPECT_EQ(Sa(*s, "gpusched-extender"), nullptr);
   const auto scheduler = Described(*Sa(*s, "gpusched-scheduler"));
   // A ClusterRoleBinding's grant holds everywhere; the leader Role's in kube-system, on its one Lease.
-  for (const char* want : {"create pods/eviction", "patch pods/status", "list poddisruptionbudgets.policy",
-                           "patch gpuqueues.gpusched.io/status", "get leases.coordination.k8s.io gpusched-scheduler in kube-system",
-                           "create leases.coordination.k8s.io in kube-system"}) {
+  for (const char* want :
+       {"create pods/eviction", "patch pods/status", "list poddisruptionbudgets.policy",
+        "patch gpuqueues.gpusched.io/status", "get leases.coordination.k8s.io gpusched-scheduler in kube-system",
+        "create leases.coordination.k8s.io in kube-system"}) {
     EXPECT_NE(std::find(scheduler.begin(), scheduler.end(), want), scheduler.end()) << want;
   }
   EXPECT_EQ(Sa(*s, "gpusched-scheduler")->Username(), "system:serviceaccount:kube-system:gpusched-scheduler");
@@ -88,8 +88,7 @@ TEST(ExpectedSetupTest, ExtenderModeHasNoCrdAndNoSchedulerLease) {
   EXPECT_EQ(s->webhook_configurations.size(), 2u);
   ASSERT_NE(Sa(*s, "gpusched-extender"), nullptr);
   EXPECT_EQ(Sa(*s, "gpusched-scheduler"), nullptr);
-  EXPECT_THAT(Described(*Sa(*s, "gpusched-extender")),
-              ::testing::Contains("create pods/binding"));
+  EXPECT_THAT(Described(*Sa(*s, "gpusched-extender")), ::testing::Contains("create pods/binding"));
 }
 
 TEST(ExpectedSetupTest, AgentModeIsTheAgentAlone) {
@@ -100,9 +99,8 @@ TEST(ExpectedSetupTest, AgentModeIsTheAgentAlone) {
   EXPECT_FALSE(s->lease.has_value());
   ASSERT_TRUE(s->agent.has_value());
   ASSERT_EQ(s->service_accounts.size(), 1u);
-  EXPECT_THAT(Described(s->service_accounts[0]),
-              ElementsAre("create events", "get nodes", "get pods", "list pods", "patch events", "patch nodes",
-                          "watch pods"));
+  EXPECT_THAT(Described(s->service_accounts[0]), ElementsAre("create events", "get nodes", "get pods", "list pods",
+                                                             "patch events", "patch nodes", "watch pods"));
 }
 
 TEST(ExpectedSetupTest, UnknownModeAndBrokenTreesAreNamed) {
@@ -124,9 +122,8 @@ TEST(ExpectedSetupTest, UnknownModeAndBrokenTreesAreNamed) {
 }
 
 TEST(ExpectedSetupTest, RoleBindingsHoldInTheirNamespaceAndUnknownRolesAreSkipped) {
-  const DeployFile files[] = {
-      {"deploy/agent/kustomization.yaml", "resources: [rbac.yaml]\n"},
-      {"deploy/agent/rbac.yaml", R"(kind: ServiceAccount
+  const DeployFile files[] = {{"deploy/agent/kustomization.yaml", "resources: [rbac.yaml]\n"},
+                              {"deploy/agent/rbac.yaml", R"(kind: ServiceAccount
 metadata: {name: sa, namespace: ns1}
 ---
 kind: ClusterRole

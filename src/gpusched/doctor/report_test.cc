@@ -9,7 +9,8 @@ namespace {
 
 TEST(ReportTest, LinesPadTheSeverityAndLeaveTheFixOffOkLines) {
   EXPECT_EQ(FormatLine(Ok("crd", "gpuqueues.gpusched.io present")), "ok    crd: gpuqueues.gpusched.io present");
-  EXPECT_EQ(FormatLine(Warn("rbac", "could not check", "run as admin")), "warn  rbac: could not check; fix: run as admin");
+  EXPECT_EQ(FormatLine(Warn("rbac", "could not check", "run as admin")),
+            "warn  rbac: could not check; fix: run as admin");
   EXPECT_EQ(FormatLine(Fail("leader-lease", "expired", "restart it")), "FAIL  leader-lease: expired; fix: restart it");
 }
 
