@@ -194,7 +194,8 @@ std::vector<Finding> CheckWebhookConfiguration(const ObjectRef& config, const Fe
     }
     list.push_back({std::move(text), {hook}});
   };
-  size_t certs = 0;
+  size_t certs = 0;  // in the distinct bundles
+  std::vector<std::string> bundles;
   std::optional<Clock::time_point> earliest;
   for (const json& h : hooks) {
     const std::string name = Str(h, "name");
@@ -215,8 +216,12 @@ std::vector<Finding> CheckWebhookConfiguration(const ObjectRef& config, const Fe
       note(problems, "holds no usable certificate: " + parsed.status().message(), name);
       continue;
     }
+    const bool seen = std::find(bundles.begin(), bundles.end(), bundle) != bundles.end();
+    if (!seen) {
+      bundles.push_back(bundle);
+      certs += parsed->size();
+    }
     for (const CertificateInfo& c : *parsed) {
-      ++certs;
       if (c.not_after <= now) {
         note(problems,
              "has certificate " + c.subject + " that expired " + FormatUtc(c.not_after) + " (" +
@@ -260,7 +265,8 @@ std::vector<Finding> CheckWebhookConfiguration(const ObjectRef& config, const Fe
     out.push_back(Warn(std::string(kCheckWebhookCa), what + ": " + joined(soon), renew + " before then"));
   } else {
     out.push_back(Ok(std::string(kCheckWebhookCa), what + ": caBundle set in " + Plural(hooks.size(), "webhook") +
-                                                       ", " + Plural(certs, "certificate") + " valid until " +
+                                                       " (" + Plural(bundles.size(), "distinct bundle") + ", " +
+                                                       Plural(certs, "certificate") + "), valid until " +
                                                        FormatUtc(earliest.value_or(now))));
   }
   return out;
@@ -408,7 +414,8 @@ std::vector<Finding> CheckNodes(const Fetched& nodes) {
   } else if (!no_gpu_res.empty() || !no_mps_res.empty()) {
     std::string finding;
     if (!no_gpu_res.empty()) {
-      finding = Names(no_gpu_res) + " advertise no " + kGpuRes + " in status.allocatable";
+      finding = Names(no_gpu_res) + (no_gpu_res.size() == 1 ? " advertises" : " advertise") + " no " + kGpuRes +
+                " in status.allocatable";
     }
     if (!no_mps_res.empty()) {
       finding += (finding.empty() ? "" : ", and ") + Names(no_mps_res) + " no " + kMpsRes;
@@ -418,8 +425,8 @@ std::vector<Finding> CheckNodes(const Fetched& nodes) {
                        "those nodes, and check that it mounts the kubelet's device-plugin directory "
                        "(/var/lib/kubelet/device-plugins)"));
   } else {
-    out.push_back(Ok(dp, Plural(with.size(), "node") + " advertise " + kGpuRes + " and " + kMpsRes + " (" +
-                             std::to_string(devices) + " " + kGpuRes + " devices)"));
+    out.push_back(Ok(dp, Plural(with.size(), "node") + (with.size() == 1 ? " advertises " : " advertise ") + kGpuRes +
+                             " and " + kMpsRes + " (" + std::to_string(devices) + " " + kGpuRes + " devices)"));
   }
   return out;
 }

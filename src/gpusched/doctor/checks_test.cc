@@ -94,8 +94,8 @@ TEST(CheckWebhookConfigurationTest, PresentWithAValidCaBundle) {
             "w0.gpusched.io (failurePolicy Fail)");
   // 1,750,000,000 s + 365 days = 1,781,536,000 s = 2026-06-15T15:06:40Z
   EXPECT_EQ(Line(f[1]),
-            "ok    webhook-ca: MutatingWebhookConfiguration gpusched-webhook: caBundle set in 1 webhook, 1 "
-            "certificate valid until 2026-06-15T15:06:40Z");
+            "ok    webhook-ca: MutatingWebhookConfiguration gpusched-webhook: caBundle set in 1 webhook (1 distinct "
+            "bundle, 1 certificate), valid until 2026-06-15T15:06:40Z");
 }
 
 TEST(CheckWebhookConfigurationTest, MissingExpiredNotYetValidAndSoon) {
@@ -140,6 +140,13 @@ TEST(CheckWebhookConfigurationTest, OneBundleInSeveralWebhooksIsNamedOnce) {
   EXPECT_THAT(Line(f[1]), StartsWith("FAIL  webhook-ca: MutatingWebhookConfiguration gpusched-webhook: the caBundle "
                                      "of w0.gpusched.io, w1.gpusched.io has certificate CN=gpusched-ca that expired "
                                      "2025-06-13T15:06:40Z (2d ago); fix: "));
+}
+
+TEST(CheckWebhookConfigurationTest, SharedValidBundleIsCountedOnce) {
+  const std::string valid = Bundle(kNow - hours(1), kNow + hours(24 * 365));
+  const auto f = CheckWebhookConfiguration(kMutating, WebhookConfig({valid, valid, valid}), kNow, "scheduler");
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_THAT(Line(f[1]), HasSubstr("caBundle set in 3 webhooks (1 distinct bundle, 1 certificate), valid until"));
 }
 
 TEST(CheckWebhookConfigurationTest, NotFound) {
@@ -226,8 +233,9 @@ TEST(CheckNodesTest, GpuNodesWithoutInventoryAndWithoutResources) {
   EXPECT_THAT(Line(f[0]), StartsWith("FAIL  node-inventory: 1 of 4 GPU nodes carry gpusched.io/gpus; without: g2, g4; "
                                      "not decodable: g3 ("));
   EXPECT_THAT(f[0].fix, HasSubstr("the agent writes it"));
-  EXPECT_THAT(Line(f[1]), StartsWith("FAIL  device-plugin: g1 advertise no gpusched.io/gpu in status.allocatable; fix: "
-                                     "the agent's device plugin registers them with the kubelet"));
+  EXPECT_THAT(Line(f[1]),
+              StartsWith("FAIL  device-plugin: g1 advertises no gpusched.io/gpu in status.allocatable; fix: "
+                         "the agent's device plugin registers them with the kubelet"));
 }
 
 TEST(CheckNodesTest, NoGpuNodesOrNoAccess) {
