@@ -42,6 +42,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "interference": ("ports", "core", "common"),
     "plot": ("common",),
     "sim": ("sched", "policy", "ports", "plot", "core", "common"),
+    "doctor": ("adapters/*", "kube", "common"),
     "monitor": ("adapters/*", "proc", "kube", "ports", "plot", "core", "common"),
     "agent": ("adapters/*", "daemon", "net", "proc", "kube", "ports", "plot", "core", "common"),
     "webhook": ("adapters/*", "daemon", "net", "proc", "kube", "ports", "core", "common"),

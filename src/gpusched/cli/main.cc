@@ -9,6 +9,7 @@
 
 #include "gpusched/cli/agent_command.h"
 #include "gpusched/cli/app_main.h"
+#include "gpusched/cli/doctor_command.h"
 #include "gpusched/cli/extender_command.h"
 #include "gpusched/cli/live_inputs.h"
 #include "gpusched/cli/scheduler_command.h"
@@ -137,6 +138,9 @@ int main(int argc, char** argv) {
 
   gpusched::cli::WhyFlags why;
   gpusched::cli::AddWhyCommand(app, why, exit_code);
+
+  gpusched::cli::DoctorFlags doctor;
+  gpusched::cli::AddDoctorCommand(app, doctor, exit_code);
 
   return gpusched::cli::ParseAndRun(
       app, argc, argv, self == "kubectl-gpusched" ? "kubectl gpusched" : "gpusched",

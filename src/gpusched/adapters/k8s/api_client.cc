@@ -635,6 +635,11 @@ Result<json> ApiClient::UpdateLease(const std::string& ns, const json& lease) {
                      body.dump());
 }
 
+Result<RawResponse> ApiClient::GetRaw(const std::string& path) {
+  GPUSCHED_ASSIGN_OR_RETURN(response, impl_->Perform("GET", path, "", ""));
+  return RawResponse{.status = response.status, .body = std::move(response.body)};
+}
+
 Result<json> ApiClient::Request(const std::string& method, const std::string& path, const std::string& body,
                                 const std::string& content_type) {
   return impl_->Call(method, path, body, content_type);

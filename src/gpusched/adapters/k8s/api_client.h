@@ -44,6 +44,12 @@ enum class WatchEnd {
   kStalled,  // the server neither sent nor ended the stream until grace_seconds past its timeout: cut off
 };
 
+// An answer as the server sent it: any HTTP code, the body unparsed (GetRaw).
+struct RawResponse {
+  long status = 0;
+  std::string body;
+};
+
 struct EventSpec {
   std::string namespace_, pod_name, pod_uid, reason, message, type /*Normal|Warning*/, component;
 };
@@ -119,6 +125,10 @@ class ApiClient {
   common::Result<nlohmann::json> GetLease(const std::string& ns, const std::string& name);
   common::Result<nlohmann::json> CreateLease(const std::string& ns, const nlohmann::json& lease);
   common::Result<nlohmann::json> UpdateLease(const std::string& ns, const nlohmann::json& lease);
+
+  // GET whose answer is returned as it came, whatever its code and content (a proxied /readyz answers text);
+  // only transport failures are errors.
+  common::Result<RawResponse> GetRaw(const std::string& path);
 
   // Generic: method GET/POST/PUT/PATCH/DELETE; `content_type` applies when there is a body. A 2xx body that is not
   // JSON is Internal; an empty 2xx body is a null json.
