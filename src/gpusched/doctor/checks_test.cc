@@ -108,7 +108,7 @@ TEST(CheckWebhookConfigurationTest, MissingExpiredNotYetValidAndSoon) {
   } cases[] = {
       {"no caBundle in the second webhook", WebhookConfig({valid, ""}), Severity::kOk, Severity::kFail,
        "FAIL  webhook-ca: MutatingWebhookConfiguration gpusched-webhook: no caBundle in webhook w1.gpusched.io; fix: "
-       "put the CA of the webhook's serving certificate in caBundle"},
+       "by default the webhook patches caBundle itself once it runs"},
       // expired 2 days ago
       {"expired", WebhookConfig({Bundle(kNow - hours(24 * 400), kNow - hours(48))}), Severity::kOk, Severity::kFail,
        "has certificate CN=gpusched-ca that expired 2025-06-13T15:06:40Z (2d ago); fix: renew the webhook's CA"},

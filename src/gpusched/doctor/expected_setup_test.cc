@@ -65,8 +65,17 @@ TEST(ExpectedSetupTest, SchedulerModeIsWhatDeploySchedulerInstalls) {
     EXPECT_NE(std::find(scheduler.begin(), scheduler.end(), want), scheduler.end()) << want;
   }
   EXPECT_EQ(Sa(*s, "gpusched-scheduler")->Username(), "system:serviceaccount:kube-system:gpusched-scheduler");
+  // The webhook's own certificate: create Secrets in its namespace, get and update its CA Secret alone, get and patch
+  // its two configurations alone.
   EXPECT_THAT(Described(*Sa(*s, "gpusched-webhook")),
-              ElementsAre("create events", "get pods", "list gpuqueues.gpusched.io", "patch events"));
+              ElementsAre("create events", "create secrets in kube-system", "get pods",
+                          "get secrets gpusched-webhook-ca in kube-system",
+                          "get mutatingwebhookconfigurations.admissionregistration.k8s.io gpusched-webhook",
+                          "get validatingwebhookconfigurations.admissionregistration.k8s.io gpusched-webhook",
+                          "list gpuqueues.gpusched.io", "patch events",
+                          "patch mutatingwebhookconfigurations.admissionregistration.k8s.io gpusched-webhook",
+                          "patch validatingwebhookconfigurations.admissionregistration.k8s.io gpusched-webhook",
+                          "update secrets gpusched-webhook-ca in kube-system"));
 }
 
 TEST(ExpectedSetupTest, TheLeaderRoleGrantsTheLeaseTheConfigNames) {
