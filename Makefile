@@ -35,7 +35,8 @@ help:
 	@echo "  test    unit, integration and fuzz-replay tests, benchmark smoke runs, the install tree check, then the"
 	@echo "          e2e suite (real etcd, kube-apiserver, kube-scheduler; built once by scripts/build-k8s.sh),"
 	@echo "          preset '$(TEST_PRESET)'"
-	@echo "          (CI=true: preset 'ci', format + layering checks first, then short libFuzzer runs and TSan)"
+	@echo "          (CI=true: preset 'ci', format + layering checks first, the daemon image built as an OCI layout"
+	@echo "          and run (scripts/image-smoke.py), then short libFuzzer runs and TSan)"
 	@echo "  e2e     only the end-to-end suite (scripts/e2e.sh)"
 	@echo "  fuzz    coverage-guided fuzzing of every decoder with clang's libFuzzer (FUZZ_SECONDS=$(FUZZ_SECONDS) each)"
 	@echo "  tsan    the concurrency tests (extender, API client) under ThreadSanitizer"
@@ -73,6 +74,9 @@ endif
 	ctest --preset $(TEST_PRESET) -LE 'e2e|bench' --output-on-failure
 	ctest --preset $(TEST_PRESET) -L bench --output-on-failure
 	bash scripts/check-install.sh build/$(TEST_PRESET)
+ifeq ($(CI),true)
+	python3 scripts/image-smoke.py build/$(TEST_PRESET)
+endif
 	bash scripts/e2e.sh build/$(TEST_PRESET)
 ifeq ($(CI),true)
 	bash scripts/fuzz.sh 10

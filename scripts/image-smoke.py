@@ -72,22 +72,49 @@ def chroot_apt(root, packages):
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     run(["chroot", root, "apt-get", "update", "-qq"], env=env, stdout=subprocess.DEVNULL)
     run(["chroot", root, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages], env=env,
-        stdout=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run(["chroot", root, "apt-get", "clean"])
     shutil.rmtree(os.path.join(root, "var", "lib", "apt", "lists"), ignore_errors=True)
     os.makedirs(os.path.join(root, "var", "lib", "apt", "lists", "partial"), exist_ok=True)
 
 
+def inside(root, path):
+    """`path` of the chroot as a host path, following the rootfs's own symlinks inside it (Debian's /var/run ->
+    /run is absolute: followed on the host it would leave the rootfs)."""
+    here = root
+    for part in [p for p in path.split("/") if p]:
+        nxt = os.path.join(here, part)
+        for _ in range(40):
+            if not os.path.islink(nxt):
+                break
+            target = os.readlink(nxt)
+            nxt = os.path.join(root, target.lstrip("/")) if target.startswith("/") else os.path.join(here, target)
+        here = nxt
+    return here
+
+
 def workloads():
     """(name, args, configmap volumes {mountPath: data}, emptyDir mountPaths) of every gpusched container in
     deploy/base and deploy/extender."""
-    docs = []
+    docs, generated = [], {}
     for d in ("base/scheduler", "base/webhook", "base/agent", "extender"):
-        for name in sorted(os.listdir(os.path.join(REPO, "deploy", d))):
-            if name.endswith(".yaml"):
-                with open(os.path.join(REPO, "deploy", d, name)) as f:
+        folder = os.path.join(REPO, "deploy", d)
+        with open(os.path.join(folder, "kustomization.yaml")) as f:
+            kustomization = yaml.safe_load(f) or {}
+        # configMapGenerator: each file is a key (KEY=FILE names the key).
+        for gen in kustomization.get("configMapGenerator", []):
+            data = {}
+            for entry in gen.get("files", []):
+                key, _, path = entry.rpartition("=") if "=" in entry else (os.path.basename(entry), "", entry)
+                with open(os.path.join(folder, path)) as f:
+                    data[key] = f.read()
+            generated[gen["name"]] = data
+        for name in kustomization.get("resources", []):
+            if name.endswith(".yaml") and os.path.isfile(os.path.join(folder, name)):
+                with open(os.path.join(folder, name)) as f:
                     docs += [x for x in yaml.safe_load_all(f) if x]
     configmaps = {x["metadata"]["name"]: x.get("data", {}) for x in docs if x.get("kind") == "ConfigMap"}
+    configmaps.update(generated)
     out = []
     for x in docs:
         if x.get("kind") not in ("Deployment", "DaemonSet"):
@@ -111,7 +138,7 @@ def workloads():
 def start(root, name, args, files, dirs, port, seconds, env):
     """Runs one daemon in the rootfs; returns (passed, why, output tail)."""
     for path, data in files.items():
-        d = os.path.join(root, path.lstrip("/"))
+        d = inside(root, path)
         os.makedirs(d, exist_ok=True)
         for key, text in data.items():
             with open(os.path.join(d, key), "w") as f:
@@ -119,8 +146,8 @@ def start(root, name, args, files, dirs, port, seconds, env):
     for path in dirs:
         if path.startswith("/proc") or path.startswith("/host/proc") or path.startswith("/var/run/nvidia"):
             continue
-        os.makedirs(os.path.join(root, path.lstrip("/")), exist_ok=True)
-        os.chmod(os.path.join(root, path.lstrip("/")), 0o777)
+        os.makedirs(inside(root, path), exist_ok=True)
+        os.chmod(inside(root, path), 0o777)
     # A private mount namespace: /proc and /dev bound for the run, gone with it.
     script = (f"mount --bind /proc {root}/proc && mount --bind /dev {root}/dev && "
               f"exec chroot --userspec={USER} {root} /usr/local/bin/gpusched \"$@\"")
@@ -140,10 +167,11 @@ def start(root, name, args, files, dirs, port, seconds, env):
             p.wait()
     output = p.stdout.read()
     tail = "\n".join(output.strip().splitlines()[-3:])
+    last = output.strip().splitlines()[-1] if output.strip() else ""
     if "error while loading shared libraries" in output or p.returncode == 127:
         return False, "the loader misses a library", tail
-    if re.search(r"No such file|cannot open|not found", output) and "API server" not in output \
-            and "libnvidia-ml" not in output:
+    if re.search(r"No such file|cannot open|cannot read|not found", output) and "API server" not in output \
+            and "libnvidia-ml" not in last:
         return False, "a file it reads is missing", tail
     if not running and p.returncode == 2:
         return False, "its arguments were refused (exit 2)", tail
@@ -151,7 +179,7 @@ def start(root, name, args, files, dirs, port, seconds, env):
         return True, "got as far as the API server", tail
     if running:
         return True, f"still running after {seconds} s", tail
-    if name == "agent" and "libnvidia-ml" in output:
+    if name == "agent" and "libnvidia-ml" in last:
         return True, "stopped at NVML (mounted into GPU pods by the NVIDIA runtime, not in the image)", tail
     return False, f"exited {p.returncode}", tail
 
@@ -186,16 +214,17 @@ def main():
         version = re.search(r"project\(gpusched VERSION ([0-9.]+)", open(os.path.join(REPO, "CMakeLists.txt")).read())
         tag = version.group(1)
         run([sys.executable, os.path.join(REPO, "scripts", "oci-layout.py"), root, out, "--tag", tag,
-             "--entrypoint", "/usr/local/bin/gpusched", "--cmd", "--help", "--user", USER])
+             "--entrypoint", "/usr/local/bin/gpusched", "--cmd=--help", "--user", USER])
         shutil.rmtree(root)
         bundle = os.path.join(work, "bundle")
-        run(["umoci", "unpack", "--rootless", "--image", f"{out}:{tag}", bundle], stdout=subprocess.DEVNULL)
+        run(["umoci", "--log", "error", "unpack", "--rootless", "--image", f"{out}:{tag}", bundle],
+            stdout=subprocess.DEVNULL)
         image_root = os.path.join(bundle, "rootfs")
         log(f"unpacked {out}:{tag} with umoci into {image_root} ({time.monotonic() - t0:.0f} s so far)")
 
         # In-cluster identity with an API server that does not answer.
         port = 1  # nothing listens on 127.0.0.1:1
-        sa = os.path.join(image_root, "var", "run", "secrets", "kubernetes.io", "serviceaccount")
+        sa = inside(image_root, "/var/run/secrets/kubernetes.io/serviceaccount")
         os.makedirs(sa, exist_ok=True)
         run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
              "-subj", "/CN=image-smoke-ca", "-days", "1", "-keyout", os.path.join(work, "ca.key"), "-out",
@@ -220,8 +249,10 @@ def main():
         runs = workloads()
         agent = next((r for r in runs if r[0] == "agent"), None)
         if agent:
-            runs.append(("agent --fake-gpus", agent[1] + ["--fake-gpus", "1xA100-80GB", "--mps", "off"], agent[2],
-                         agent[3]))
+            argv = list(agent[1])
+            if "--mps" in argv:  # --mps off: fake GPUs have no MPS daemon
+                argv[argv.index("--mps") + 1] = "off"
+            runs.append(("agent --fake-gpus", argv + ["--fake-gpus", "1xA100-80GB"], agent[2], agent[3]))
         started = 0
         for name, argv, files, dirs in runs:
             passed, why, tail = start(image_root, name.split()[0], argv, files, dirs, port, args.seconds, env)

@@ -51,6 +51,7 @@ PACKAGES=(
   # interference/: the slowdown model's gradient-boosted trees (XGBoost C API) and the per-partner ridge
   # regressions' linear algebra (Eigen, header-only)
   libxgboost-dev libeigen3-dev
+  debootstrap umoci
 )
 
 # `make demo` needs only the simulator's: a compiler, CMake, and the libraries of gpusched-lab's simulate.

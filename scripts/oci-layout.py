@@ -5,7 +5,7 @@ numeric owners, sorted names, fixed timestamps so the same tree gives the same d
 (entrypoint, cmd, user, environment) and a manifest named by a tag in index.json. `umoci unpack`, `skopeo copy
 oci:DIR:TAG docker://...` and `podman load` read the result.
 
-Usage: scripts/oci-layout.py ROOTFS OUT --tag TAG --entrypoint PATH [--cmd ARG ...] [--user UID:GID]
+Usage: scripts/oci-layout.py ROOTFS OUT --tag TAG --entrypoint PATH [--cmd=ARG ...] [--user UID:GID]
 Exit status: 0 written, 2 bad input (named).
 """
 import argparse
@@ -53,7 +53,7 @@ def main():
     parser.add_argument("out")
     parser.add_argument("--tag", required=True)
     parser.add_argument("--entrypoint", required=True)
-    parser.add_argument("--cmd", nargs="*", default=[])
+    parser.add_argument("--cmd", action="append", default=[], help="one argument of the default command; repeat")
     parser.add_argument("--user", default="")
     args = parser.parse_args()
     if not os.path.isdir(args.rootfs):

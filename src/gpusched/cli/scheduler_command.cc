@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpusched/adapters/k8s/api_client.h"
+#include "gpusched/adapters/k8s/api_errors.h"
 #include "gpusched/adapters/k8s/client_config.h"
 #include "gpusched/adapters/k8s/event_writer.h"
 #include "gpusched/adapters/k8s/informer.h"
@@ -167,11 +168,10 @@ int RunScheduler(const SchedulerFlags& flags, const SlowdownModelLoader& load_mo
       }
       // The first request to the API server: say which server, and whether it could be reached at all.
       const common::StatusCode code = v.status().code();
-      const std::string why =
-          (code == common::StatusCode::kUnavailable || code == common::StatusCode::kDeadlineExceeded
-               ? "cannot reach the API server at " + api_server
-               : "the API server at " + api_server + " did not say which policy API version it serves") +
-          ": " + v.status().message();
+      const std::string why = code == common::StatusCode::kUnavailable || code == common::StatusCode::kDeadlineExceeded
+                                  ? k8s::DescribeApiFailure(v.status(), api_server)
+                                  : "the API server at " + api_server +
+                                        " did not say which policy API version it serves: " + v.status().message();
       if (attempt == kTries) {
         return Fail(why + " (" + std::to_string(kTries) + " tries, 2 s apart)");
       }

@@ -25,6 +25,7 @@
 #include <CLI/CLI.hpp>
 
 #include "gpusched/adapters/k8s/api_client.h"
+#include "gpusched/adapters/k8s/api_errors.h"
 #include "gpusched/adapters/k8s/client_config.h"
 #include "gpusched/adapters/k8s/event_writer.h"
 #include "gpusched/common/log.h"
@@ -527,8 +528,8 @@ int RunWebhook(const WebhookFlags& given) {
       if (s.code() == common::StatusCode::kInvalidArgument) {
         return Fail("--self-signed-ca-secret: " + s.message());
       }
-      Say(common::LogLevel::kWarn,
-          "no serving certificate yet (tried again in " + std::to_string(wait.count()) + " s): " + s.message());
+      Say(common::LogLevel::kWarn, "no serving certificate yet (tried again in " + std::to_string(wait.count()) +
+                                       " s): " + adapters::k8s::DescribeApiFailure(s, client->config().server));
       const timespec delay{.tv_sec = static_cast<time_t>(wait.count()), .tv_nsec = 0};
       int got = -1;
       while ((got = sigtimedwait(&signals, nullptr, &delay)) < 0 && errno == EINTR) {
@@ -606,7 +607,8 @@ int RunWebhook(const WebhookFlags& given) {
         const common::Status s = SyncCertificate(*keeper, state, secret_ref);
         if (!s.ok()) {
           Say(common::LogLevel::kWarn, "certificate check failed (tried again in " +
-                                           std::to_string(kCertRetryInterval.count()) + " s): " + s.message());
+                                           std::to_string(kCertRetryInterval.count()) +
+                                           " s): " + adapters::k8s::DescribeApiFailure(s, client->config().server));
         }
         interval = s.ok() ? std::chrono::duration_cast<std::chrono::seconds>(kCertSyncInterval) : kCertRetryInterval;
         lock.lock();

@@ -100,4 +100,13 @@ bool IsRetryable(const common::Status& status) {
   return status.code() == common::StatusCode::kUnavailable || status.code() == common::StatusCode::kDeadlineExceeded;
 }
 
+std::string DescribeApiFailure(const common::Status& status, std::string_view server) {
+  // StatusFromHttp's messages carry ": HTTP <code>"; StatusFromTransport's never do.
+  const bool answered = status.message().find(": HTTP ") != std::string::npos;
+  if (IsRetryable(status) && !answered) {
+    return "cannot reach the API server at " + std::string(server) + ": " + status.message();
+  }
+  return "the API server at " + std::string(server) + " answered: " + status.message();
+}
+
 }  // namespace gpusched::adapters::k8s

@@ -15,6 +15,7 @@
 // Unavailable. Every message holds the method, the path, the HTTP code and, when the body is a metav1.Status, its
 // message: "PATCH /api/v1/nodes/n1: HTTP 409 Conflict: the object has been modified".
 
+#include <string>
 #include <string_view>
 
 #include "gpusched/common/status.h"
@@ -30,5 +31,9 @@ namespace gpusched::adapters::k8s {
 
 // True for codes a caller may retry after a pause (Unavailable, DeadlineExceeded).
 [[nodiscard]] bool IsRetryable(const common::Status& status);
+// A failed request as a log line names it, with the server first: "cannot reach the API server at <server>:
+// <message>" when no HTTP answer came (refused, reset, TLS handshake, timeout), else "the API server at <server>
+// answered: <message>" (the message holds the method, path and HTTP code).
+[[nodiscard]] std::string DescribeApiFailure(const common::Status& status, std::string_view server);
 
 }  // namespace gpusched::adapters::k8s

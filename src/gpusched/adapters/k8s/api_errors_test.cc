@@ -84,3 +84,24 @@ TEST(ApiErrorsTest, UrlEncode) {
 
 }  // namespace
 }  // namespace gpusched::adapters::k8s
+
+namespace gpusched::adapters::k8s {
+namespace {
+
+TEST(DescribeApiFailureTest, NamesTheServerAndWhetherItAnswered) {
+  EXPECT_EQ(DescribeApiFailure(StatusFromTransport("GET", "/api/v1/pods", false, "Couldn't connect to server"),
+                               "https://10.0.0.1:6443"),
+            "cannot reach the API server at https://10.0.0.1:6443: GET /api/v1/pods: Couldn't connect to server");
+  EXPECT_EQ(DescribeApiFailure(StatusFromTransport("GET", "/version", true, "Timeout was reached"), "https://k"),
+            "cannot reach the API server at https://k: GET /version: Timeout was reached");
+  // A 503 is an answer: the server was reached.
+  EXPECT_EQ(DescribeApiFailure(StatusFromHttp("GET", "/api/v1/pods", 503, ""), "https://k")
+                .rfind("the API server at https://k answered: GET /api/v1/pods: HTTP 503", 0),
+            0u);
+  EXPECT_EQ(DescribeApiFailure(StatusFromHttp("GET", "/api/v1/secrets/x", 403, ""), "https://k")
+                .rfind("the API server at https://k answered: GET /api/v1/secrets/x: HTTP 403", 0),
+            0u);
+}
+
+}  // namespace
+}  // namespace gpusched::adapters::k8s

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpusched/adapters/k8s/api_errors.h"
 #include "gpusched/common/log.h"
 
 namespace gpusched::adapters::k8s {
@@ -226,7 +227,10 @@ bool Informer::Backoff(const common::Status& why, bool is_error) {
       std::lock_guard<std::mutex> lock(mu_);
       last_error_ = why.ToString();
     }
-    common::Log(common::LogLevel::kWarn, "informer " + options_.path + ": " + why.ToString());
+    // The server first: an informer that cannot list or watch says which API server it cannot reach.
+    common::Log(common::LogLevel::kWarn, "informer " + options_.path + ": " +
+                                             DescribeApiFailure(why, client_.config().server) + " (" +
+                                             std::string(common::StatusCodeName(why.code())) + ")");
   }
   std::uniform_real_distribution<double> jitter(0.75, 1.25);
   const auto wait =
