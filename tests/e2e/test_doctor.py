@@ -29,7 +29,7 @@ from control_plane import (REPO_ROOT, ControlPlane, Process, free_port, suite_sk
                            wait_until, write_kubeconfig)
 from kube import GPUS_ANNOTATION  # noqa: E402
 import rbac_audit  # noqa: E402
-from test_webhook import deploy_documents, pre_128_variant  # noqa: E402
+from test_webhook import deploy_document, pre_128_variant  # noqa: E402
 
 NODE = "doc-node-1"
 AGENT_POD = "gpusched-agent-doc"
@@ -125,9 +125,9 @@ class DoctorE2E(unittest.TestCase):
         cls.start_webhook()
         with open(ca_crt, "rb") as f:
             cls.ca_bundle = base64.b64encode(f.read()).decode()
-        docs = deploy_documents()
         for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-            admin.apply_yaml(pre_128_variant(docs[kind], f"https://127.0.0.1:{cls.webhook_port}", cls.ca_bundle))
+            admin.apply_yaml(pre_128_variant(deploy_document(kind), f"https://127.0.0.1:{cls.webhook_port}",
+                                             cls.ca_bundle))
         wait_until(cls.dry_run_mutated, 30, what="the API server to call the mutating webhook",
                    alive=[cls.webhook])
 
@@ -301,7 +301,7 @@ class DoctorE2E(unittest.TestCase):
             self.assertEqual(rc, 1)
             self.assertTrue(self.line(lines, "FAIL  webhook-ca: MutatingWebhookConfiguration").startswith(
                 "FAIL  webhook-ca: MutatingWebhookConfiguration gpusched-webhook: no caBundle in webhook "
-                "complete.gpu.gpusched.io; fix: put the CA of the webhook's serving certificate in caBundle"))
+                "complete.gpu.gpusched.io; fix: by default the webhook patches caBundle itself once it runs"))
         finally:
             self.patch_webhook(MUTATING, [{"op": "add", "path": "/webhooks/0/clientConfig/caBundle",
                                            "value": self.ca_bundle}])
