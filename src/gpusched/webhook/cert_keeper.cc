@@ -245,12 +245,17 @@ Result<CaSecret> CertKeeper::LoadOrCreateCa(SyncReport& report) {
     return Status(created.status().code(), where_ + ": cannot create it: " + created.status().message());
   }
   // Another replica created it between our GET and POST: its CA is the one.
-  auto again = client_.Get(path);
-  if (!again.ok()) {
-    return Status(again.status().code(), where_ + ": " + again.status().message());
-  }
+  GPUSCHED_ASSIGN_OR_RETURN(theirs, ReadCaSecret(path));
   report.ca_adopted = true;
-  return DecodeCaSecret(*again, where_);
+  return theirs;
+}
+
+Result<CaSecret> CertKeeper::ReadCaSecret(const std::string& path) {
+  auto got = client_.Get(path);
+  if (!got.ok()) {
+    return Status(got.status().code(), where_ + ": " + got.status().message());
+  }
+  return DecodeCaSecret(*got, where_);
 }
 
 Result<CaSecret> CertKeeper::RotateCa(CaSecret current, SyncReport& report) {
@@ -270,11 +275,7 @@ Result<CaSecret> CertKeeper::RotateCa(CaSecret current, SyncReport& report) {
     return Status(updated.status().code(), where_ + ": cannot rotate the CA: " + updated.status().message());
   }
   // A stale resourceVersion: another replica wrote it first (rotated too, most likely). Use what it wrote.
-  auto again = client_.Get(path);
-  if (!again.ok()) {
-    return Status(again.status().code(), where_ + ": " + again.status().message());
-  }
-  GPUSCHED_ASSIGN_OR_RETURN(theirs, DecodeCaSecret(*again, where_));
+  GPUSCHED_ASSIGN_OR_RETURN(theirs, ReadCaSecret(path));
   auto info = ParseCertificate(theirs.ca.cert_pem);
   if (!info.ok() || NeedsRenewal(*info, now)) {
     return common::Aborted(where_ + ": changed while its CA was being rotated; tried again at the next sync");

@@ -103,6 +103,8 @@ class CertKeeper {
  private:
   common::Result<CaSecret> LoadOrCreateCa(SyncReport& report);
   common::Result<CaSecret> RotateCa(CaSecret current, SyncReport& report);
+  // The CA Secret at `path` as it is now (after a lost race), errors prefixed with where_.
+  common::Result<CaSecret> ReadCaSecret(const std::string& path);
   common::Status PatchBundle(const std::string& resource, const std::string& kind, const std::string& name,
                              const std::string& bundle, SyncReport& report);
   common::Status WriteServingPair(const CertAndKey& pair);
