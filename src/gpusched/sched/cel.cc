@@ -540,7 +540,8 @@ struct FnInfo {
   bool member;
 };
 
-constexpr std::array<FnInfo, 18> kFunctions{{
+// sign is both: Kubernetes' quantity library declares sign(q) and documents q.sign().
+constexpr std::array<FnInfo, 19> kFunctions{{
     {"quantity", Fn::kQuantity, false},
     {"isQuantity", Fn::kIsQuantity, false},
     {"semver", Fn::kSemver, false},
@@ -551,6 +552,7 @@ constexpr std::array<FnInfo, 18> kFunctions{{
     {"asInteger", Fn::kAsInteger, true},
     {"isInteger", Fn::kIsInteger, true},
     {"sign", Fn::kSign, true},
+    {"sign", Fn::kSign, false},
     {"add", Fn::kAdd, true},
     {"sub", Fn::kSub, true},
     {"major", Fn::kMajor, true},
@@ -1465,6 +1467,16 @@ class Evaluator {
   }
   uint32_t Kid(const Node& n, uint32_t k) const { return p_.kids[n.first + k]; }
 
+  // Keeps a version parsed during this evaluation at a stable address: a few in place, more on the heap.
+  const dra::Semver* Keep(dra::Semver v) {
+    if (kept_ < inline_semvers_.size()) {
+      inline_semvers_[kept_] = std::move(v);
+      return &inline_semvers_[kept_++];
+    }
+    semvers_.push_front(std::move(v));
+    return &semvers_.front();
+  }
+
   Value Attribute(const Node& n, const std::string& name, const dra::AttributeValue& a) {
     switch (a.kind) {
       case dra::AttributeKind::kInt:
@@ -1478,8 +1490,7 @@ class Evaluator {
         if (!v.ok()) {
           return Error(n, "attribute " + name + ": " + v.status().message());
         }
-        semvers_.push_front(std::move(*v));
-        return Value::Ver(&semvers_.front());
+        return Value::Ver(Keep(std::move(*v)));
       }
     }
     return Error(n, "attribute " + name + " has an unknown type");
@@ -1826,8 +1837,7 @@ class Evaluator {
         if (!v.ok()) {
           return Error(n, v.status().message());
         }
-        semvers_.push_front(std::move(*v));
-        return Value::Ver(&semvers_.front());
+        return Value::Ver(Keep(std::move(*v)));
       }
       case Fn::kCompareTo:
       case Fn::kIsGreaterThan:
@@ -1921,7 +1931,9 @@ class Evaluator {
 
   const Program::Impl& p_;
   const DeviceInput& in_;
-  std::forward_list<dra::Semver> semvers_;  // versions parsed during this evaluation (stable addresses)
+  std::array<dra::Semver, 4> inline_semvers_;  // versions parsed during this evaluation
+  size_t kept_ = 0;
+  std::forward_list<dra::Semver> semvers_;  // beyond the inline ones
   std::vector<std::string> errors_;
   std::string scratch_;  // qualified names built at run time (keys that are not literals)
 };

@@ -235,6 +235,7 @@ TEST(CelTest, Quantities) {
       {"sign negative", R"(quantity("-5").sign() == -1)", true},
       {"sign zero", R"(quantity("0").sign() == 0)", true},
       {"sign positive", R"(quantity("1m").sign() == 1)", true},
+      {"sign as a function", R"(sign(device.capacity["gpu.gpusched.io"].memory) == 1)", true},
       {"isQuantity binary", R"(isQuantity("1.3Gi"))", true},
       {"isQuantity upper-case K", R"(isQuantity("200K"))", false},
       {"isQuantity comma", R"(isQuantity("1,3G"))", false},
@@ -274,6 +275,12 @@ TEST(CelTest, Versions) {
       {"version attribute equals a version", driver_version + R"( == semver("535.104.5"))", true},
       // A string on the left of == compares unequal to a version (no conversion).
       {"string equals a version attribute", R"("535.104.5" == )" + driver_version, false},
+      // Five versions parsed in one evaluation: more than the evaluator keeps in place.
+      {"many versions in one evaluation",
+       driver_version + ".isGreaterThan(semver(" + R"(device.attributes["gpu.gpusched.io"].firmware)" + ")) && " +
+           cuda + ".isGreaterThan(semver(" + R"(device.attributes["gpu.gpusched.io"].firmware)" + ")) && " +
+           driver_version + ".major() == 535",
+       true},
       {"semver parsed from an attribute",
        R"(semver(device.attributes["gpu.gpusched.io"].firmware).isLessThan(semver("2.0.0")))", true},
       {"isSemver of an attribute", R"(isSemver(device.attributes["gpu.gpusched.io"].model))", false},
