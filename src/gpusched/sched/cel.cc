@@ -1218,7 +1218,9 @@ class Parser {
       }
       return true;
     }();
-    if (const_args && !receiver) {
+    const bool foldable = info->fn == Fn::kQuantity || info->fn == Fn::kIsQuantity || info->fn == Fn::kSemver ||
+                          info->fn == Fn::kIsSemver;
+    if (const_args && foldable) {
       const std::string& text = At(args[0]).s;
       const bool normalize = args.size() == 2 && At(args[1]).b;
       Node n = Make(Op::kConst, result, pos);
