@@ -77,3 +77,5 @@ BENCHMARK(BM_Compile);
 
 }  // namespace
 }  // namespace gpusched::sched::cel
+
+BENCHMARK_MAIN();
