@@ -18,10 +18,12 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "gpusched/common/ids.h"
+#include "gpusched/common/status.h"
 
 namespace gpusched::core::dra {
 
@@ -31,6 +33,43 @@ struct Quantity {
   [[nodiscard]] static constexpr Quantity FromUnits(int64_t units) { return Quantity{units * 1000}; }
   auto operator<=>(const Quantity&) const = default;
 };
+
+// Reads resource.Quantity's syntax: [+-] digits [. digits] suffix, where suffix is one of "" n u m k M G T P E
+// (decimal), Ki Mi Gi Ti Pi Ei (binary) or an exponent e<int> / E<int> ("1e3", "5E-3"). Exact: a value finer
+// than a milli-unit ("1n", "0.0001") or beyond int64 milli-units (about 9.2e15 base units) is an error naming the
+// text, never rounded. Stricter than the API server in one corner: it needs at least one digit ("+" and "."
+// alone, which resource.Quantity reads as zero, are refused).
+[[nodiscard]] common::Result<Quantity> ParseQuantity(std::string_view text);
+
+// A canonical text the API server accepts and reads back to the same value: "0"; "<n>m" when the value is not a
+// whole number of units ("1500m"); otherwise the largest binary suffix that divides it exactly ("80Gi",
+// "1536Mi"), else the largest decimal one ("20k", "4"). Negative values carry a leading "-".
+[[nodiscard]] std::string FormatQuantity(Quantity q);
+
+// A semantic version (https://semver.org 2.0.0), parsed as strictly as the Kubernetes semver library DRA uses:
+// exactly MAJOR.MINOR.PATCH, numbers without leading zeros, an optional -prerelease of dot-separated identifiers
+// ([0-9A-Za-z-]+, numeric ones without leading zeros) and an optional +build of dot-separated identifiers
+// ([0-9A-Za-z-]+). No "v" prefix, no spaces.
+struct Semver {
+  uint64_t major = 0;
+  uint64_t minor = 0;
+  uint64_t patch = 0;
+  std::string prerelease;  // without the "-"; empty: none
+  std::string build;       // without the "+"; empty: none; ignored by precedence
+
+  bool operator==(const Semver&) const = default;  // identical text, build included; precedence: CompareSemver
+};
+
+[[nodiscard]] common::Result<Semver> ParseSemver(std::string_view text);
+
+// Semver precedence: major, minor, patch numerically; a version with a prerelease is lower than the same version
+// without; prereleases compare identifier by identifier (numeric ones numerically and lower than alphanumeric
+// ones, alphanumeric ones by ASCII), and a shorter prefix is lower. Build metadata is ignored, hence weak:
+// 1.0.0+a and 1.0.0+b are equivalent but not equal.
+[[nodiscard]] std::weak_ordering CompareSemver(const Semver& a, const Semver& b);
+
+// "1.2.3-rc.1+build.5".
+[[nodiscard]] std::string FormatSemver(const Semver& v);
 
 // The four attribute types of the API (DeviceAttribute: int, bool, string, version). A version is a semantic
 // version (semver 2.0.0) kept as its text; sched/cel.h parses and orders it.
