@@ -1,4 +1,5 @@
 #include "gpusched/sched/dra_allocator.h"
+#include "gpusched/sched/dra_selectors.h"
 
 #include <gtest/gtest.h>
 
@@ -563,6 +564,68 @@ TEST(DraAllocatorPropertyTest, NeverOvercommitsAndKeepsConstraints) {
     }
   }
   EXPECT_GT(fitted, 50) << "the generator should produce fitting cases too";
+}
+
+}  // namespace
+}  // namespace gpusched::sched
+
+namespace gpusched::sched {
+namespace {
+
+// The production matcher: CEL selectors compiled once, verdicts remembered per device.
+TEST(DraSelectorCacheTest, AllocatesWithCelSelectors) {
+  Node node({Gpu("gpu-0", 80, "a"), Gpu("gpu-1", 80, "b"), Gpu("gpu-2", 80, "b")});
+  std::map<std::string, DeviceClass> classes = {
+      {"gpu", DeviceClass{.name = "gpu", .selectors = {"device.driver == \"gpu.gpusched.io\""}}}};
+  DeviceSubRequest sub = Sub("gpu", 2);
+  sub.selectors = {"device.attributes[\"gpu.gpusched.io\"].linkGroup == \"b\"",
+                   "device.capacity[\"gpu.gpusched.io\"].memory.compareTo(quantity(\"40Gi\")) >= 0"};
+  ResourceClaim c = Claim("c", {Exactly(sub)});
+  const ResourceClaim* claims[] = {&c};
+  DraSelectorCache cache;
+  auto r = AllocateClaimsOnNode(claims, common::NodeName("n1"), node.candidates, classes, cache.Matcher());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->fits) << r->reason;
+  EXPECT_EQ(DevicesOf(r->allocations[0]), (std::vector<std::string>{"gpu:gpu-1", "gpu:gpu-2"}));
+  EXPECT_EQ(cache.programs(), 3U);
+  EXPECT_EQ(cache.verdicts(), 8U);  // the class on 3 devices + the first selector on 3 + the second on the 2 in b
+
+  // Again: every verdict is remembered, nothing is evaluated twice.
+  auto again = AllocateClaimsOnNode(claims, common::NodeName("n1"), node.candidates, classes, cache.Matcher());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(cache.verdicts(), 8U);
+  cache.Forget();
+  EXPECT_EQ(cache.verdicts(), 0U);
+  EXPECT_EQ(cache.programs(), 3U);
+}
+
+TEST(DraSelectorCacheTest, ErrorsNameTheSelector) {
+  Node node({Gpu("gpu-0", 80)});
+  std::map<std::string, DeviceClass> classes = {{"gpu", DeviceClass{.name = "gpu"}}};
+  struct Case {
+    std::string name;
+    std::string selector;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {.name = "a macro is refused at compile",
+       .selector = "device.attributes[\"gpu.gpusched.io\"].exists(a, a == \"x\")",
+       .says = "unsupported"},
+      {.name = "a missing attribute fails at run time",
+       .selector = "device.attributes[\"gpu.gpusched.io\"].nvlink == 2",
+       .says = "no such key"},
+  };
+  for (const Case& k : cases) {
+    DeviceSubRequest sub = Sub("gpu");
+    sub.selectors = {k.selector};
+    ResourceClaim c = Claim("c", {Exactly(sub)});
+    const ResourceClaim* claims[] = {&c};
+    DraSelectorCache cache;
+    auto r = AllocateClaimsOnNode(claims, common::NodeName("n1"), node.candidates, classes, cache.Matcher());
+    ASSERT_FALSE(r.ok()) << k.name;
+    EXPECT_NE(r.status().message().find(k.says), std::string::npos) << k.name << ": " << r.status().message();
+    EXPECT_NE(r.status().message().find("gpu.gpusched.io/n1/gpu-0"), std::string::npos) << k.name;
+  }
 }
 
 }  // namespace
