@@ -93,6 +93,13 @@ TEST(ConstraintsTest, FieldsTheSchedulerDoesNotEvaluateAreNamed) {
                                       "spec.topologySpreadConstraints (whenUnsatisfiable: ScheduleAnyway)"}));
   EXPECT_TRUE(FindUnevaluatedFields(json()).hard.empty());
   EXPECT_TRUE(FindUnevaluatedFields(json::parse(R"({"spec": {"containers": 3, "affinity": []}})")).hard.empty());
+
+  // A pod with ResourceClaims is refused by name rather than bound without its claims allocated.
+  const json dra = json::parse(R"({"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}],
+      "containers": [{"name": "c", "resources": {"claims": [{"name": "gpu"}]}}]}})");
+  EXPECT_EQ(FindUnevaluatedFields(dra).hard,
+            std::vector<std::string>{"spec.resourceClaims (Dynamic Resource Allocation)"});
+  EXPECT_TRUE(FindUnevaluatedFields(json::parse(R"({"spec": {"resourceClaims": []}})")).hard.empty());
 }
 
 TEST(ConstraintsTest, PodAffinityAndSpreadDecode) {
