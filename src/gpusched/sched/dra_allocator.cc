@@ -42,30 +42,16 @@ bool Tolerates(const Device& device, std::span<const core::dra::DeviceToleration
   return true;
 }
 
-// The amount a sub-request asks of the device's capacity `name` (fully qualified), looked up under its full name or,
-// for the device's own driver's domain, its bare id. Both spellings at once are ambiguous: an error.
-common::Result<std::optional<Quantity>> AskedOf(const DeviceSubRequest& sub, std::string_view driver,
-                                                const std::string& name) {
-  std::optional<Quantity> asked;
-  if (auto it = sub.capacity.find(name); it != sub.capacity.end()) {
-    asked = it->second;
-  }
-  if (name.size() > driver.size() && name.compare(0, driver.size(), driver) == 0 && name[driver.size()] == '/') {
-    if (auto it = sub.capacity.find(name.substr(driver.size() + 1)); it != sub.capacity.end()) {
-      if (asked) {
-        return common::InvalidArgument("request " + sub.name + " asks for capacity " + name + " both as \"" + name +
-                                       "\" and as \"" + it->first + "\" (ambiguous)");
-      }
-      asked = it->second;
-    }
-  }
-  return asked;
-}
-
 // The fully qualified name a requested capacity key means on a device of `driver`.
 std::string Qualified(const std::string& key, std::string_view driver) {
   return key.find('/') == std::string::npos ? std::string(driver) + "/" + key : key;
 }
+
+// What an alternative needs of one candidate, fixed for the whole search (only what is free changes).
+struct Serve {
+  bool possible = false;  // selectors true, taints tolerated, the capacity asked present, the policy can serve it
+  std::vector<std::pair<uint32_t, Quantity>> consume;  // shareable, not admin: (capacity index, amount)
+};
 
 struct Alternative {
   const DeviceSubRequest* sub = nullptr;
@@ -73,6 +59,11 @@ struct Alternative {
   std::vector<std::string_view> selectors;
   bool admin_access = false;
   std::vector<char> matches;  // per candidate: selectors true and taints tolerated
+  std::vector<Serve> serve;   // per candidate
+  // The capacity asked, with names qualified for devices of `resolved_for` (the driver of the last candidate).
+  std::string resolved_for;
+  std::vector<std::pair<std::string, Quantity>> asked;
+  bool resolved = false;
 };
 
 struct Slot {
@@ -83,8 +74,6 @@ struct Slot {
 
 struct Pick {
   size_t candidate = 0;
-  std::map<std::string, Quantity> consumed;  // shareable devices only
-  std::string share_id;
   bool shareable = false;
   bool admin = false;
 };
@@ -105,11 +94,17 @@ class Search {
       : claims_(claims), candidates_(candidates), options_(options) {
     taken_.resize(candidates.size());
     available_.resize(candidates.size());
-    share_ids_.resize(candidates.size());
     for (size_t i = 0; i < candidates.size(); ++i) {
-      taken_[i] = candidates[i].taken ? 1 : 0;
-      available_[i] = candidates[i].available;
-      share_ids_[i] = candidates[i].share_ids;
+      const DraCandidate& cand = candidates[i];
+      taken_[i] = cand.taken ? 1 : 0;
+      if (!cand.device->allow_multiple_allocations) {
+        continue;
+      }
+      available_[i].reserve(cand.device->capacity.size());
+      for (const auto& [name, capacity] : cand.device->capacity) {
+        auto free = cand.available.find(name);
+        available_[i].push_back(free == cand.available.end() ? capacity.value : free->second);
+      }
     }
   }
 
@@ -123,11 +118,13 @@ class Search {
   common::Result<bool> Place(size_t slot);
   common::Result<bool> Choose(size_t slot, const Alternative& alt, size_t from, int64_t remaining);
   // Whether candidate c can serve alt now; fills the pick.
-  common::Result<bool> CanServe(const Alternative& alt, size_t c, Pick& pick) const;
+  [[nodiscard]] bool CanServe(const Alternative& alt, size_t c) const;
+  // Fills alt.serve (once per search).
+  common::Status PrepareServe(Alternative& alt) const;
   bool ApplyConstraints(size_t slot, const Alternative& alt, size_t c);
   void UndoConstraints(size_t slot, const Alternative& alt, size_t c);
   [[nodiscard]] bool Applies(const ConstraintState& k, size_t slot, const Alternative& alt) const;
-  void Take(size_t slot, Pick pick);
+  void Take(size_t slot, const Alternative& alt, size_t c);
   void Untake(size_t slot);
 
   std::span<const ResourceClaim* const> claims_;
@@ -136,11 +133,10 @@ class Search {
   std::vector<Slot> slots_;
   std::vector<ConstraintState> constraints_;
   std::vector<char> taken_;
-  std::vector<std::map<std::string, Quantity>> available_;
-  std::vector<std::vector<std::string>> share_ids_;
-  std::vector<std::vector<Pick>> picks_;    // per slot
-  std::vector<const Alternative*> chosen_;  // per slot
-  std::vector<std::vector<char>> used_;     // per slot: candidates picked by it (devices distinct per request)
+  std::vector<std::vector<Quantity>> available_;  // per candidate, per capacity (the device's order)
+  std::vector<std::vector<Pick>> picks_;          // per slot
+  std::vector<const Alternative*> chosen_;        // per slot
+  std::vector<std::vector<char>> used_;           // per slot: candidates picked by it (devices distinct per request)
   int64_t steps_ = 0;
   size_t deepest_ = 0;  // the furthest slot the search could not satisfy
 };
@@ -211,6 +207,9 @@ common::Status Search::Prepare(const std::map<std::string, core::dra::DeviceClas
             }
           }
           alt.matches[c] = all ? 1 : 0;
+        }
+        if (common::Status st = PrepareServe(alt); !st.ok()) {
+          return common::InvalidArgument("claim " + ClaimName(claim) + ": " + st.message());
         }
         slot.alternatives.push_back(std::move(alt));
       }
@@ -309,20 +308,75 @@ void Search::UndoConstraints(size_t slot, const Alternative& alt, size_t /*c*/) 
   }
 }
 
-common::Result<bool> Search::CanServe(const Alternative& alt, size_t c, Pick& pick) const {
-  const DraCandidate& cand = candidates_[c];
-  const Device& device = *cand.device;
-  const std::string& driver = cand.pool->driver;
-  pick = Pick{.candidate = c, .shareable = device.allow_multiple_allocations, .admin = alt.admin_access};
-  if (alt.matches[c] == 0) {
-    return false;
+// The capacity `alt` asks for, qualified with `driver`: an unqualified name means the device's own driver's, and
+// naming one capacity both ways is ambiguous (an error).
+common::Status Resolve(Alternative& alt, const std::string& driver) {
+  if (alt.resolved && alt.resolved_for == driver) {
+    return common::Status::Ok();
   }
-  // Every capacity the request names must exist on the device with at least the amount asked.
+  alt.asked.clear();
   for (const auto& [key, amount] : alt.sub->capacity) {
-    auto cap = device.capacity.find(Qualified(key, driver));
-    if (cap == device.capacity.end() || cap->second.value < amount) {
-      return false;
+    std::string name = Qualified(key, driver);
+    for (const auto& [other, unused] : alt.asked) {
+      if (other == name) {
+        return common::InvalidArgument("request " + alt.sub->name + " asks for capacity " + name +
+                                       " twice, with and without its domain (ambiguous)");
+      }
     }
+    alt.asked.emplace_back(std::move(name), amount);
+  }
+  alt.resolved_for = driver;
+  alt.resolved = true;
+  return common::Status::Ok();
+}
+
+common::Status Search::PrepareServe(Alternative& alt) const {
+  alt.serve.assign(candidates_.size(), Serve{});
+  for (size_t c = 0; c < candidates_.size(); ++c) {
+    if (alt.matches[c] == 0) {
+      continue;
+    }
+    const DraCandidate& cand = candidates_[c];
+    const Device& device = *cand.device;
+    if (common::Status st = Resolve(alt, cand.pool->driver); !st.ok()) {
+      return st;
+    }
+    Serve& serve = alt.serve[c];
+    // Every capacity the request names must exist on the device with at least the amount asked.
+    bool possible = true;
+    for (const auto& [name, amount] : alt.asked) {
+      auto cap = device.capacity.find(name);
+      if (cap == device.capacity.end() || cap->second.value < amount) {
+        possible = false;
+        break;
+      }
+    }
+    if (possible && device.allow_multiple_allocations && !alt.admin_access) {
+      uint32_t i = 0;
+      for (const auto& [name, capacity] : device.capacity) {
+        std::optional<Quantity> asked;
+        for (const auto& [n, amount] : alt.asked) {
+          if (n == name) {
+            asked = amount;
+          }
+        }
+        std::optional<Quantity> amount = ConsumedAmount(capacity, asked);
+        if (!amount || *amount > capacity.value) {
+          possible = false;
+          break;
+        }
+        serve.consume.emplace_back(i++, *amount);
+      }
+    }
+    serve.possible = possible;
+  }
+  return common::Status::Ok();
+}
+
+bool Search::CanServe(const Alternative& alt, size_t c) const {
+  const Serve& serve = alt.serve[c];
+  if (!serve.possible) {
+    return false;
   }
   if (alt.admin_access) {
     return true;  // ignores other allocations, consumes nothing
@@ -330,56 +384,32 @@ common::Result<bool> Search::CanServe(const Alternative& alt, size_t c, Pick& pi
   if (taken_[c] != 0) {
     return false;
   }
-  if (!device.allow_multiple_allocations) {
-    return true;
-  }
-  for (const auto& [name, capacity] : device.capacity) {
-    auto asked = AskedOf(*alt.sub, driver, name);
-    if (!asked.ok()) {
-      return asked.status();
-    }
-    std::optional<Quantity> amount = ConsumedAmount(capacity, *asked);
-    if (!amount) {
+  const std::vector<Quantity>& free = available_[c];
+  for (const auto& [i, amount] : serve.consume) {
+    if (amount > free[i]) {
       return false;
     }
-    auto free = available_[c].find(name);
-    Quantity have = free == available_[c].end() ? capacity.value : free->second;
-    if (*amount > have) {
-      return false;
-    }
-    pick.consumed.emplace(name, *amount);
   }
   return true;
 }
 
-void Search::Take(size_t slot, Pick pick) {
-  const size_t c = pick.candidate;
+void Search::Take(size_t slot, const Alternative& alt, size_t c) {
+  const bool shareable = candidates_[c].device->allow_multiple_allocations;
   used_[slot][c] = 1;
-  if (!pick.admin) {
-    if (!pick.shareable) {
+  if (!alt.admin_access) {
+    if (!shareable) {
       taken_[c] = 1;
     } else {
-      const DraCandidate& cand = candidates_[c];
-      for (const auto& [name, amount] : pick.consumed) {
-        auto [it, inserted] = available_[c].try_emplace(name, cand.device->capacity.at(name).value);
-        it->second.milli -= amount.milli;
+      for (const auto& [i, amount] : alt.serve[c].consume) {
+        available_[c][i].milli -= amount.milli;
       }
-      const ResourceClaim& claim = *claims_[slots_[slot].claim];
-      for (uint32_t attempt = 0;; ++attempt) {
-        std::string id = DraShareId(claim.uid, chosen_[slot]->result_name, cand.device->name, attempt);
-        if (std::find(share_ids_[c].begin(), share_ids_[c].end(), id) == share_ids_[c].end()) {
-          pick.share_id = std::move(id);
-          break;
-        }
-      }
-      share_ids_[c].push_back(pick.share_id);
     }
   }
-  picks_[slot].push_back(std::move(pick));
+  picks_[slot].push_back(Pick{.candidate = c, .shareable = shareable, .admin = alt.admin_access});
 }
 
 void Search::Untake(size_t slot) {
-  Pick pick = std::move(picks_[slot].back());
+  const Pick pick = picks_[slot].back();
   picks_[slot].pop_back();
   const size_t c = pick.candidate;
   used_[slot][c] = 0;
@@ -390,11 +420,9 @@ void Search::Untake(size_t slot) {
     taken_[c] = 0;
     return;
   }
-  for (const auto& [name, amount] : pick.consumed) {
-    available_[c][name].milli += amount.milli;
+  for (const auto& [i, amount] : chosen_[slot]->serve[c].consume) {
+    available_[c][i].milli += amount.milli;
   }
-  auto& ids = share_ids_[c];
-  ids.erase(std::find(ids.begin(), ids.end(), pick.share_id));
 }
 
 common::Result<bool> Search::Place(size_t slot) {
@@ -416,16 +444,11 @@ common::Result<bool> Search::Place(size_t slot) {
       size_t done = 0;
       for (; ok && done < all.size(); ++done) {
         ++steps_;
-        Pick pick;
-        auto can = CanServe(alt, all[done], pick);
-        if (!can.ok()) {
-          return can.status();
-        }
-        if (!*can || !ApplyConstraints(slot, alt, all[done])) {
+        if (!CanServe(alt, all[done]) || !ApplyConstraints(slot, alt, all[done])) {
           ok = false;
           break;
         }
-        Take(slot, std::move(pick));
+        Take(slot, alt, all[done]);
       }
       if (ok) {
         auto next = Place(slot + 1);
@@ -461,15 +484,10 @@ common::Result<bool> Search::Choose(size_t slot, const Alternative& alt, size_t 
     if (used_[slot][c] != 0) {
       continue;
     }
-    Pick pick;
-    auto can = CanServe(alt, c, pick);
-    if (!can.ok()) {
-      return can.status();
-    }
-    if (!*can || !ApplyConstraints(slot, alt, c)) {
+    if (!CanServe(alt, c) || !ApplyConstraints(slot, alt, c)) {
       continue;
     }
-    Take(slot, std::move(pick));
+    Take(slot, alt, c);
     auto next = Choose(slot, alt, c + 1, remaining - 1);
     if (!next.ok() || *next) {
       return next;
@@ -541,17 +559,39 @@ std::vector<core::dra::ClaimAllocation> Search::Results(const common::NodeName& 
   for (auto& a : out) {
     a.node = node;
   }
+  std::vector<std::vector<std::string>> share_ids(candidates_.size());  // the sharers' IDs, then the new ones
   for (size_t s = 0; s < slots_.size(); ++s) {
+    const Alternative& alt = *chosen_[s];
     for (const Pick& pick : picks_[s]) {
       const DraCandidate& cand = candidates_[pick.candidate];
-      DeviceResult r{.request = chosen_[s]->result_name,
+      DeviceResult r{.request = alt.result_name,
                      .driver = cand.pool->driver,
                      .pool = cand.pool->pool,
                      .device = cand.device->name,
                      .admin_access = pick.admin};
       if (pick.shareable && !pick.admin) {
-        r.consumed_capacity = pick.consumed;
-        r.share_id = pick.share_id;
+        auto consume = alt.serve[pick.candidate].consume.begin();
+        uint32_t i = 0;
+        for (const auto& [name, capacity] : cand.device->capacity) {
+          if (consume != alt.serve[pick.candidate].consume.end() && consume->first == i) {
+            r.consumed_capacity.emplace(name, consume->second);
+            ++consume;
+          }
+          ++i;
+        }
+        auto& ids = share_ids[pick.candidate];
+        if (ids.empty()) {
+          ids = cand.share_ids;
+        }
+        const ResourceClaim& claim = *claims_[slots_[s].claim];
+        for (uint32_t attempt = 0;; ++attempt) {
+          std::string id = DraShareId(claim.uid, alt.result_name, cand.device->name, attempt);
+          if (std::find(ids.begin(), ids.end(), id) == ids.end()) {
+            r.share_id = id;
+            ids.push_back(std::move(id));
+            break;
+          }
+        }
       }
       out[slots_[s].claim].devices.push_back(std::move(r));
     }
@@ -633,7 +673,7 @@ common::Result<DraNodeResult> AllocateClaimsOnNode(std::span<const ResourceClaim
   }
   DraNodeResult result;
   result.fits = *found;
-  if (result.fits) {
+  if (result.fits && options.allocations) {
     result.allocations = search.Results(node);
   } else {
     result.reason = search.WhyNot();

@@ -67,12 +67,15 @@ struct DraAllocatorOptions {
   // Whether the claims' namespace carries resource.kubernetes.io/admin-access=true (admin access is refused
   // otherwise).
   bool admin_access_allowed = false;
+  // Whether to build the allocations (false: only whether and why the claims fit, for the Filter of every node; the
+  // chosen node is then allocated with true).
+  bool allocations = true;
 };
 
 struct DraNodeResult {
   bool fits = false;
   std::string reason;  // why not, when !fits
-  // One per claim handed in, in order; each with node set.
+  // One per claim handed in, in order; each with node set (empty with options.allocations false).
   std::vector<core::dra::ClaimAllocation> allocations;
 };
 

@@ -3,19 +3,26 @@
 namespace gpusched::sched {
 
 const DraSelectorCache::Compiled& DraSelectorCache::Program(std::string_view expression) {
+  if (auto a = by_address_.find(expression.data()); a != by_address_.end() && *a->second.text == expression) {
+    return *a->second.compiled;
+  }
   auto it = programs_.find(std::string(expression));
-  if (it != programs_.end()) {
-    return it->second;
+  if (it == programs_.end()) {
+    Compiled c;
+    c.id = programs_.size();
+    auto program = cel::Program::Compile(expression);
+    if (program.ok()) {
+      c.program = std::make_unique<cel::Program>(std::move(*program));
+    } else {
+      c.error = program.status();
+    }
+    it = programs_.emplace(std::string(expression), std::move(c)).first;
   }
-  Compiled c;
-  c.id = programs_.size();
-  auto program = cel::Program::Compile(expression);
-  if (program.ok()) {
-    c.program = std::make_unique<cel::Program>(std::move(*program));
-  } else {
-    c.error = program.status();
+  if (by_address_.size() >= kMaxAddresses) {
+    by_address_.clear();
   }
-  return programs_.emplace(std::string(expression), std::move(c)).first->second;
+  by_address_[expression.data()] = ByAddress{.text = &it->first, .compiled = &it->second};
+  return it->second;
 }
 
 common::Result<bool> DraSelectorCache::Match(std::string_view expression, const core::dra::DevicePool& pool,

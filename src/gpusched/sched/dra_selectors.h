@@ -55,6 +55,14 @@ class DraSelectorCache {
   const Compiled& Program(std::string_view expression);
 
   std::unordered_map<std::string, Compiled> programs_;
+  // The expression texts a cycle hands in live in the claims and classes, at the same addresses attempt after
+  // attempt: looked up by address first (and the text compared), the common case allocates and hashes nothing.
+  struct ByAddress {
+    const std::string* text = nullptr;
+    const Compiled* compiled = nullptr;
+  };
+  std::unordered_map<const char*, ByAddress> by_address_;
+  static constexpr size_t kMaxAddresses = 4096;
   std::unordered_map<Key, common::Result<bool>, KeyHash> verdicts_;
 };
 
