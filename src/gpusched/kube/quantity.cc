@@ -37,8 +37,9 @@ common::Status Bad(std::string_view text, std::string_view why) {
   return common::InvalidArgument("quantity \"" + std::string(text) + "\": " + std::string(why));
 }
 
-// value = mantissa * 10^pow10 * 2^pow2 * scale, rounded up; error beyond int64.
-common::Result<int64_t> Parse(std::string_view text, int32_t scale_pow10) {
+// value = mantissa * 10^pow10 * 2^pow2 * scale, rounded up; error beyond int64. With `exact`, a value that would be
+// rounded is an error instead.
+common::Result<int64_t> Parse(std::string_view text, int32_t scale_pow10, bool exact = false) {
   std::string_view s = text;
   if (s.empty()) {
     return Bad(text, "empty");
@@ -131,6 +132,9 @@ common::Result<int64_t> Parse(std::string_view text, int32_t scale_pow10) {
     value *= 10;
   }
   if (pow10 < -38) {
+    if (exact) {
+      return Bad(text, "finer than the smallest unit");
+    }
     return int64_t{1};  // value < 10^39: a positive value far below one unit rounds up to 1
   }
   Int divisor = 1;
@@ -139,6 +143,9 @@ common::Result<int64_t> Parse(std::string_view text, int32_t scale_pow10) {
   }
   Int rounded = value / divisor;
   if (value % divisor != 0 || sticky) {
+    if (exact) {
+      return Bad(text, "finer than the smallest unit");
+    }
     rounded += 1;
   }
   if (rounded > kMax) {
@@ -152,5 +159,7 @@ common::Result<int64_t> Parse(std::string_view text, int32_t scale_pow10) {
 common::Result<int64_t> ParseQuantity(std::string_view text) { return Parse(text, 0); }
 
 common::Result<int64_t> ParseMilliQuantity(std::string_view text) { return Parse(text, 3); }
+
+common::Result<int64_t> ParseExactMilliQuantity(std::string_view text) { return Parse(text, 3, /*exact=*/true); }
 
 }  // namespace gpusched::kube

@@ -21,4 +21,8 @@ common::Result<int64_t> ParseQuantity(std::string_view text);
 // The value in thousandths, rounded up (resource.Quantity.MilliValue()): "500m" -> 500, "2" -> 2000.
 common::Result<int64_t> ParseMilliQuantity(std::string_view text);
 
+// The value in thousandths, exactly: a value finer than a thousandth ("0.0005", "1e-4") is an error instead of being
+// rounded (DRA capacities compare exactly).
+common::Result<int64_t> ParseExactMilliQuantity(std::string_view text);
+
 }  // namespace gpusched::kube

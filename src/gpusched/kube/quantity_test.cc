@@ -73,5 +73,33 @@ TEST(QuantityTest, OverflowIsAnErrorNotAWrap) {
   EXPECT_FALSE(ParseQuantity("1e999").ok());
 }
 
+TEST(QuantityTest, ExactMilliRefusesWhatWouldBeRounded) {
+  struct Exact {
+    const char* text;
+    int64_t milli;  // -1: refused
+  };
+  const Exact cases[] = {
+      {"80Gi", 85899345920000},  // 80 x 2^30 bytes, x 1000
+      {"100", 100000},
+      {"1m", 1},
+      {"0.001", 1},
+      {"1.5", 1500},
+      {"0", 0},
+      {"0.0005", -1},  // half a milli
+      {"1e-4", -1},
+      {"1.00000000000000000000000001", -1},  // a digit beyond the 20 kept ones is still not dropped silently
+  };
+  for (const auto& c : cases) {
+    auto m = ParseExactMilliQuantity(c.text);
+    if (c.milli < 0) {
+      ASSERT_FALSE(m.ok()) << c.text << " parsed as " << *m;
+      EXPECT_NE(m.status().message().find(c.text), std::string::npos) << m.status();
+    } else {
+      ASSERT_TRUE(m.ok()) << c.text << ": " << m.status();
+      EXPECT_EQ(*m, c.milli) << c.text;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gpusched::kube
