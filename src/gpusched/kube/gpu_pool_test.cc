@@ -174,5 +174,52 @@ TEST(GpuPoolTest, VersionsAreNormalisedToSemver) {
   }
 }
 
+// The example of docs/dra.md: a 2-GPU node (NVLink between them), GPU 1 after XID 79, driver 550.54.15.
+TEST(GpuPoolTest, TwoGpuNodeAsTheDocsShowIt) {
+  PoolGpu a = Gpu(0, {1});
+  a.gpu.uuid = common::GpuUuid("GPU-4f6c1a02-7d1e-4b7e-9d0b-1c2e3f405162");
+  PoolGpu b = Gpu(1, {0});
+  b.gpu.uuid = common::GpuUuid("GPU-9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d");
+  b.gpu.healthy = false;
+  b.last_xid = 79;
+  const std::vector<PoolGpu> gpus = {a, b};
+  core::dra::DevicePool pool = GpuDevicePool(common::NodeName("gpu-node-1"), gpus, {.driver_version = "550.54.15"});
+  pool.generation = 1;
+  auto specs = EncodeResourceSliceSpecs(pool);
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  ASSERT_EQ(specs->size(), 1u);
+  const nlohmann::json want = nlohmann::json::parse(R"({
+    "driver": "gpu.gpusched.io",
+    "pool": {"name": "gpu-node-1", "generation": 1, "resourceSliceCount": 1},
+    "nodeName": "gpu-node-1",
+    "devices": [
+      {"name": "gpu-0",
+       "attributes": {"uuid": {"string": "GPU-4f6c1a02-7d1e-4b7e-9d0b-1c2e3f405162"}, "index": {"int": 0},
+                      "model": {"string": "A100-SXM4-80GB"}, "productName": {"string": "NVIDIA A100-SXM4-80GB"},
+                      "numaNode": {"int": 0}, "linkGroup": {"int": 0}, "driverVersion": {"version": "550.54.15"},
+                      "healthy": {"bool": true}},
+       "capacity": {
+         "memory": {"value": "80Gi", "requestPolicy": {"default": "80Gi",
+                    "validRange": {"min": "256Mi", "max": "80Gi", "step": "1Mi"}}},
+         "compute": {"value": "100", "requestPolicy": {"default": "100",
+                     "validRange": {"min": "1", "max": "100", "step": "1"}}}},
+       "allowMultipleAllocations": true},
+      {"name": "gpu-1",
+       "attributes": {"uuid": {"string": "GPU-9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"}, "index": {"int": 1},
+                      "model": {"string": "A100-SXM4-80GB"}, "productName": {"string": "NVIDIA A100-SXM4-80GB"},
+                      "numaNode": {"int": 0}, "linkGroup": {"int": 0}, "driverVersion": {"version": "550.54.15"},
+                      "healthy": {"bool": false}},
+       "capacity": {
+         "memory": {"value": "80Gi", "requestPolicy": {"default": "80Gi",
+                    "validRange": {"min": "256Mi", "max": "80Gi", "step": "1Mi"}}},
+         "compute": {"value": "100", "requestPolicy": {"default": "100",
+                     "validRange": {"min": "1", "max": "100", "step": "1"}}}},
+       "allowMultipleAllocations": true,
+       "taints": [{"key": "gpu.gpusched.io/unhealthy", "value": "xid-79", "effect": "NoSchedule"}]}
+    ]
+  })");
+  EXPECT_EQ((*specs)[0], want) << (*specs)[0].dump(2);
+}
+
 }  // namespace
 }  // namespace gpusched::kube
