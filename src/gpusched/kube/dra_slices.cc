@@ -972,6 +972,54 @@ common::Result<ResourceSliceInfo> DecodeResourceSlice(const json& slice) {
   return out;
 }
 
+std::vector<AssembledPool> AssemblePools(const std::vector<ResourceSliceInfo>& slices) {
+  std::map<std::pair<std::string, std::string>, std::vector<const ResourceSliceInfo*>> by_pool;
+  for (const auto& s : slices) {
+    by_pool[{s.pool.driver, s.pool.pool}].push_back(&s);
+  }
+  std::vector<AssembledPool> out;
+  for (auto& [key, members] : by_pool) {
+    int64_t generation = 0;
+    for (const ResourceSliceInfo* s : members) {
+      generation = std::max(generation, s->pool.generation);
+    }
+    std::vector<const ResourceSliceInfo*> current;
+    for (const ResourceSliceInfo* s : members) {
+      if (s->pool.generation == generation) {
+        current.push_back(s);
+      }
+    }
+    std::sort(current.begin(), current.end(),
+              [](const ResourceSliceInfo* a, const ResourceSliceInfo* b) { return a->name < b->name; });
+    AssembledPool p;
+    p.pool = core::dra::DevicePool{
+        .driver = key.first, .pool = key.second, .node = current.front()->pool.node, .generation = generation};
+    p.node_local = current.front()->node_local;
+    std::set<std::string> names;
+    for (const ResourceSliceInfo* s : current) {
+      if (s->resource_slice_count != current.front()->resource_slice_count) {
+        p.problem = "its slices of generation " + std::to_string(generation) + " disagree on resourceSliceCount";
+      }
+      if (s->pool.node != p.pool.node) {
+        p.problem = "its slices of generation " + std::to_string(generation) + " name different nodes";
+      }
+      for (const auto& d : s->pool.devices) {
+        if (!names.insert(d.name).second && p.problem.empty()) {
+          p.problem = "device " + d.name + " appears in two of its slices";
+        }
+        p.pool.devices.push_back(d);
+      }
+    }
+    const int64_t want = current.front()->resource_slice_count;
+    if (p.problem.empty() && static_cast<int64_t>(current.size()) != want) {
+      p.problem = "incomplete: " + std::to_string(current.size()) + " of " + std::to_string(want) +
+                  " slices of generation " + std::to_string(generation);
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 common::Result<std::vector<json>> EncodeResourceSliceSpecs(const core::dra::DevicePool& pool) {
   if (pool.node.empty()) {
     return common::InvalidArgument("pool " + pool.pool + " of " + pool.driver +

@@ -84,6 +84,16 @@ struct ResourceSliceInfo {
 [[nodiscard]] common::Status ValidateResourceSlice(const nlohmann::json& slice);
 [[nodiscard]] common::Result<ResourceSliceInfo> DecodeResourceSlice(const nlohmann::json& slice);
 
+// A pool as a consumer sees it from its slices (the API's rule): only the slices of the highest generation count;
+// the pool is usable when all resourceSliceCount of them are there and no device name repeats.
+struct AssembledPool {
+  core::dra::DevicePool pool;  // the devices of the highest generation's slices, in slice-name order
+  bool node_local = true;
+  std::string problem;  // "": complete; else why the pool must not be allocated from yet
+};
+// Pools by (driver, pool name), in that order.
+[[nodiscard]] std::vector<AssembledPool> AssemblePools(const std::vector<ResourceSliceInfo>& slices);
+
 // The specs ({"driver", "pool", "nodeName", "devices"}) of the pool's slices; node-local pools only (pool.node
 // set). The caller adds metadata (ResourceSliceName, owner references).
 [[nodiscard]] common::Result<std::vector<nlohmann::json>> EncodeResourceSliceSpecs(const core::dra::DevicePool& pool);

@@ -1,7 +1,9 @@
 #include "gpusched/kube/dra_slices.h"
 
+#include <algorithm>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -380,6 +382,41 @@ TEST(DraSlicesTest, EncodingRefusesADeviceOverTheAttributeLimitAndNamesIt) {
 
   core::dra::DevicePool no_node{.driver = "gpu.gpusched.io", .pool = "n1"};
   EXPECT_FALSE(EncodeResourceSliceSpecs(no_node).ok());
+}
+
+ResourceSliceInfo Info(const std::string& name, const std::string& pool, int64_t generation, int64_t count,
+                       std::vector<int> devices) {
+  ResourceSliceInfo s{.name = name, .resource_slice_count = count};
+  s.pool = core::dra::DevicePool{
+      .driver = "gpu.gpusched.io", .pool = pool, .node = common::NodeName(pool), .generation = generation};
+  for (int i : devices) {
+    s.pool.devices.push_back(Device(i, false));
+  }
+  return s;
+}
+
+TEST(DraSlicesTest, AssemblingPoolsUsesTheHighestGenerationAndChecksTheCount) {
+  const std::vector<ResourceSliceInfo> slices = {
+      // n1: generation 2 complete (2 of 2); the stale generation-1 slice is ignored.
+      Info("n1-1", "n1", 2, 2, {2}),
+      Info("n1-0", "n1", 2, 2, {0, 1}),
+      Info("n1-old", "n1", 1, 1, {7}),
+      // n2: generation 5 says 2 slices, only one is there yet.
+      Info("n2-0", "n2", 5, 2, {0}),
+      // n3: a device in two slices.
+      Info("n3-0", "n3", 1, 2, {0}),
+      Info("n3-1", "n3", 1, 2, {0}),
+  };
+  const std::vector<AssembledPool> pools = AssemblePools(slices);
+  ASSERT_EQ(pools.size(), 3u);
+  EXPECT_EQ(pools[0].pool.pool, "n1");
+  EXPECT_EQ(pools[0].pool.generation, 2);
+  EXPECT_EQ(pools[0].problem, "");
+  ASSERT_EQ(pools[0].pool.devices.size(), 3u);
+  EXPECT_EQ(pools[0].pool.devices[0].name, "gpu-0");  // n1-0 before n1-1
+  EXPECT_EQ(pools[0].pool.devices[2].name, "gpu-2");
+  EXPECT_EQ(pools[1].problem, "incomplete: 1 of 2 slices of generation 5");
+  EXPECT_EQ(pools[2].problem, "device gpu-0 appears in two of its slices");
 }
 
 TEST(DraSlicesTest, SliceNamesAreValidForEveryNodeName) {
