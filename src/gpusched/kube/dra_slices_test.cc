@@ -116,7 +116,7 @@ TEST(DraSlicesTest, ValidationRefusesWhatTheApiServerRefuses) {
   const BadCase cases[] = {
       {"no driver", [](json& s) { s["spec"].erase("driver"); }, "spec.driver: required"},
       {"driver not a DNS subdomain", [](json& s) { s["spec"]["driver"] = "gpu_gpusched"; }, "spec.driver"},
-      {"driver longer than 63", [](json& s) { s["spec"]["driver"] = std::string(60, 'a') + ".io"; }, "spec.driver"},
+      {"driver longer than 63", [](json& s) { s["spec"]["driver"] = std::string(61, 'a') + ".io"; }, "spec.driver"},
       {"no pool", [](json& s) { s["spec"].erase("pool"); }, "spec.pool: required"},
       {"pool name with a bad part", [](json& s) { s["spec"]["pool"]["name"] = "n1//x"; }, "spec.pool.name"},
       {"negative generation", [](json& s) { s["spec"]["pool"]["generation"] = -1; }, "spec.pool.generation"},
