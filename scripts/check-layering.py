@@ -48,7 +48,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "webhook": ("adapters/*", "daemon", "net", "proc", "kube", "ports", "core", "common"),
     "scheduler": ("adapters/*", "daemon", "sched", "policy", "net", "proc", "kube", "ports", "core", "common"),
     "cli": ("*",),
-    "testing": ("ports", "core", "common"),
+    "testing": ("kube", "ports", "core", "common"),
 }
 
 # Folders whose files may include no third-party header.

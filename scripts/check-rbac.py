@@ -11,7 +11,10 @@ Every Role and ClusterRole defined there must grant:
   * Secrets only in a Role (never cluster-wide), and every verb on them but `create` limited by resourceNames (no
     list or watch: those read every Secret of the namespace);
   * mutating- and validatingwebhookconfigurations only with resourceNames, and only get and patch (a role that may
-    change any webhook configuration may intercept every write to the cluster).
+    change any webhook configuration may intercept every write to the cluster);
+  * resource.k8s.io (DRA): no write to deviceclasses (the administrator installs them; a role that may change a
+    class changes what every claim naming it gets) and no deletecollection of resourceslices (one request removes
+    the slices of every node and driver; the agent deletes its own slices one by one).
 Every workload there (Deployment, DaemonSet, StatefulSet, ReplicaSet, Job, CronJob, Pod) whose pods get an API
 token must name a ServiceAccount defined there (not `default`) that a RoleBinding or ClusterRoleBinding there binds
 to a Role or ClusterRole defined there. A workload with automountServiceAccountToken: false (on its pod spec, or on
@@ -100,6 +103,14 @@ def check_rule(rule: dict) -> list[str]:
                 problems.append(f"{r} without resourceNames: name the configurations the code patches")
             for v in sorted(set(verbs) - {"get", "patch"}):
                 problems.append(f"{v!r} on {r}: only get and patch of the named configurations")
+    if "resource.k8s.io" in groups:
+        for r in resources:
+            if r == "deviceclasses":
+                for v in sorted(set(verbs) - {"get", "list", "watch"}):
+                    problems.append(f"{v!r} on deviceclasses: the administrator installs the classes; read only")
+            if r == "resourceslices" and "deletecollection" in verbs:
+                problems.append("'deletecollection' on resourceslices removes every node's slices: delete them "
+                                "one by one")
     if "update" in verbs:
         for r in resources:
             if r == "pods" or (isinstance(r, str) and r.startswith("pods/")):

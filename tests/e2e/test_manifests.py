@@ -230,6 +230,42 @@ class ManifestsE2E(unittest.TestCase):
         problems, _, _ = check_rbac.check({"rendered": text})
         self.assertEqual(problems, [])
 
+    def test_1c_the_dra_component(self):
+        """deploy/components/dra on deploy/agent: the three DeviceClasses, the agent with --dra, and its RBAC for
+        resourceslices and resourceclaims. Rendered only where the API server has no resource.k8s.io/v1 (before
+        1.34); a dry run where it has."""
+        overlay = tempfile.mkdtemp(dir=self.cp.dir)
+        with open(os.path.join(overlay, "kustomization.yaml"), "w") as f:
+            rel = os.path.relpath(os.path.join(REPO_ROOT, "deploy"), overlay)
+            f.write(f"resources:\n- {rel}/agent\ncomponents:\n- {rel}/components/dra\n")
+        text = self.kubectl("kustomize", overlay).stdout
+        objs = [d for d in yaml.safe_load_all(text) if d]
+        by = {(o["kind"], o["metadata"]["name"]): o for o in objs}
+        classes = {name: o["spec"] for (kind, name), o in by.items() if kind == "DeviceClass"}
+        self.assertEqual(sorted(classes), ["extended.gpu.gpusched.io", "gpu.gpusched.io", "shared.gpu.gpusched.io"])
+        self.assertEqual(classes["extended.gpu.gpusched.io"]["extendedResourceName"], "gpusched.io/gpu")
+        for spec in classes.values():
+            self.assertIn('device.driver == "gpu.gpusched.io"', spec["selectors"][0]["cel"]["expression"])
+        self.assertIn("device.allowMultipleAllocations == true",
+                      classes["shared.gpu.gpusched.io"]["selectors"][0]["cel"]["expression"])
+        args = by[("DaemonSet", "gpusched-agent")]["spec"]["template"]["spec"]["containers"][0]["args"]
+        self.assertEqual(args.count("--dra"), 1)
+        rules = by[("ClusterRole", "gpusched-agent-dra")]["rules"]
+        self.assertEqual({(r["resources"][0], tuple(r["verbs"])) for r in rules},
+                         {("resourceslices", ("list", "create", "update", "delete")),
+                          ("resourceclaims", ("get", "list", "watch"))})
+        spec = importlib.util.spec_from_file_location("check_rbac", os.path.join(REPO_ROOT, "scripts", "check-rbac.py"))
+        check_rbac = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(check_rbac)
+        problems, _, _ = check_rbac.check({"rendered": text})
+        self.assertEqual(problems, [])
+        if self.cp.version >= (1, 34):
+            res = self.kubectl("apply", "-f", "-", "--dry-run=server", stdin=text)
+            accepted = [line for line in res.stdout.splitlines() if "(server dry run)" in line]
+            self.assertEqual(len(accepted), len(objs), res.stdout + res.stderr)
+        else:
+            log(f"deploy/components/dra: rendered only (kube-apiserver {self.cp.version} has no resource.k8s.io/v1)")
+
     def test_2_quickstart_as_a_user_types_it(self):
         # A node as its kubelet registers it (no kubelet here), then the quickstart's commands.
         self.kube.create_ready_node(NODE, {"kubernetes.io/hostname": NODE, "kubernetes.io/os": "linux"}, {},

@@ -440,6 +440,9 @@ rules:
 - apiGroups: ["admissionregistration.k8s.io"]
   resources: ["mutatingwebhookconfigurations"]
   verbs: ["get", "update"]
+- apiGroups: ["resource.k8s.io"]
+  resources: ["deviceclasses", "resourceslices"]
+  verbs: ["list", "update", "deletecollection"]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -504,6 +507,9 @@ class CheckRbacTest(unittest.TestCase):
                          "ClusterRole greedy: rule 5: secrets in a ClusterRole",
                          "ClusterRole greedy: rule 6: mutatingwebhookconfigurations without resourceNames",
                          "ClusterRole greedy: rule 6: 'update' on mutatingwebhookconfigurations",
+                         "ClusterRole greedy: rule 7: 'update' on deviceclasses: the administrator installs",
+                         "ClusterRole greedy: rule 7: 'deletecollection' on deviceclasses",
+                         "ClusterRole greedy: rule 7: 'deletecollection' on resourceslices removes every node's",
                          "Role nosy: rule 1: 'create' with resourceNames never matches",
                          "Role nosy: rule 2: 'list' on secrets reads or removes every Secret",
                          "Role nosy: rule 2: list, update on secrets without resourceNames",
@@ -511,7 +517,7 @@ class CheckRbacTest(unittest.TestCase):
                          "Deployment lonely: ServiceAccount ns/lonely gets an API token but no binding",
                          "CronJob anon: runs as ServiceAccount ns/default, which is not defined"):
             self.assertIn(expected, text)
-        self.assertEqual(len(problems), 17, text)
+        self.assertEqual(len(problems), 20, text)
         self.assertTrue(all(p.startswith("deploy/bad.yaml: ") for p in problems))
 
     def test_unreadable_yaml_is_a_problem(self):

@@ -30,6 +30,7 @@
 #include "gpusched/adapters/nvml/fake_inventory.h"
 #include "gpusched/adapters/nvml/nvml_inventory.h"
 #include "gpusched/agent/collector.h"
+#include "gpusched/agent/dra_slices.h"
 #include "gpusched/agent/inventory.h"
 #include "gpusched/agent/node_pods.h"
 #include "gpusched/common/log.h"
@@ -171,9 +172,16 @@ int RunAgent(const AgentFlags& flags) {
     return Fail("--interval must be between 0.05 and 3600 seconds");
   }
   const milliseconds interval(static_cast<int64_t>(flags.interval_s * 1000));
+  if (flags.dra_whole_gpus && !flags.dra) {
+    return Fail("--dra-whole-gpus needs --dra");
+  }
+  if (flags.dra && flags.standalone) {
+    return Fail("--dra publishes ResourceSlices through the API server: not with --standalone");
+  }
 
   // The GPUs.
   std::unique_ptr<ports::DeviceInventory> inventory;
+  std::string driver_version;  // NVML's, for the DRA devices
   if (!flags.fake_gpus.empty()) {
     auto fake =
         adapters::nvml::FakeInventory::Create(flags.fake_gpus, adapters::nvml::FakeInventoryOptions{.node_name = node});
@@ -184,6 +192,7 @@ int RunAgent(const AgentFlags& flags) {
   } else {
     auto nvml = adapters::nvml::NvmlInventory::Open(flags.nvml_library);
     if (nvml.ok()) {
+      driver_version = (*nvml)->driver_version();
       inventory = std::move(nvml).value();
     } else {
       Warn("no GPUs: " + nvml.status().message() + "; serving the agent's own metrics only");
@@ -223,6 +232,7 @@ int RunAgent(const AgentFlags& flags) {
   std::unique_ptr<dp::DevicePlugin> plugin;
   std::unique_ptr<dp::MpsControlRunner> mps_runner;  // MPS limits in the control daemon (mps_enforcer.h)
   std::unique_ptr<dp::MpsEnforcer> mps_limits;
+  std::unique_ptr<agent::DraSlices> dra;  // --dra: the GPUs as ResourceSlices
   if (!flags.standalone) {
     auto config = k8s::ResolveClientConfig(flags.kubeconfig, flags.context);
     if (!config.ok()) {
@@ -248,6 +258,15 @@ int RunAgent(const AgentFlags& flags) {
       }
     } else {
       Warn("cannot read node " + node + " yet (" + current.status().message() + "); retrying at every sample");
+    }
+    if (flags.dra) {
+      dra = std::make_unique<agent::DraSlices>(
+          *client,
+          agent::DraSlicesOptions{.node = node,
+                                  .pool = {.whole_gpus_only = flags.dra_whole_gpus, .driver_version = driver_version}});
+      dra->Start();
+      Info(std::string("DRA: publishing ResourceSlices of driver gpu.gpusched.io") +
+           (flags.dra_whole_gpus ? " (whole GPUs only)" : " (shareable GPUs)"));
     }
     // The pods bound to this node (one list, then a watch): /metrics attribution, and the device plugin's reads,
     // so that no container start lists the node's pods (NodePods).
@@ -355,6 +374,9 @@ int RunAgent(const AgentFlags& flags) {
                                 if (mps_limits) {
                                   mps_limits->OnSamples(s.samples);
                                 }
+                                if (dra) {
+                                  dra->OnSamples(s.samples);
+                                }
                                 if (publisher) {
                                   if (auto st = publisher->Publish(s.samples); !st.ok()) {
                                     Warn("inventory annotation: " + st.message());
@@ -412,6 +434,11 @@ int RunAgent(const AgentFlags& flags) {
     if (mps_limits) {
       if (const common::Status s = mps_limits->status(); !s.ok()) {
         why += "; MPS limits not set: " + s.message();
+      }
+    }
+    if (dra) {
+      if (const std::string p = dra->Problem(); !p.empty()) {
+        why += "; " + p;
       }
     }
     return why.empty() ? why : why.substr(2);
@@ -495,6 +522,9 @@ int RunAgent(const AgentFlags& flags) {
   }
   if (mps_limits) {
     mps_limits->Stop();
+  }
+  if (dra) {
+    dra->Stop();
   }
   if (events) {
     events->Stop();  // what the last refusals told is written

@@ -42,6 +42,9 @@ struct AgentFlags {
   std::string mps_proc_dir = "/proc";
   int64_t mps_fallback_pinned_mib = 0;
   std::string share_within = "any";
+  // DRA (docs/dra.md): publish the GPUs as ResourceSlices of driver gpu.gpusched.io; whole GPUs only (no sharing).
+  bool dra = false;
+  bool dra_whole_gpus = false;
   bool verbose = false;
   LogFlags log;
   std::string context;  // kubeconfig context (--context); empty: current-context

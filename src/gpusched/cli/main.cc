@@ -119,6 +119,10 @@ int main(int argc, char** argv) {
                  "per GPU); checked at Allocate")
       ->check(CLI::IsMember({"any", "namespace", "queue"}))
       ->capture_default_str();
+  ag->add_flag("--dra", agent.dra,
+               "Publish the GPUs as DRA ResourceSlices (resource.k8s.io/v1) of driver gpu.gpusched.io (docs/dra.md)");
+  ag->add_flag("--dra-whole-gpus", agent.dra_whole_gpus,
+               "With --dra: whole GPUs only (no allowMultipleAllocations, no capacity request policies)");
   ag->add_flag("-v,--verbose", agent.verbose, "Debug logging (--v=4)");
   ag->add_option("--context", agent.context, "kubeconfig context to use (default: its current-context)");
   gpusched::cli::AddLogFlags(*ag, agent.log);

@@ -127,11 +127,13 @@ struct DeviceCapacity {
   bool operator==(const DeviceCapacity&) const = default;
 };
 
-// A device taint (DeviceTaint); effect "NoSchedule" or "NoExecute".
+// A device taint (DeviceTaint); effect "None", "NoSchedule" or "NoExecute". time_added is RFC 3339 as the API
+// wrote it (the server sets it on create or update when the driver leaves it out); empty: not set.
 struct DeviceTaint {
   std::string key;
   std::string value;
   std::string effect;
+  std::string time_added;
 
   bool operator==(const DeviceTaint&) const = default;
 };

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpusched/kube/quantity.h"
+#include "gpusched/kube/dra_slices.h"
 
 namespace gpusched::kube {
 namespace {
@@ -168,8 +168,7 @@ common::Status DecodeSub(const json& j, const std::string& where, DeviceSubReque
         return common::InvalidArgument(where + ".capacity.requests must be a map");
       }
       for (const auto& [name, value] : requests->items()) {
-        const std::string text = value.is_string() ? value.get<std::string>() : value.dump();
-        auto q = ParseDraQuantity(text);
+        auto q = ParseDraQuantity(value);
         if (!q.ok()) {
           return common::InvalidArgument(where + ".capacity.requests[" + name + "]: " + q.status().message());
         }
@@ -240,21 +239,6 @@ common::Result<DeviceRequest> DecodeRequest(const json& j, const std::string& wh
 
 }  // namespace
 
-std::string FormatDraQuantity(core::dra::Quantity q) {
-  if (q.milli % 1000 == 0) {
-    return std::to_string(q.milli / 1000);
-  }
-  return std::to_string(q.milli) + "m";
-}
-
-common::Result<core::dra::Quantity> ParseDraQuantity(std::string_view text) {
-  auto milli = ParseMilliQuantity(text);
-  if (!milli.ok()) {
-    return milli.status();
-  }
-  return core::dra::Quantity{*milli};
-}
-
 common::Result<ClaimAllocation> DecodeClaimAllocation(const json& allocation) {
   ClaimAllocation out;
   const std::string where = "status.allocation";
@@ -288,7 +272,7 @@ common::Result<ClaimAllocation> DecodeClaimAllocation(const json& allocation) {
         }
         if (const json* consumed = Find(r, "consumedCapacity"); consumed != nullptr && consumed->is_object()) {
           for (const auto& [name, value] : consumed->items()) {
-            auto q = ParseDraQuantity(value.is_string() ? value.get<std::string>() : value.dump());
+            auto q = ParseDraQuantity(value);
             if (!q.ok()) {
               return common::InvalidArgument(at + ".consumedCapacity[" + name + "]: " + q.status().message());
             }

@@ -40,12 +40,6 @@ struct ClaimConsumer {
 [[nodiscard]] nlohmann::json EncodeClaimStatus(const core::dra::ClaimAllocation& allocation,
                                                std::span<const ClaimConsumer> reserved_for);
 
-// A quantity in the API's syntax, exact: whole base units as an integer ("85899345920"), else milli-units ("1500m").
-[[nodiscard]] std::string FormatDraQuantity(core::dra::Quantity q);
-// The API's quantity syntax to milli-units; refuses values that are not a whole number of milli-units or exceed
-// 9.2e15 base units.
-[[nodiscard]] common::Result<core::dra::Quantity> ParseDraQuantity(std::string_view text);
-
 // One entry of a pod's spec.resourceClaims: the name containers use, and the ResourceClaim it resolves to (named in
 // the entry, or, for a claim made from a template, the name the resourceclaim controller reported in
 // status.resourceClaimStatuses; empty while it has not).

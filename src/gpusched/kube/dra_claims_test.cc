@@ -1,4 +1,5 @@
 #include "gpusched/kube/dra_claims.h"
+#include "gpusched/kube/dra_slices.h"
 
 #include <gtest/gtest.h>
 
@@ -158,8 +159,8 @@ TEST(DraClaimsTest, AllocationRoundTrips) {
   EXPECT_EQ(*back, *c->allocation);
   // The node selector kube-scheduler writes for node-local devices.
   EXPECT_EQ(encoded["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"][0], "node-a");
-  // 20Gi comes back as whole bytes, which the API server reads as the same quantity.
-  EXPECT_EQ(encoded["devices"]["results"][0]["consumedCapacity"]["gpu.gpusched.io/memory"], "21474836480");
+  // 20Gi comes back as 20Gi.
+  EXPECT_EQ(encoded["devices"]["results"][0]["consumedCapacity"]["gpu.gpusched.io/memory"], "20Gi");
   EXPECT_FALSE(encoded["devices"]["results"][1].contains("shareID"));
 
   json status = EncodeClaimStatus(*c->allocation, std::vector<ClaimConsumer>{{"train-0", common::PodUid("u1")}});
@@ -169,10 +170,10 @@ TEST(DraClaimsTest, AllocationRoundTrips) {
 TEST(DraClaimsTest, QuantitiesAreExact) {
   EXPECT_EQ(FormatDraQuantity(core::dra::Quantity{1500}), "1500m");
   EXPECT_EQ(FormatDraQuantity(core::dra::Quantity::FromUnits(4)), "4");
-  auto q = ParseDraQuantity("1500m");
+  auto q = ParseDraQuantity(json("1500m"));
   ASSERT_TRUE(q.ok());
   EXPECT_EQ(q->milli, 1500);
-  EXPECT_FALSE(ParseDraQuantity("-1").ok());
+  EXPECT_FALSE(ParseDraQuantity(json("lots")).ok());
 }
 
 TEST(DraClaimsTest, DecodesADeviceClass) {

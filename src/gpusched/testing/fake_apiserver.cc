@@ -246,6 +246,19 @@ std::string Classify(const httplib::Request& req) {
       (seg[4] == "mutatingwebhookconfigurations" || seg[4] == "validatingwebhookconfigurations")) {
     return m == "GET" ? "get-webhookconfiguration" : m == "PATCH" ? "patch-webhookconfiguration" : "unknown";
   }
+  if (seg.size() >= 5 && seg[1] == "apis" && seg[2] == "resource.k8s.io" && seg[3] == "v1") {
+    const bool one = seg.size() == 6;
+    if (seg[4] == "resourceslices") {
+      return one ? (m == "GET"      ? "get-resourceslice"
+                    : m == "PUT"    ? "update-resourceslice"
+                    : m == "DELETE" ? "delete-resourceslice"
+                                    : "unknown")
+                 : (m == "POST" ? "create-resourceslice" : list_or_watch("resourceslices"));
+    }
+    if (seg[4] == "deviceclasses") {
+      return one ? "get-deviceclass" : list_or_watch("deviceclasses");
+    }
+  }
   if (seg.size() >= 7 && seg[1] == "apis" && seg[2] == "coordination.k8s.io" && seg[6] == "leases") {
     if (seg.size() == 7) {
       return m == "POST" ? "create-lease" : "list-leases";
@@ -382,6 +395,7 @@ class FakeApiServer::Handlers {
             }));
     svr.Patch(configs,
               Wrap([this](const auto& req, auto& res) { PatchConfig(req, res, req.matches[1], req.matches[2]); }));
+    RegisterDra(svr);
   }
 
  private:
@@ -938,6 +952,68 @@ class FakeApiServer::Handlers {
     WriteJson(res, create ? 201 : 200, s_.secrets_[key]);
   }
 
+  // resource.k8s.io/v1: ResourceSlices and DeviceClasses (fake_dra_store.h holds the rules).
+  void RegisterDra(httplib::Server& svr) {
+    const std::string slices = "/apis/resource.k8s.io/v1/resourceslices";
+    const std::string classes = "/apis/resource.k8s.io/v1/deviceclasses";
+    auto reply = [](httplib::Response& res, const FakeReply& r) {
+      if (r.code >= 300) {
+        WriteStatus(res, r.code, r.message, r.reason);
+      } else {
+        WriteJson(res, r.code, r.object);
+      }
+    };
+    auto list = [this](const httplib::Request& req, httplib::Response& res, const char* kind,
+                       const std::vector<std::pair<std::string, json>>& items) {
+      uint64_t rv = 0;
+      uint64_t compacted = 0;
+      {
+        std::lock_guard<std::mutex> lock(s_.mu_);
+        rv = s_.rv_;
+        compacted = s_.compacted_rv_;
+      }
+      WriteList(req, res, kind, items, rv, compacted);
+    };
+    svr.Get(slices, Wrap([this, reply, list](const auto& req, auto& res) {
+              if (req.get_param_value("watch") == "1" || req.get_param_value("watch") == "true") {
+                WriteStatus(res, 405, "this fake does not watch resourceslices");
+                return;
+              }
+              std::vector<std::pair<std::string, json>> items;
+              const FakeReply r = s_.dra_->ListSlices(req.get_param_value("fieldSelector"),
+                                                      req.get_param_value("labelSelector"), items);
+              if (r.code >= 300) {
+                reply(res, r);
+                return;
+              }
+              list(req, res, "ResourceSlice", items);
+            }));
+    svr.Post(slices, Wrap([this, reply](const auto& req, auto& res) {
+               if (auto body = Parse(req, res)) {
+                 reply(res, s_.dra_->CreateSlice(std::move(*body)));
+               }
+             }));
+    svr.Get(slices + "/([^/]+)",
+            Wrap([this, reply](const auto& req, auto& res) { reply(res, s_.dra_->GetSlice(req.matches[1])); }));
+    svr.Put(slices + "/([^/]+)", Wrap([this, reply](const auto& req, auto& res) {
+              if (auto body = Parse(req, res)) {
+                reply(res, s_.dra_->UpdateSlice(req.matches[1], std::move(*body)));
+              }
+            }));
+    svr.Delete(slices + "/([^/]+)", Wrap([this, reply](const auto& req, auto& res) {
+                 const json options =
+                     req.body.empty() ? json::object() : json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+                 reply(res, s_.dra_->DeleteSlice(req.matches[1], options));
+               }));
+    svr.Get(classes, Wrap([this, list](const auto& req, auto& res) {
+              std::vector<std::pair<std::string, json>> items;
+              s_.dra_->ListDeviceClasses(items);
+              list(req, res, "DeviceClass", items);
+            }));
+    svr.Get(classes + "/([^/]+)",
+            Wrap([this, reply](const auto& req, auto& res) { reply(res, s_.dra_->GetDeviceClass(req.matches[1])); }));
+  }
+
   void PatchConfig(const httplib::Request& req, httplib::Response& res, const std::string& resource,
                    const std::string& name) {
     const std::string type = req.get_header_value("Content-Type");
@@ -996,7 +1072,11 @@ class FakeApiServer::Handlers {
   FakeApiServer& s_;
 };
 
-FakeApiServer::FakeApiServer(FakeApiServerOptions options) : options_(std::move(options)) {}
+FakeApiServer::FakeApiServer(FakeApiServerOptions options)
+    : options_(std::move(options)), dra_(std::make_unique<FakeDraStore>([this] {
+        std::lock_guard<std::mutex> lock(mu_);
+        return NextRvLocked();
+      })) {}
 
 FakeApiServer::~FakeApiServer() { Stop(); }
 
@@ -1124,8 +1204,18 @@ json FakeApiServer::UpsertPod(json pod) {
 }
 
 bool FakeApiServer::DeleteNode(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return RemoveLocked("nodes", name);
+  std::string uid;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = nodes_.find(name);
+    if (it == nodes_.end()) {
+      return false;
+    }
+    uid = Meta(it->second, "uid");
+    RemoveLocked("nodes", name);
+  }
+  dra_->CollectOwnedBy(uid);  // the garbage collector: slices owned by the Node go with it
+  return true;
 }
 
 bool FakeApiServer::DeletePod(const std::string& ns, const std::string& name) {

@@ -27,6 +27,10 @@
 //   GET/PATCH /apis/admissionregistration.k8s.io/v1/{mutating,validating}webhookconfigurations/{name}: JSON patch
 //          (RFC 6902; a failed "test" or a bad path is 422) or merge patch (strategic-merge-patch treated as one,
 //          so a patch of `webhooks` replaces the list); metadata.resourceVersion in a merge patch is a precondition
+//   GET/POST /apis/resource.k8s.io/v1/resourceslices (list with fieldSelector on metadata.name, spec.nodeName,
+//          spec.driver, spec.pool.name), GET/PUT/DELETE .../resourceslices/{name}, GET .../deviceclasses[/{name}]:
+//          validated, versioned and garbage-collected as fake_dra_store.h says (no watch); DeleteNode removes the
+//          slices the Node owns
 // Errors are metav1.Status JSON. Every object change takes the next value of one global resourceVersion counter.
 //
 // Threading: every public method is thread-safe. Stop() ends open watch streams within about 50 ms.
@@ -47,6 +51,7 @@
 #include <vector>
 
 #include "gpusched/common/status.h"
+#include "gpusched/testing/fake_dra_store.h"
 
 namespace httplib {
 class Server;
@@ -94,6 +99,8 @@ class FakeApiServer {
   [[nodiscard]] std::optional<nlohmann::json> GetWebhookConfiguration(const std::string& resource,
                                                                       const std::string& name) const;
   [[nodiscard]] uint64_t resource_version() const;
+  // resource.k8s.io/v1 objects: inspect the slices, add DeviceClasses.
+  FakeDraStore& dra() { return *dra_; }
 
   // Drops the watch history: a watch from an older resourceVersion (including open ones that are behind, and
   // continue tokens issued before) gets 410.
@@ -119,7 +126,8 @@ class FakeApiServer {
   // Requests seen per (method, kind); kinds: list-nodes, watch-nodes, get-node, patch-node, list-pods,
   // watch-pods, get-pod, create-pod, patch-pod, delete-pod, binding, list-events, create-event, get-lease,
   // list-leases, create-lease, update-lease, get-secret, create-secret, update-secret, get-webhookconfiguration,
-  // patch-webhookconfiguration, unknown. Counted before failure injection and auth.
+  // patch-webhookconfiguration, list-resourceslices, create-resourceslice, get-resourceslice, update-resourceslice,
+  // delete-resourceslice, list-deviceclasses, get-deviceclass, unknown. Counted before failure injection and auth.
   [[nodiscard]] int RequestCount(const std::string& method, const std::string& kind) const;
   [[nodiscard]] std::map<std::pair<std::string, std::string>, int> RequestCounts() const;
 
@@ -148,6 +156,7 @@ class FakeApiServer {
                              const char* kind);
 
   const FakeApiServerOptions options_;
+  const std::unique_ptr<FakeDraStore> dra_;  // its own mutex; takes mu_ for the resourceVersion
   std::unique_ptr<Handlers> handlers_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;

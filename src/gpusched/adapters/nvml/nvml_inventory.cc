@@ -652,6 +652,8 @@ common::Result<std::vector<ports::GpuSample>> NvmlInventory::Sample() {
   return out;
 }
 
+const std::string& NvmlInventory::driver_version() const { return impl_->driver_version; }
+
 std::string NvmlInventory::Describe() const {
   return "NVML " + (impl_->nvml_version.empty() ? std::string("?") : impl_->nvml_version) + ", driver " +
          (impl_->driver_version.empty() ? std::string("?") : impl_->driver_version) + ", " +

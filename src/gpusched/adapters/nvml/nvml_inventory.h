@@ -64,6 +64,8 @@ class NvmlInventory : public ports::DeviceInventory {
   // How GPUs a and b are connected: kNvLink when they share an NVLink, else the PCIe common ancestor; kUnknown for
   // a == b, an index out of range, or when NVML cannot say.
   [[nodiscard]] ports::GpuLink Link(int32_t a, int32_t b) const;
+  // The NVIDIA driver's version as nvmlSystemGetDriverVersion says it ("535.104.05"); empty when it does not.
+  [[nodiscard]] const std::string& driver_version() const;
   // Optional symbols this library lacks, for a start-up log line.
   [[nodiscard]] const std::vector<std::string>& missing_symbols() const;
   // False when the XID thread could not be started (no event support); health then comes from NVML errors only.
