@@ -254,7 +254,9 @@ TEST_F(DraPluginTest, RegistersWithAKubeletOf132ThroughV1beta1) {
   ASSERT_TRUE(StartPlugin(Options()).ok());
   StartKubelet({"v1beta1.DRAPlugin"});
   ASSERT_TRUE(plugin_->WaitRegistered(kDeadline)) << plugin_->last_error();
-  EXPECT_EQ(kubelet_->registration(kDriver)->chosen_service, "v1beta1.DRAPlugin");
+  auto reg = kubelet_->registration(kDriver);
+  ASSERT_TRUE(reg.has_value());
+  EXPECT_EQ(reg->chosen_service, "v1beta1.DRAPlugin");
   claims_.Upsert(Claim(1, "gpu-0", kNode, 25, 10));
   FakePrepareResult r = Prepare(Claim(1, "gpu-0"));
   ASSERT_EQ(r.error, "");
@@ -494,8 +496,9 @@ TEST_F(DraPluginTest, TooManyClaimsInOneCallAreRefusedAsAWhole) {
 TEST_F(DraPluginTest, ADeletedSocketIsServedAgainAndRegisteredAgain) {
   StartBoth();
   fs::remove(plugin_->registration_socket());
-  ASSERT_TRUE(FakeKubelet::WaitFor([&] { return kubelet_->registrations(kDriver) == 2; }, kDeadline));
-  EXPECT_TRUE(plugin_->registered());
+  ASSERT_TRUE(FakeKubelet::WaitFor([&] { return plugin_->registrations() == 2 && plugin_->registered(); }, kDeadline))
+      << plugin_->last_error();
+  EXPECT_EQ(kubelet_->registrations(kDriver), 2);
 }
 
 }  // namespace

@@ -724,33 +724,33 @@ struct FakeDraKubelet::Impl {
       }
     }
     {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      reg::RegistrationStatus status;
-      status.set_plugin_registered(p->info.error.empty());
-      status.set_error(p->info.error);
-      reg::RegistrationStatusResponse resp;
-      (void)stub->NotifyRegistrationStatus(&ctx, status, &resp);
+      // Recorded before the plugin hears the outcome, as the kubelet's plugin manager has the plugin by then.
+      std::lock_guard lock(mu);
+      if (!running) {
+        return;
+      }
+      by_socket[path] = p;
+      last[p->info.name] = p->info;
+      if (p->info.error.empty()) {
+        ++accepted[p->info.name];
+        p->channel = grpc::CreateChannel("unix:" + p->info.endpoint, grpc::InsecureChannelCredentials());
+        by_driver[p->info.name] = p;
+        const bool health =
+            options.watch_health && std::find(p->info.supported_versions.begin(), p->info.supported_versions.end(),
+                                              kHealthService) != p->info.supported_versions.end();
+        if (health) {
+          p->health_ctx = std::make_shared<grpc::ClientContext>();
+          threads.emplace_back([this, p] { WatchHealth(p); });
+        }
+      }
     }
-    std::lock_guard lock(mu);
-    if (!running) {
-      return;
-    }
-    by_socket[path] = p;
-    last[p->info.name] = p->info;
-    if (!p->info.error.empty()) {
-      return;
-    }
-    ++accepted[p->info.name];
-    p->channel = grpc::CreateChannel("unix:" + p->info.endpoint, grpc::InsecureChannelCredentials());
-    by_driver[p->info.name] = p;
-    const bool health =
-        options.watch_health && std::find(p->info.supported_versions.begin(), p->info.supported_versions.end(),
-                                          kHealthService) != p->info.supported_versions.end();
-    if (health) {
-      p->health_ctx = std::make_shared<grpc::ClientContext>();
-      threads.emplace_back([this, p] { WatchHealth(p); });
-    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    reg::RegistrationStatus status;
+    status.set_plugin_registered(p->info.error.empty());
+    status.set_error(p->info.error);
+    reg::RegistrationStatusResponse resp;
+    (void)stub->NotifyRegistrationStatus(&ctx, status, &resp);
   }
 
   void WatchHealth(const std::shared_ptr<Plugin>& p) {

@@ -135,7 +135,8 @@ common::Result<int32_t> ParseDraDeviceName(std::string_view name) {
     return bad();
   }
   const std::string_view digits = name.substr(kPrefix.size());
-  if (digits.empty() || digits.size() > 6 || (digits.size() > 1 && digits[0] == '0')) {
+  const bool all_digits = std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (digits.empty() || digits.size() > 6 || !all_digits || (digits.size() > 1 && digits[0] == '0')) {
     return bad();
   }
   int32_t index = 0;
