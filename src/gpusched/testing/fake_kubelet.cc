@@ -4,13 +4,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <filesystem>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <utility>
 
+#include <sys/stat.h>
+
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "dra/v1/api.grpc.pb.h"
+#include "dra/v1beta1/api.grpc.pb.h"
+#include "drahealth/v1alpha1/api.grpc.pb.h"
+#include "pluginregistration/v1/api.grpc.pb.h"
 #include "podresources/v1/api.grpc.pb.h"
 
 namespace gpusched::testing {
@@ -554,6 +561,428 @@ void FakeKubelet::RecordDevices(const std::string& ns, const std::string& name, 
     pod.spec.containers.push_back(FakeContainerSpec{.name = container});
   }
   pod.devices[container][resource] = device_ids;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// FakeDraKubelet
+
+namespace {
+
+namespace drav1 = ::k8s::io::kubelet::pkg::apis::dra::v1;
+namespace drav1beta1 = ::k8s::io::kubelet::pkg::apis::dra::v1beta1;
+namespace drahealth = ::v1alpha1;
+namespace reg = ::pluginregistration;
+
+constexpr const char* kHealthService = "v1alpha1.DRAResourceHealth";
+
+template <class Req>
+void FillClaims(Req& req, const std::vector<FakeClaim>& claims) {
+  for (const auto& c : claims) {
+    auto* pc = req.add_claims();
+    pc->set_namespace_(c.namespace_);
+    pc->set_uid(c.uid);
+    pc->set_name(c.name);
+  }
+}
+
+template <class Resp>
+std::map<std::string, FakePrepareResult> PrepareAnswers(const Resp& resp) {
+  std::map<std::string, FakePrepareResult> out;
+  for (const auto& [uid, r] : resp.claims()) {
+    FakePrepareResult fr{.error = r.error()};
+    for (const auto& d : r.devices()) {
+      fr.devices.push_back(
+          FakePreparedDevice{.requests = {d.request_names().begin(), d.request_names().end()},
+                             .pool = d.pool_name(),
+                             .device = d.device_name(),
+                             .cdi_device_ids = {d.cdi_device_ids().begin(), d.cdi_device_ids().end()}});
+    }
+    out[uid] = std::move(fr);
+  }
+  return out;
+}
+
+template <class Resp>
+std::map<std::string, std::string> UnprepareAnswers(const Resp& resp) {
+  std::map<std::string, std::string> out;
+  for (const auto& [uid, r] : resp.claims()) {
+    out[uid] = r.error();
+  }
+  return out;
+}
+
+const char* HealthName(drahealth::HealthStatus h) {
+  switch (h) {
+    case drahealth::HEALTHY:
+      return "HEALTHY";
+    case drahealth::UNHEALTHY:
+      return "UNHEALTHY";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+}  // namespace
+
+struct FakeDraKubelet::Impl {
+  struct Plugin {
+    std::string reg_socket;
+    std::pair<ino_t, int64_t> identity;  // inode and ctime (ns): a socket created again differs
+    FakeDraRegistration info;
+    std::shared_ptr<grpc::Channel> channel;               // null when refused
+    std::shared_ptr<grpc::ClientContext> health_ctx;      // GUARDED_BY(mu)
+    std::optional<std::vector<FakeDeviceHealth>> health;  // GUARDED_BY(mu)
+    int health_updates = 0;                               // GUARDED_BY(mu)
+  };
+
+  explicit Impl(FakeDraKubeletOptions o) : options(std::move(o)) {}
+
+  // One pass of the plugin watcher.
+  void Scan() {
+    std::map<std::string, std::pair<ino_t, int64_t>> seen;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(options.registry_dir, ec)) {
+      const std::string path = entry.path().string();
+      struct stat st {};
+      if (!path.ends_with("-reg.sock") || ::stat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) {
+        continue;
+      }
+      seen[path] = {st.st_ino, static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec};
+    }
+    std::vector<std::pair<std::string, std::pair<ino_t, int64_t>>> fresh;
+    {
+      std::lock_guard lock(mu);
+      for (auto it = by_socket.begin(); it != by_socket.end();) {
+        auto s = seen.find(it->first);
+        if (s == seen.end() || s->second != it->second->identity) {
+          Deregister(*it->second);
+          it = by_socket.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      for (const auto& [path, identity] : seen) {
+        if (!by_socket.contains(path)) {
+          fresh.emplace_back(path, identity);
+        }
+      }
+    }
+    for (const auto& [path, identity] : fresh) {
+      Register(path, identity);
+    }
+  }
+
+  void Deregister(Plugin& p) {  // mu held
+    if (p.health_ctx != nullptr) {
+      p.health_ctx->TryCancel();
+    }
+    if (auto d = by_driver.find(p.info.name); d != by_driver.end() && d->second.get() == &p) {
+      by_driver.erase(d);
+    }
+  }
+
+  void Register(const std::string& path, std::pair<ino_t, int64_t> identity) {
+    auto p = std::make_shared<Plugin>();
+    p->reg_socket = path;
+    p->identity = identity;
+    auto stub = reg::Registration::NewStub(grpc::CreateChannel("unix:" + path, grpc::InsecureChannelCredentials()));
+    reg::PluginInfo info;
+    {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      if (!stub->GetInfo(&ctx, reg::InfoRequest(), &info).ok()) {
+        return;  // not serving yet: the next scan tries again
+      }
+    }
+    p->info =
+        FakeDraRegistration{.type = info.type(),
+                            .name = info.name(),
+                            .endpoint = info.endpoint(),
+                            .supported_versions = {info.supported_versions().begin(), info.supported_versions().end()}};
+    if (p->info.type != "DRAPlugin") {
+      p->info.error = "plugin type " + p->info.type + " is not DRAPlugin";
+    } else if (p->info.name.empty() || p->info.endpoint.empty()) {
+      p->info.error = "the plugin's name and endpoint must be set";
+    } else {
+      for (const auto& v : p->info.supported_versions) {
+        if (std::find(options.services.begin(), options.services.end(), v) != options.services.end()) {
+          p->info.chosen_service = v;
+          break;
+        }
+      }
+      if (p->info.chosen_service.empty()) {
+        std::string theirs;
+        std::string ours;
+        for (const auto& v : p->info.supported_versions) {
+          theirs += (theirs.empty() ? "" : ", ") + v;
+        }
+        for (const auto& v : options.services) {
+          ours += (ours.empty() ? "" : ", ") + v;
+        }
+        p->info.error =
+            "none of the services supported by the plugin (" + theirs + ") are supported by the kubelet (" + ours + ")";
+      }
+    }
+    {
+      // Recorded before the plugin hears the outcome, as the kubelet's plugin manager has the plugin by then.
+      std::lock_guard lock(mu);
+      if (!running) {
+        return;
+      }
+      by_socket[path] = p;
+      last[p->info.name] = p->info;
+      if (p->info.error.empty()) {
+        ++accepted[p->info.name];
+        p->channel = grpc::CreateChannel("unix:" + p->info.endpoint, grpc::InsecureChannelCredentials());
+        by_driver[p->info.name] = p;
+        const bool health =
+            options.watch_health && std::find(p->info.supported_versions.begin(), p->info.supported_versions.end(),
+                                              kHealthService) != p->info.supported_versions.end();
+        if (health) {
+          p->health_ctx = std::make_shared<grpc::ClientContext>();
+          threads.emplace_back([this, p] { WatchHealth(p); });
+        }
+      }
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    reg::RegistrationStatus status;
+    status.set_plugin_registered(p->info.error.empty());
+    status.set_error(p->info.error);
+    reg::RegistrationStatusResponse resp;
+    (void)stub->NotifyRegistrationStatus(&ctx, status, &resp);
+  }
+
+  void WatchHealth(const std::shared_ptr<Plugin>& p) {
+    std::shared_ptr<grpc::ClientContext> ctx;
+    {
+      std::lock_guard lock(mu);
+      ctx = p->health_ctx;
+      if (!running || ctx == nullptr) {
+        return;
+      }
+    }
+    auto stub = drahealth::DRAResourceHealth::NewStub(p->channel);
+    auto reader = stub->NodeWatchResources(ctx.get(), drahealth::NodeWatchResourcesRequest());
+    {
+      // A Stop or deregistration that came before the call started could not cancel it.
+      std::lock_guard lock(mu);
+      auto it = by_driver.find(p->info.name);
+      if (!running || it == by_driver.end() || it->second != p) {
+        ctx->TryCancel();
+      }
+    }
+    drahealth::NodeWatchResourcesResponse resp;
+    while (reader->Read(&resp)) {
+      std::vector<FakeDeviceHealth> list;
+      for (const auto& d : resp.devices()) {
+        list.push_back(FakeDeviceHealth{.pool = d.device().pool_name(),
+                                        .device = d.device().device_name(),
+                                        .health = HealthName(d.health()),
+                                        .last_updated = d.last_updated_time()});
+      }
+      std::lock_guard lock(mu);
+      p->health = std::move(list);
+      ++p->health_updates;
+    }
+    (void)reader->Finish();
+  }
+
+  void Watch() {
+    for (;;) {
+      Scan();
+      std::unique_lock lock(mu);
+      if (cv.wait_for(lock, options.poll, [&] { return !running; })) {
+        return;
+      }
+    }
+  }
+
+  std::shared_ptr<Plugin> Find(const std::string& driver) const {
+    std::lock_guard lock(mu);
+    auto it = by_driver.find(driver);
+    return it == by_driver.end() ? nullptr : it->second;
+  }
+
+  FakeDraKubeletOptions options;
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  bool running = false;                                              // GUARDED_BY(mu)
+  std::map<std::string, std::shared_ptr<Plugin>> by_socket;          // GUARDED_BY(mu)
+  std::map<std::string, std::shared_ptr<Plugin>> by_driver;          // GUARDED_BY(mu) registered ones
+  std::map<std::string, FakeDraRegistration> last;                   // GUARDED_BY(mu)
+  std::map<std::string, int> accepted;                               // GUARDED_BY(mu)
+  std::map<std::string, std::map<std::string, FakeClaim>> prepared;  // GUARDED_BY(mu) driver -> uid -> claim
+  std::vector<std::thread> threads;                                  // GUARDED_BY(mu)
+  std::mutex lifecycle_mu;
+  std::thread watcher;
+};
+
+FakeDraKubelet::FakeDraKubelet(FakeDraKubeletOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+FakeDraKubelet::~FakeDraKubelet() { Stop(); }
+
+common::Status FakeDraKubelet::Start() {
+  std::lock_guard life(impl_->lifecycle_mu);
+  if (impl_->watcher.joinable()) {
+    return common::Status::Ok();
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(impl_->options.registry_dir, ec)) {
+    return common::FailedPrecondition("fake DRA kubelet: " + impl_->options.registry_dir + " is not a directory");
+  }
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->running = true;
+  }
+  impl_->watcher = std::thread([this] { impl_->Watch(); });
+  return common::Status::Ok();
+}
+
+void FakeDraKubelet::Stop() {
+  std::lock_guard life(impl_->lifecycle_mu);
+  if (!impl_->watcher.joinable()) {
+    return;
+  }
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->running = false;
+    for (auto& [path, p] : impl_->by_socket) {
+      impl_->Deregister(*p);
+    }
+  }
+  impl_->cv.notify_all();
+  impl_->watcher.join();
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(impl_->mu);
+    threads.swap(impl_->threads);
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  std::lock_guard lock(impl_->mu);
+  impl_->by_socket.clear();
+  impl_->by_driver.clear();
+}
+
+common::Result<std::map<std::string, FakePrepareResult>> FakeDraKubelet::Restart(const std::string& driver,
+                                                                                 std::chrono::milliseconds timeout) {
+  Stop();
+  GPUSCHED_RETURN_IF_ERROR(Start());
+  if (!FakeKubelet::WaitFor([&] { return impl_->Find(driver) != nullptr; }, timeout)) {
+    return common::Unavailable("fake DRA kubelet: driver " + driver + " did not register again after the restart");
+  }
+  return NodePrepareResources(driver, prepared_claims(driver));
+}
+
+std::optional<FakeDraRegistration> FakeDraKubelet::registration(const std::string& driver) const {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->last.find(driver);
+  return it == impl_->last.end() ? std::nullopt : std::optional<FakeDraRegistration>(it->second);
+}
+
+int FakeDraKubelet::registrations(const std::string& driver) const {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->accepted.find(driver);
+  return it == impl_->accepted.end() ? 0 : it->second;
+}
+
+common::Result<std::map<std::string, FakePrepareResult>> FakeDraKubelet::NodePrepareResources(
+    const std::string& driver, const std::vector<FakeClaim>& claims, FakeDraApi api) {
+  auto p = impl_->Find(driver);
+  if (p == nullptr) {
+    return common::FailedPrecondition("fake DRA kubelet: DRA driver " + driver + " is not registered");
+  }
+  const bool v1 = api == FakeDraApi::kV1 || (api == FakeDraApi::kChosen && p->info.chosen_service == "v1.DRAPlugin");
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline());
+  std::map<std::string, FakePrepareResult> out;
+  if (v1) {
+    drav1::NodePrepareResourcesRequest req;
+    FillClaims(req, claims);
+    drav1::NodePrepareResourcesResponse resp;
+    GPUSCHED_RETURN_IF_ERROR(FromGrpc(drav1::DRAPlugin::NewStub(p->channel)->NodePrepareResources(&ctx, req, &resp)));
+    out = PrepareAnswers(resp);
+  } else {
+    drav1beta1::NodePrepareResourcesRequest req;
+    FillClaims(req, claims);
+    drav1beta1::NodePrepareResourcesResponse resp;
+    GPUSCHED_RETURN_IF_ERROR(
+        FromGrpc(drav1beta1::DRAPlugin::NewStub(p->channel)->NodePrepareResources(&ctx, req, &resp)));
+    out = PrepareAnswers(resp);
+  }
+  std::lock_guard lock(impl_->mu);
+  for (const auto& c : claims) {
+    auto it = out.find(c.uid);
+    if (it != out.end() && it->second.error.empty()) {
+      impl_->prepared[driver][c.uid] = c;
+    }
+  }
+  return out;
+}
+
+common::Result<std::map<std::string, std::string>> FakeDraKubelet::NodeUnprepareResources(
+    const std::string& driver, const std::vector<FakeClaim>& claims, FakeDraApi api) {
+  auto p = impl_->Find(driver);
+  if (p == nullptr) {
+    return common::FailedPrecondition("fake DRA kubelet: DRA driver " + driver + " is not registered");
+  }
+  const bool v1 = api == FakeDraApi::kV1 || (api == FakeDraApi::kChosen && p->info.chosen_service == "v1.DRAPlugin");
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline());
+  std::map<std::string, std::string> out;
+  if (v1) {
+    drav1::NodeUnprepareResourcesRequest req;
+    FillClaims(req, claims);
+    drav1::NodeUnprepareResourcesResponse resp;
+    GPUSCHED_RETURN_IF_ERROR(FromGrpc(drav1::DRAPlugin::NewStub(p->channel)->NodeUnprepareResources(&ctx, req, &resp)));
+    out = UnprepareAnswers(resp);
+  } else {
+    drav1beta1::NodeUnprepareResourcesRequest req;
+    FillClaims(req, claims);
+    drav1beta1::NodeUnprepareResourcesResponse resp;
+    GPUSCHED_RETURN_IF_ERROR(
+        FromGrpc(drav1beta1::DRAPlugin::NewStub(p->channel)->NodeUnprepareResources(&ctx, req, &resp)));
+    out = UnprepareAnswers(resp);
+  }
+  std::lock_guard lock(impl_->mu);
+  for (const auto& c : claims) {
+    auto it = out.find(c.uid);
+    if (it != out.end() && it->second.empty()) {
+      impl_->prepared[driver].erase(c.uid);
+    }
+  }
+  return out;
+}
+
+std::vector<FakeClaim> FakeDraKubelet::prepared_claims(const std::string& driver) const {
+  std::lock_guard lock(impl_->mu);
+  std::vector<FakeClaim> out;
+  if (auto it = impl_->prepared.find(driver); it != impl_->prepared.end()) {
+    for (const auto& [uid, c] : it->second) {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::optional<std::vector<FakeDeviceHealth>> FakeDraKubelet::Health(const std::string& driver) const {
+  auto p = impl_->Find(driver);
+  if (p == nullptr) {
+    return std::nullopt;
+  }
+  std::lock_guard lock(impl_->mu);
+  return p->health;
+}
+
+int FakeDraKubelet::health_updates(const std::string& driver) const {
+  auto p = impl_->Find(driver);
+  if (p == nullptr) {
+    return 0;
+  }
+  std::lock_guard lock(impl_->mu);
+  return p->health_updates;
 }
 
 }  // namespace gpusched::testing

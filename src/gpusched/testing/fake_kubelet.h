@@ -22,6 +22,19 @@
 //     checkpoint).
 // Init containers get devices of their own here (the real kubelet lets app containers reuse them); not modelled.
 //
+// FakeDraKubelet: the kubelet's side of DRA kubelet plugins (adapters/deviceplugin/dra_plugin.h):
+//   * the plugin watcher: polls the plugins_registry directory for "*-reg.sock" sockets; for each new one (or one
+//     created again: another inode or ctime) it dials it, calls GetInfo, checks it as kubelets 1.34+ do (type
+//     "DRAPlugin", a name and endpoint, and the first of supported_versions that this kubelet serves,
+//     FakeDraKubeletOptions:: services, newest first; none: refused) and answers with NotifyRegistrationStatus. A
+//     socket that goes away deregisters the plugin.
+//   * NodePrepareResources / NodeUnprepareResources on the registered endpoint, through the chosen service or a
+//     given version (v1, v1beta1), with the answers per claim; the claims prepared and not unprepared are
+//     remembered per driver (the kubelet's own checkpoint).
+//   * NodeWatchResources when the plugin lists v1alpha1.DRAResourceHealth: the latest device list per driver.
+//   * Restart(): registrations and streams are forgotten, the registry is scanned again, and every remembered claim
+//     is prepared again (the kubelet does so for the pods it still runs).
+//
 // Threading: every public method is thread-safe. The header has no gRPC include.
 
 #include <chrono>
@@ -128,6 +141,86 @@ class FakeKubelet {
   // Sets what PodResources reports for one container (for tests that script the kubelet's record).
   void RecordDevices(const std::string& ns, const std::string& name, const std::string& container,
                      const std::string& resource, const std::vector<std::string>& device_ids);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct FakeDraKubeletOptions {
+  std::string registry_dir;  // the kubelet's plugins_registry directory; required, must exist
+  // The DRAPlugin services this kubelet calls, newest first: {"v1.DRAPlugin", "v1beta1.DRAPlugin"} for 1.34+,
+  // {"v1beta1.DRAPlugin"} for 1.32 and 1.33.
+  std::vector<std::string> services = {"v1.DRAPlugin", "v1beta1.DRAPlugin"};
+  bool watch_health = true;  // open NodeWatchResources when the plugin serves v1alpha1.DRAResourceHealth
+  std::chrono::milliseconds poll{20};
+};
+
+struct FakeDraRegistration {
+  std::string type;
+  std::string name;
+  std::string endpoint;
+  std::vector<std::string> supported_versions;
+  std::string chosen_service;  // "" when refused
+  std::string error;           // why it was refused ("" when registered); sent in NotifyRegistrationStatus
+};
+
+struct FakeClaim {
+  std::string namespace_ = "default";
+  std::string uid;
+  std::string name;
+};
+
+struct FakePreparedDevice {
+  std::vector<std::string> requests;
+  std::string pool;
+  std::string device;
+  std::vector<std::string> cdi_device_ids;
+};
+
+struct FakePrepareResult {
+  std::vector<FakePreparedDevice> devices;
+  std::string error;
+};
+
+struct FakeDeviceHealth {
+  std::string pool;
+  std::string device;
+  std::string health;  // "UNKNOWN", "HEALTHY", "UNHEALTHY"
+  int64_t last_updated = 0;
+};
+
+enum class FakeDraApi { kChosen, kV1, kV1beta1 };
+
+class FakeDraKubelet {
+ public:
+  explicit FakeDraKubelet(FakeDraKubeletOptions options);
+  ~FakeDraKubelet();  // Stop()
+  FakeDraKubelet(const FakeDraKubelet&) = delete;
+  FakeDraKubelet& operator=(const FakeDraKubelet&) = delete;
+
+  [[nodiscard]] common::Status Start();
+  void Stop();
+  // Stop, Start, wait up to `timeout` for `driver` to register again, then prepare again what was prepared: the
+  // answers of that call (an error when the driver did not come back).
+  [[nodiscard]] common::Result<std::map<std::string, FakePrepareResult>> Restart(const std::string& driver,
+                                                                                 std::chrono::milliseconds timeout);
+
+  // The last registration attempt of `driver` (a refused one too).
+  [[nodiscard]] std::optional<FakeDraRegistration> registration(const std::string& driver) const;
+  [[nodiscard]] int registrations(const std::string& driver) const;  // accepted ones since construction
+
+  // Claim uid -> answer. An RPC error (or no registered plugin) is the error.
+  [[nodiscard]] common::Result<std::map<std::string, FakePrepareResult>> NodePrepareResources(
+      const std::string& driver, const std::vector<FakeClaim>& claims, FakeDraApi api = FakeDraApi::kChosen);
+  // Claim uid -> error ("" when unprepared).
+  [[nodiscard]] common::Result<std::map<std::string, std::string>> NodeUnprepareResources(
+      const std::string& driver, const std::vector<FakeClaim>& claims, FakeDraApi api = FakeDraApi::kChosen);
+  [[nodiscard]] std::vector<FakeClaim> prepared_claims(const std::string& driver) const;
+
+  // The last list NodeWatchResources sent for `driver`, and how many lists it sent since its registration.
+  [[nodiscard]] std::optional<std::vector<FakeDeviceHealth>> Health(const std::string& driver) const;
+  [[nodiscard]] int health_updates(const std::string& driver) const;
 
  private:
   struct Impl;

@@ -69,22 +69,16 @@ std::vector<std::string> FindDriverFiles(std::span<const std::string> lib_dirs, 
   return out;
 }
 
-CdiSpec BuildCdiSpec(const CdiSpecOptions& options, std::span<const ports::GpuSample> gpus) {
-  CdiSpec out;
-  json devices = json::array();
-  for (const ports::GpuSample& g : gpus) {
-    auto minor = GpuMinor(options.proc_gpus_dir, g.pci_bus_id);
-    if (!minor.ok()) {
-      out.problems += (out.problems.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(g.index) + " (" +
-                      g.uuid.str() + "): " + minor.status().message();
-      continue;
-    }
-    devices.push_back(
-        {{"name", g.uuid.str()},
-         {"containerEdits",
-          {{"deviceNodes", json::array({{{"path", options.dev_dir + "/nvidia" + std::to_string(*minor)}}})}}}});
-    out.gpus.insert(g.uuid);
+common::Result<json> GpuDeviceNode(const CdiSpecOptions& options, const ports::GpuSample& gpu) {
+  auto minor = GpuMinor(options.proc_gpus_dir, gpu.pci_bus_id);
+  if (!minor.ok()) {
+    return common::NotFound("GPU " + std::to_string(gpu.index) + " (" + gpu.uuid.str() +
+                            "): " + minor.status().message());
   }
+  return json{{"path", options.dev_dir + "/nvidia" + std::to_string(*minor)}};
+}
+
+json CommonContainerEdits(const CdiSpecOptions& options) {
   json nodes = json::array();
   for (const std::string& name : options.control_nodes) {
     const std::string path = options.dev_dir + "/" + name;
@@ -108,6 +102,23 @@ CdiSpec BuildCdiSpec(const CdiSpecOptions& options, std::span<const ports::GpuSa
   if (!mounts.empty()) {
     edits["mounts"] = std::move(mounts);
   }
+  return edits;
+}
+
+CdiSpec BuildCdiSpec(const CdiSpecOptions& options, std::span<const ports::GpuSample> gpus) {
+  CdiSpec out;
+  json devices = json::array();
+  for (const ports::GpuSample& g : gpus) {
+    auto node = GpuDeviceNode(options, g);
+    if (!node.ok()) {
+      out.problems += (out.problems.empty() ? "" : "; ") + node.status().message();
+      continue;
+    }
+    devices.push_back(
+        {{"name", g.uuid.str()}, {"containerEdits", {{"deviceNodes", json::array({std::move(node).value()})}}}});
+    out.gpus.insert(g.uuid);
+  }
+  json edits = CommonContainerEdits(options);
   out.spec = {{"cdiVersion", "0.5.0"}, {"kind", options.kind}, {"devices", std::move(devices)}};
   if (!edits.empty()) {
     out.spec["containerEdits"] = std::move(edits);
@@ -122,7 +133,12 @@ std::string CdiSpecPath(const CdiSpecOptions& options) {
 }
 
 common::Status WriteCdiSpec(const CdiSpecOptions& options, const json& spec) {
-  const std::string path = CdiSpecPath(options);
+  return WriteCdiSpecFile(CdiSpecPath(options), spec);
+}
+
+common::Status RemoveCdiSpec(const CdiSpecOptions& options) { return RemoveCdiSpecFile(CdiSpecPath(options)); }
+
+common::Status WriteCdiSpecFile(const std::string& path, const json& spec) {
   const std::string text = spec.dump(2) + "\n";
   {
     std::ifstream in(path);
@@ -134,10 +150,11 @@ common::Status WriteCdiSpec(const CdiSpecOptions& options, const json& spec) {
       }
     }
   }
+  const std::string dir = fs::path(path).parent_path().string();
   std::error_code ec;
-  fs::create_directories(options.spec_dir, ec);
+  fs::create_directories(dir, ec);
   if (ec) {
-    return common::Unavailable("CDI spec: cannot create " + options.spec_dir + ": " + ec.message());
+    return common::Unavailable("CDI spec: cannot create " + dir + ": " + ec.message());
   }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
@@ -158,8 +175,7 @@ common::Status WriteCdiSpec(const CdiSpecOptions& options, const json& spec) {
   return common::Status::Ok();
 }
 
-common::Status RemoveCdiSpec(const CdiSpecOptions& options) {
-  const std::string path = CdiSpecPath(options);
+common::Status RemoveCdiSpecFile(const std::string& path) {
   std::error_code ec;
   fs::remove(path, ec);
   if (ec) {

@@ -60,6 +60,13 @@ struct CdiSpec {
 
 [[nodiscard]] CdiSpec BuildCdiSpec(const CdiSpecOptions& options, std::span<const ports::GpuSample> gpus);
 
+// The pieces BuildCdiSpec is made of, for other specs of the same GPUs (the DRA plugin's per-claim specs,
+// dra_plugin.h): one GPU's device node ({"path": "<dev_dir>/nvidia<minor>"}, an error naming the GPU and the file
+// when its minor cannot be read), and the edits every container with a GPU gets (the control nodes that exist, the
+// driver files; an empty object when there are none).
+[[nodiscard]] common::Result<nlohmann::json> GpuDeviceNode(const CdiSpecOptions& options, const ports::GpuSample& gpu);
+[[nodiscard]] nlohmann::json CommonContainerEdits(const CdiSpecOptions& options);
+
 // <spec_dir>/<kind with '/' as '-'>.json
 [[nodiscard]] std::string CdiSpecPath(const CdiSpecOptions& options);
 
@@ -67,5 +74,10 @@ struct CdiSpec {
 [[nodiscard]] common::Status WriteCdiSpec(const CdiSpecOptions& options, const nlohmann::json& spec);
 // Removes the file; OK when it does not exist.
 [[nodiscard]] common::Status RemoveCdiSpec(const CdiSpecOptions& options);
+
+// The same for a spec at any path (its directory is created when missing): written atomically and only when the
+// content differs; removal is OK when the file does not exist.
+[[nodiscard]] common::Status WriteCdiSpecFile(const std::string& path, const nlohmann::json& spec);
+[[nodiscard]] common::Status RemoveCdiSpecFile(const std::string& path);
 
 }  // namespace gpusched::adapters::deviceplugin
