@@ -26,6 +26,50 @@ elseif(NOT GPUSCHED_SANITIZE STREQUAL "")
   message(FATAL_ERROR "GPUSCHED_SANITIZE must be '', 'address' or 'thread', got '${GPUSCHED_SANITIZE}'")
 endif()
 
+# Precompiled headers (GPUSCHED_PCH, on by default): parsing the C++ library, nlohmann/json and GoogleTest took
+# about half of each translation unit's compile. Two headers are compiled once per build, each in a carrier target
+# with the flags of the targets that reuse it (GCC accepts a PCH only under the same -O level and sanitizers):
+# gpusched_pch_lib for the libraries and executables, gpusched_pch_test (also GoogleTest and GoogleMock) for the
+# tests. common/, core/, policy/ and ports/ do not use them: those layers include no third-party header, and a PCH
+# that brings nlohmann/json along would hide a header that forgot its own includes. Benchmarks do not either (few
+# files). A build with -DGPUSCHED_PCH=OFF compiles every file on its own includes.
+# Every file compiles with -pthread (every binary links Threads::Threads anyway): it defines _REENTRANT, which the
+# standard headers read, and a PCH is usable only where it is defined the same way.
+add_compile_options(-pthread)
+set(GPUSCHED_PCH_STD <algorithm> <chrono> <cstdint> <functional> <map> <memory> <mutex> <optional> <set> <sstream>
+    <string> <string_view> <unordered_map> <utility> <variant> <vector>)
+set(GPUSCHED_PCH_NO_PCH_LAYERS common core policy ports)
+
+function(gpusched_pch_carriers)
+  if(NOT GPUSCHED_PCH OR TARGET gpusched_pch_lib)
+    return()
+  endif()
+  add_library(gpusched_pch_lib OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch/pch.cc)
+  target_compile_options(gpusched_pch_lib PRIVATE ${GPUSCHED_WARNINGS})
+  # nlohmann_json's target defines nothing (every one of its definitions is conditional and off); a header whose
+  # target defines macros (fmt's FMT_SHARED) stays out: a TU without the macro would find the PCH invalid.
+  target_link_libraries(gpusched_pch_lib PRIVATE nlohmann_json::nlohmann_json)
+  target_precompile_headers(gpusched_pch_lib PRIVATE ${GPUSCHED_PCH_STD} <nlohmann/json.hpp>)
+  if(GPUSCHED_BUILD_TESTS)
+    add_library(gpusched_pch_test OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch/pch.cc)
+    target_compile_options(gpusched_pch_test PRIVATE -Wall -Wextra -Wshadow -Wno-missing-field-initializers)
+    if(GPUSCHED_SANITIZE)
+      target_compile_options(gpusched_pch_test PRIVATE -O0)
+    endif()
+    target_link_libraries(gpusched_pch_test PRIVATE nlohmann_json::nlohmann_json GTest::gtest GTest::gmock)
+    target_precompile_headers(gpusched_pch_test PRIVATE ${GPUSCHED_PCH_STD} <nlohmann/json.hpp> <gmock/gmock.h>
+                              <gtest/gtest.h>)
+  endif()
+endfunction()
+
+# The library PCH for an executable or library target of the project's own flags (no-op with GPUSCHED_PCH off).
+function(gpusched_use_pch target)
+  if(GPUSCHED_PCH)
+    gpusched_pch_carriers()
+    target_precompile_headers(${target} REUSE_FROM gpusched_pch_lib)
+  endif()
+endfunction()
+
 function(gpusched_library)
   cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS" ${ARGN})
   set(target gpusched_${ARG_NAME})
@@ -34,6 +78,9 @@ function(gpusched_library)
   target_include_directories(${target} PUBLIC ${GPUSCHED_SOURCE_ROOT})
   target_compile_options(${target} PRIVATE ${GPUSCHED_WARNINGS})
   target_link_libraries(${target} PUBLIC ${ARG_DEPS})
+  if(NOT ARG_NAME IN_LIST GPUSCHED_PCH_NO_PCH_LAYERS)
+    gpusched_use_pch(${target})
+  endif()
 endfunction()
 
 function(gpusched_test)
@@ -52,6 +99,10 @@ function(gpusched_test)
     target_compile_options(${ARG_NAME} PRIVATE -O0)
   endif()
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  if(GPUSCHED_PCH)
+    gpusched_pch_carriers()
+    target_precompile_headers(${ARG_NAME} REUSE_FROM gpusched_pch_test)
+  endif()
   # cairo's fontconfig keeps a small cache for the life of the process; LeakSanitizer must not call it a leak.
   # ENVIRONMENT holds one variable here: gtest_discover_tests splits a list value into separate property arguments,
   # so a second variable was silently dropped. TSAN_OPTIONS comes from the `tsan` test preset (CMakePresets.json).

@@ -3,8 +3,15 @@
 # with Debian's Go, into a cache outside the repository, and prints the directory that holds the binaries.
 # The end-to-end tests (tests/e2e) take their control plane from there unless GPUSCHED_K8S_BIN names another one.
 #
-# Usage: scripts/build-k8s.sh            build when the cache lacks the binaries; print the bin directory last
+# Usage: scripts/build-k8s.sh            build when the cache lacks the binaries (or wait for a build under way);
+#                                        print the bin directory last
 #        scripts/build-k8s.sh --check    print the bin directory and exit 0 when it is ready, exit 1 otherwise
+#        scripts/build-k8s.sh --background
+#                                        start the build at the lowest CPU priority and return at once (`make test`
+#                                        does this before compiling, so the Go build takes the cycles the C++ build
+#                                        and the unit tests leave idle); its log is $CACHE/build.log, and a later
+#                                        plain call waits for it and fails if it failed
+# One build at a time: the cache directory's lock file serialises callers.
 # Cache: $GPUSCHED_K8S_CACHE, else ${XDG_CACHE_HOME:-$HOME/.cache}/gpusched/k8s-1.20.2 (about 1.5 GB while
 # building; the source and Go build cache are removed afterwards, leaving about 150 MB of binaries).
 # Facts behind each step: ../shared/design/real-kubernetes.md. Nothing from Kubernetes enters the repository.
@@ -30,6 +37,36 @@ fi
 if [[ "${1:-}" == "--check" ]]; then
   echo "build-k8s: no binaries in $BIN yet" >&2
   exit 1
+fi
+mkdir -p "$CACHE"
+LOCK="$CACHE/.lock"
+if [[ "${1:-}" == "--background" ]]; then
+  # The child takes the lock before this returns, so a plain call made right after waits for it.
+  exec 8>"$LOCK"
+  if ! flock -n 8; then
+    echo "build-k8s: a build is already under way (log: $CACHE/build.log)" >&2
+    exit 0
+  fi
+  echo "build-k8s: building in the background at nice 19 (log: $CACHE/build.log)" >&2
+  nice -n 19 setsid bash "$0" --locked >"$CACHE/build.log" 2>&1 </dev/null 8>&8 &
+  exit 0
+fi
+if [[ "${1:-}" != "--locked" ]]; then
+  # Wait for a build under way (a background one), then look again.
+  exec 8>"$LOCK"
+  if ! flock -n 8; then
+    echo "build-k8s: waiting for the build under way (log: $CACHE/build.log)" >&2
+    flock 8
+  fi
+  if [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-scheduler" ]]; then
+    echo "$BIN"
+    exit 0
+  fi
+  if [[ -s "$CACHE/build.log" ]]; then
+    echo "build-k8s: the background build left no binaries; its log ends:" >&2
+    tail -n 20 "$CACHE/build.log" >&2
+    echo "build-k8s: building again in the foreground" >&2
+  fi
 fi
 
 log() { echo "build-k8s: $*" >&2; }
