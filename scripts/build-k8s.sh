@@ -51,7 +51,11 @@ if [[ "${1:-}" == "--background" ]]; then
   nice -n 19 setsid bash "$0" --locked >"$CACHE/build.log" 2>&1 </dev/null 8>&8 &
   exit 0
 fi
-if [[ "${1:-}" != "--locked" ]]; then
+if [[ "${1:-}" == "--locked" ]]; then
+  # setsid made this a session of its own, and with the kernel's autogroup scheduling a session's niceness is its
+  # autogroup's: lower that too, or the Go build gets half the CPU whatever `nice` says.
+  echo 19 >/proc/self/autogroup 2>/dev/null || true
+else
   # Wait for a build under way (a background one), then look again.
   exec 8>"$LOCK"
   if ! flock -n 8; then
