@@ -288,7 +288,7 @@ TEST(DraSlicesTest, DecodingRefusesFieldsGpuschedDoesNotModel) {
        [](json& s) {
          s["spec"]["devices"][0]["capacity"]["x"] = {{"value", "0.0001"}};
        },
-       "finer than the smallest unit"},
+       "finer than a milli-unit"},
   };
   for (const auto& c : cases) {
     json s = Slice();
