@@ -77,7 +77,7 @@ endif
 	@test -f build/$(TEST_PRESET)/CMakeCache.txt || cmake --preset $(TEST_PRESET)
 	cmake --build --preset $(TEST_PRESET) --parallel $(JOBS)
 	ctest --preset $(TEST_PRESET) -LE 'e2e|bench' --output-on-failure -j $(JOBS)
-	ctest --preset $(TEST_PRESET) -L bench --output-on-failure
+	ctest --preset $(TEST_PRESET) -L bench --output-on-failure -j $(JOBS)
 	bash scripts/check-install.sh build/$(TEST_PRESET)
 ifeq ($(CI),true)
 	python3 scripts/image-smoke.py build/$(TEST_PRESET)
